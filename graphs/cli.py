@@ -1,0 +1,222 @@
+"""The `quorum` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from typer.exceptions import TyperException
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Answer biomedical questions from PubMed, BioASQ-style, with every step traceable.",
+)
+trace_app = typer.Typer(no_args_is_help=True, help="Read runs back from their checkpoints.")
+app.add_typer(trace_app, name="trace")
+
+QUESTION_TYPES = ("yesno", "factoid", "list", "summary")
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False, soft_wrap=True)
+
+
+class CliError(Exception):
+    """A problem with what the user asked for: one line on stderr, exit code 2."""
+
+
+def _settings():
+    from infra.settings import load_settings
+
+    return load_settings()
+
+
+def _demo_notice(settings: Any) -> None:
+    roles = ("query", "refine", "organize", "ensemble", "synthesis")
+    if any(
+        spec.provider == "local" and spec.path is None
+        for r in roles
+        for spec in settings.models.for_role(r)
+    ):
+        err.print(
+            "[dim]note: answering with the built-in SmolLM2-135M demo model, which proves the "
+            "pipeline's "
+            "wiring, not answer quality. Point quorum at a real model: see README, 'Models'.[/dim]"
+        )
+
+
+PROGRESS = {
+    "generate_query": "writing the search query",
+    "search": "searching",
+    "refine_query": "relaxing the query",
+    "rerank": "reranking",
+    "organize": "organizing contexts",
+    "ensemble": "ensemble answering",
+    "synthesize": "synthesizing",
+    "fallback_search": "searching PubMed",
+    "finalize": "finalizing",
+}
+NEXT = {
+    "generate_query": "search",
+    "search": "rerank",
+    "refine_query": "search",
+    "rerank": "organize",
+    "organize": "ensemble",
+    "ensemble": "synthesize",
+    "synthesize": "finalize",
+    "fallback_search": "rerank",
+}
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question, in quotes.")],
+    qtype: Annotated[
+        str | None,
+        typer.Option("--type", help="yesno, factoid, list or summary (detected when omitted)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """Answer a question from the configured corpus."""
+    from graphs.runtime import build_context, check_question, run_question
+
+    question = check_question(question)
+    if qtype is not None and qtype not in QUESTION_TYPES:
+        raise CliError(f"unknown --type {qtype!r}; choose one of {', '.join(QUESTION_TYPES)}")
+    settings = _settings()
+    _demo_notice(settings)
+    with err.status("loading models and index…") as status:
+        context = build_context(settings)
+
+        def progress(node: str, update: dict[str, Any]) -> None:
+            detail = ""
+            if node == "search" and "hits" in update:
+                detail = f" ({update['hits']:,} hits)"
+            err.print(f"[dim]✓ {PROGRESS.get(node, node)}{detail}[/dim]")
+            status.update(f"{PROGRESS.get(NEXT.get(node, ''), 'working')}…")
+
+        status.update("writing the search query…")
+        _, result = asyncio.run(
+            run_question(settings, question, qtype, context=context, on_event=progress)
+        )
+    if as_json:
+        keys = (
+            "question",
+            "type",
+            "exact_answer",
+            "ideal_answer",
+            "confidence",
+            "documents",
+            "snippets",
+            "thread_id",
+        )
+        sys.stdout.write(json.dumps({k: result.get(k) for k in keys}, ensure_ascii=False) + "\n")
+        return
+    _print_answer(result)
+
+
+def _print_answer(result: dict[str, Any]) -> None:
+    exact = result.get("exact_answer")
+    if isinstance(exact, list):
+        exact = "; ".join(item[0] for item in exact if item) or "(none)"
+    out.print(
+        f"[bold]Answer[/bold] ({result['type']}): {exact if exact is not None else '(summary)'}"
+    )
+    out.print(f"[bold]Confidence[/bold]: {result.get('confidence', 0):.2f}")
+    if result.get("ideal_answer"):
+        out.print(result["ideal_answer"])
+    titles = result.get("titles", {})
+    if result.get("documents"):
+        out.print("[bold]Documents[/bold] (best first):")
+        for pmid in result["documents"][:5]:
+            out.print(f"  [{pmid}] {titles.get(pmid, '')}")
+    out.print(
+        f"[dim]thread {result['thread_id']} — every step: "
+        f"quorum trace show {result['thread_id']}[/dim]"
+    )
+
+
+@trace_app.command("show")
+def trace_show(
+    thread_id: Annotated[str, typer.Argument(help="The thread id `quorum ask` printed.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list of {node, update}.")
+    ] = False,
+) -> None:
+    """Show a run's nodes in execution order with each node's state update."""
+    from graphs.traces import UnknownThread, node_updates
+
+    try:
+        steps = node_updates(_settings(), thread_id)
+    except UnknownThread as exc:
+        raise CliError(str(exc)) from None
+    if as_json:
+        sys.stdout.write(
+            json.dumps(
+                [{"node": s["node"], "update": s["update"]} for s in steps],
+                ensure_ascii=False,
+                default=str,
+            )
+            + "\n"
+        )
+        return
+    for s in steps:
+        took = f" {s['seconds']:.2f}s" if s["seconds"] is not None else ""
+        out.print(f"[bold]{s['step']:>2} {s['node']}[/bold][dim]{took}[/dim]")
+        for key, value in s["update"].items():
+            text = json.dumps(value, ensure_ascii=False, default=str)
+            out.print(f"    {key}: {text if len(text) <= 300 else text[:300] + '…'}")
+
+
+def main() -> None:
+    """Run the CLI: user errors are one line, exit 2; tracebacks only with QUORUM_DEBUG set."""
+    from graphs.runtime import InputProblem
+    from infra.ingest import IndexMissing
+    from infra.settings import SettingsError
+
+    try:
+        app(standalone_mode=False)
+        _exit(0)
+    except typer.Exit as exc:
+        _exit(exc.exit_code)
+    except typer.Abort:
+        _fail("aborted", 130)
+    except TyperException as exc:  # usage errors from typer's bundled click
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()
+            _exit(2)
+        _fail(exc.format_message(), getattr(exc, "exit_code", 2))
+    except (CliError, InputProblem, SettingsError, IndexMissing) as exc:
+        _fail(str(exc), 2)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except Exception as exc:
+        if os.environ.get("QUORUM_DEBUG"):
+            raise
+        _fail(
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+            "(set QUORUM_DEBUG=1 for details)",
+            1,
+        )
+
+
+def _fail(message: str, code: int) -> None:
+    sys.stderr.write(f"quorum: error: {message}\n")
+    _exit(code)
+
+
+def _exit(code: int) -> None:
+    # NOTE: tearing down torch and sentence-transformers at interpreter exit takes ~2 s on
+    # 2 cores; everything quorum writes is closed by now, so leave without it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Routers: pure functions over the state that choose the next node."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from nodes.state import QAState
+from nodes.synthesize import evidence_round
+
+
+def needs_refinement(state: QAState) -> Literal["refine_query", "rerank"]:
+    """Relax the query while it finds fewer than min_hits, at most max_refinements times."""
+    limits = state["limits"]
+    if (
+        state.get("hits", 0) < limits["min_hits"]
+        and state.get("refinements", 0) < limits["max_refinements"]
+    ):
+        return "refine_query"
+    return "rerank"
+
+
+def needs_resynthesis(state: QAState) -> bool:
+    """Tell whether to synthesize again at temperature 0: low confidence and attempts left."""
+    limits = state["limits"]
+    this_round = [a for a in state.get("attempts", []) if a["round"] == evidence_round(state)]
+    confidence = (state.get("answer") or {}).get("confidence", 0.0)
+    return confidence < limits["min_confidence"] and len(this_round) < limits["max_attempts"]
+
+
+def evidence_insufficient(state: QAState) -> bool:
+    """Tell whether the evidence cannot support an answer: too few contexts, or low confidence."""
+    limits = state["limits"]
+    contexts = state.get("organized") or state.get("contexts") or []
+    confidence = (state.get("answer") or {}).get("confidence", 0.0)
+    return len(contexts) < limits["min_contexts"] or confidence < limits["min_confidence"]
+
+
+def needs_fallback(state: QAState) -> bool:
+    """Tell whether to search elsewhere: insufficient evidence and fallback rounds left."""
+    return (
+        evidence_insufficient(state)
+        and len(state.get("fallbacks", [])) < state["limits"]["max_fallbacks"]
+    )
+
+
+def after_synthesis(state: QAState) -> Literal["synthesize", "fallback_search", "finalize"]:
+    """Route after synthesis: re-synthesize, search elsewhere, or finish."""
+    if needs_resynthesis(state):
+        return "synthesize"
+    if needs_fallback(state):
+        return "fallback_search"
+    return "finalize"
+
+
+def after_fallback(state: QAState) -> Literal["rerank", "finalize"]:
+    """Re-rank when the fallback brought new documents; otherwise finish with what we have."""
+    last = (state.get("fallbacks") or [{}])[-1]
+    return "rerank" if last.get("added", 0) > 0 else "finalize"

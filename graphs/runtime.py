@@ -1,0 +1,91 @@
+"""Running the QA graph: dependencies from settings, a checkpointed run, progress events."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from graphs.qa import build_graph
+from infra.checkpoints import async_saver
+from infra.embeddings import BackgroundEmbedder
+from infra.ingest import ensure_index
+from infra.models import ModelPool
+from infra.pubmed import PubMedClient
+from infra.settings import Settings, secret_from_env
+from nodes.context import Context
+
+MAX_QUESTION_CHARS = 4000
+
+
+class InputProblem(ValueError):
+    """Input the graph must not be run on."""
+
+
+def check_question(question: str) -> str:
+    """Return the question stripped, or raise InputProblem saying what is wrong with it."""
+    text = (question or "").strip()
+    if not text:
+        raise InputProblem("the question is empty")
+    if len(text) > MAX_QUESTION_CHARS:
+        raise InputProblem(
+            f"the question is {len(text):,} characters long; the limit is {MAX_QUESTION_CHARS:,}"
+        )
+    return text
+
+
+def build_context(settings: Settings, *, models: ModelPool | None = None) -> Context:
+    """Build the run's dependencies from settings (the local model loads lazily on first call)."""
+    embedder = BackgroundEmbedder(settings.embeddings)
+    search = ensure_index(
+        settings.index_dir,
+        settings.search.index,
+        embedder,
+        max_prefix=settings.search.max_prefix_expansions,
+    )
+    fallback = settings.fallback
+    key = secret_from_env(fallback.api_key_env)
+    pubmed = (
+        PubMedClient(
+            base_url=fallback.base_url,
+            api_key=key.get_secret_value() if key else None,
+            email=fallback.email,
+            timeout_s=fallback.timeout_s,
+        )
+        if fallback.enabled
+        else None
+    )
+    return Context(
+        settings=settings,
+        search=search,
+        embedder=embedder,
+        models=models or ModelPool(settings),
+        pubmed=pubmed,
+    )
+
+
+async def run_question(
+    settings: Settings,
+    question: str,
+    qtype: str | None = None,
+    *,
+    context: Context | None = None,
+    thread_id: str | None = None,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """Answer one question in a checkpointed thread; return (thread_id, result)."""
+    question = check_question(question)
+    context = context or build_context(settings)
+    thread_id = thread_id or uuid.uuid4().hex
+    config = {"configurable": {"thread_id": thread_id}, "metadata": {"question": question[:300]}}
+    inputs: dict[str, Any] = {"question": question, "qtype": qtype}
+    async with async_saver(settings.checkpoint_path) as saver:
+        graph = build_graph(checkpointer=saver)
+        async for update in graph.astream(inputs, config, context=context, stream_mode="updates"):
+            for node, values in update.items():
+                if on_event is not None:
+                    on_event(node, values or {})
+        final = await graph.aget_state(config)
+    result = dict(final.values.get("result") or {})
+    result["thread_id"] = thread_id
+    return thread_id, result

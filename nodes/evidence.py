@@ -1,0 +1,64 @@
+"""Helpers the answering nodes share: passages as prompt text, answer fields by question type."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints
+
+# Short entity names; a bound also stops a small model's run-on strings inside the grammar.
+Entity = Annotated[str, StringConstraints(min_length=1, max_length=80)]
+
+
+def clip(text: str, chars: int) -> str:
+    """Cut text at a word boundary to at most `chars` characters."""
+    if len(text) <= chars:
+        return text
+    cut = text[:chars].rsplit(" ", 1)[0]
+    return cut + " …"
+
+
+def passages(docs: list[dict[str, Any]], chars: int) -> str:
+    """Render documents as numbered passages headed by their PMID."""
+    blocks = []
+    for i, doc in enumerate(docs, 1):
+        title = f"{doc['title']}\n" if doc.get("title") else ""
+        blocks.append(f"[{i}] PMID {doc['pmid']}\n{title}{clip(doc.get('abstract') or '', chars)}")
+    return "\n\n".join(blocks)
+
+
+def pmid_type(pmids: list[str]) -> Any:
+    """Return a type that only admits these PMIDs (so a model cannot cite anything else)."""
+    return Literal[tuple(pmids)] if pmids else str
+
+
+def exact_field(qtype: str) -> tuple[Any, Any]:
+    """Return the (type, Field) of the exact answer for a BioASQ question type."""
+    if qtype == "yesno":
+        return Literal["yes", "no"], Field(description="yes or no")
+    if qtype == "factoid":
+        return list[Entity], Field(
+            description="Up to 5 short candidate answers (entity names), best first", max_length=5
+        )
+    if qtype == "list":
+        return list[Entity], Field(
+            description="Every entity that answers the question", max_length=12
+        )
+    return str, Field(description="A one-sentence answer", max_length=400)
+
+
+def as_answers(qtype: str, exact: Any) -> list[str]:
+    """Return an exact answer as a list of answer strings."""
+    if exact is None:
+        return []
+    if isinstance(exact, str):
+        return [exact]
+    return [str(a) for a in exact]
+
+
+TYPE_INSTRUCTIONS = {
+    "yesno": "Answer yes or no.",
+    "factoid": "Give up to 5 short candidate answers (entity names), best first.",
+    "list": "List every entity that answers the question, each as a short name.",
+    "summary": "Answer in one or two sentences.",
+}

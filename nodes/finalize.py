@@ -1,0 +1,43 @@
+"""finalize: the BioASQ-shaped answer, with documents best first and snippets with offsets."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from infra.bioasq import exact_answer_shape
+from infra.snippets import best_snippets
+from nodes.context import Context
+from nodes.state import QAState
+
+MAX_DOCUMENTS = 10
+
+
+async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Shape the answer by question type; documents are the cited PMIDs, then the ranking."""
+    ctx = runtime.context
+    qtype = state["qtype"]
+    answer = state.get("answer") or {"exact": [], "ideal": "", "confidence": 0.0, "cited": []}
+    contexts = state.get("organized") or state.get("contexts") or []
+    known = {c["pmid"]: c for c in state.get("contexts", [])}
+    cited = [p for p in answer.get("cited", []) if p in known]
+    ranked = [p for p, _ in state.get("ranked", [])]
+    documents = list(dict.fromkeys([*cited, *ranked]))[:MAX_DOCUMENTS]
+    by_pmid = {c["pmid"]: c for c in contexts} | known
+    snippet_docs = [by_pmid[p] for p in documents if p in by_pmid][:5]
+    snippets = await asyncio.to_thread(best_snippets, state["question"], snippet_docs, ctx.embedder)
+    ideal = answer.get("ideal") or "; ".join(answer.get("exact", []))
+    return {
+        "result": {
+            "question": state["question"],
+            "type": qtype,
+            "exact_answer": exact_answer_shape(qtype, answer.get("exact", [])),
+            "ideal_answer": ideal,
+            "confidence": answer.get("confidence", 0.0),
+            "documents": documents,
+            "snippets": snippets,
+            "titles": {p: by_pmid[p].get("title", "") for p in documents if p in by_pmid},
+        }
+    }

@@ -1,0 +1,86 @@
+"""generate_query: the model writes a boolean query; the backend validates it before it runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
+
+from infra.bioasq import detect_type
+from infra.search.query import QueryError, keyword_query
+from nodes.context import Context
+from nodes.state import Limits, QAState
+from prompts import render
+
+
+class BooleanQuery(BaseModel):
+    """A search query in quorum's boolean syntax."""
+
+    query: str = Field(description="The boolean query", min_length=1, max_length=500)
+
+
+async def generate_query(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Write, validate and if needed repair the query; else fall back to the question's keywords."""
+    ctx = runtime.context
+    question = state["question"]
+    given = state.get("qtype")
+    model = ctx.models.first("query")
+    proposals, calls = [], []
+
+    reply = await model.structured(BooleanQuery, render("generate_query", question=question))
+    calls.append(reply.record("generate_query"))
+    query = reply.value.query if reply.value else None
+    error = reply.error or _invalid(ctx, query)
+    proposals.append({"query": query, "source": "model", "error": error})
+
+    if error and query:
+        messages = render("repair_query", question=question, query=query, error=error)
+        reply = await model.structured(BooleanQuery, messages)
+        calls.append(reply.record("generate_query"))
+        query = reply.value.query if reply.value else None
+        error = reply.error or _invalid(ctx, query)
+        proposals.append({"query": query, "source": "repair", "error": error})
+
+    notes = []
+    if error:
+        query = keyword_query(question)
+        proposals.append({"query": query, "source": "keywords", "error": _invalid(ctx, query)})
+        notes.append(
+            "generate_query: the model's query failed validation twice; "
+            "used the question's keywords"
+        )
+
+    return {
+        "qtype": given or detect_type(question),
+        "qtype_source": "given" if given else "detected",
+        "limits": limits(ctx),
+        "query": query,
+        "queries": proposals,
+        "calls": calls,
+        "notes": notes,
+        "refinements": 0,
+    }
+
+
+def _invalid(ctx: Context, query: str | None) -> str | None:
+    if not query:
+        return "empty query"
+    try:
+        ctx.search.validate(query)
+    except QueryError as exc:
+        return str(exc)
+    return None
+
+
+def limits(ctx: Context) -> Limits:
+    """Copy the routers' bounds from settings into the state."""
+    s = ctx.settings
+    return Limits(
+        min_hits=s.search.min_hits,
+        max_refinements=s.search.max_refinements,
+        min_confidence=s.synthesis.min_confidence,
+        max_attempts=s.synthesis.max_attempts,
+        max_fallbacks=s.fallback.max_rounds if s.fallback.enabled else 0,
+        min_contexts=s.fallback.min_contexts,
+    )

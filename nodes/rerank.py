@@ -1,0 +1,89 @@
+"""rerank: BM25 candidates to the top rerank.top_k by cosine with precomputed document vectors."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+from langgraph.runtime import Runtime
+
+from infra.embeddings import document_text
+from nodes.context import Context
+from nodes.state import QAState
+
+
+def _minmax(values: np.ndarray) -> np.ndarray:
+    if values.size == 0:
+        return values
+    low, high = float(values.min()), float(values.max())
+    return np.ones_like(values) if high - low < 1e-12 else (values - low) / (high - low)
+
+
+def fuse(bm25: np.ndarray, cosine: np.ndarray, method: str, alpha: float, rrf_k: int) -> np.ndarray:
+    """Combine BM25 and cosine scores of the same candidates into one score (higher is better)."""
+    if method == "cosine":
+        return cosine
+    if method == "rrf":
+        bm25_rank = np.empty(len(bm25))
+        bm25_rank[np.argsort(-bm25, kind="stable")] = np.arange(len(bm25))
+        cos_rank = np.empty(len(cosine))
+        cos_rank[np.argsort(-cosine, kind="stable")] = np.arange(len(cosine))
+        return 1.0 / (rrf_k + bm25_rank + 1) + 1.0 / (rrf_k + cos_rank + 1)
+    return (1 - alpha) * _minmax(bm25) + alpha * _minmax(cosine)
+
+
+async def rerank(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Score every candidate (index hits and fallback documents) and keep the best."""
+    ctx = runtime.context
+    return await asyncio.to_thread(_rerank, state, ctx)
+
+
+def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
+    settings = ctx.settings.rerank
+    candidates = [
+        (p, s) for p, s in state.get("candidates", []) if p not in (state.get("pool") or {})
+    ]
+    pool = state.get("pool") or {}
+    pmids = [p for p, _ in candidates] + list(pool)
+    if not pmids:
+        return {"ranked": [], "contexts": []}
+    question_vec = ctx.embedder.embed_query(state["question"])
+    notes = []
+    index_vecs = (
+        ctx.search.vectors([p for p, _ in candidates])
+        if candidates
+        else np.zeros((0, len(question_vec)))
+    )
+    if index_vecs is None:
+        notes.append("rerank: the index stores no document vectors; kept BM25 order")
+        index_cos = np.zeros(len(candidates), dtype=np.float32)
+    else:
+        index_cos = index_vecs @ question_vec
+    pool_docs = list(pool.values())
+    pool_vecs = ctx.embedder.embed_documents(
+        [document_text(d.get("title", ""), d.get("abstract", "")) for d in pool_docs]
+    )
+    cosine = np.concatenate([index_cos, pool_vecs @ question_vec]) if pool_docs else index_cos
+    bm25 = np.array([s for _, s in candidates], dtype=np.float32)
+    if pool_docs:
+        # Fallback documents have no BM25 score here; they enter at the candidates' median.
+        bm25 = np.concatenate(
+            [bm25, np.full(len(pool_docs), float(np.median(bm25)) if bm25.size else 1.0)]
+        )
+    method = settings.fusion if index_vecs is not None else "bm25"
+    scores = (
+        bm25 if method == "bm25" else fuse(bm25, cosine, method, settings.alpha, settings.rrf_k)
+    )
+    order = np.argsort(-scores, kind="stable")[: settings.top_k]
+    ranked = [(pmids[i], round(float(scores[i]), 6)) for i in order]
+    head = [p for p, _ in ranked[: settings.contexts]]
+    stored = {d["pmid"]: d for d in ctx.search.fetch([p for p in head if p not in pool])}
+    contexts = []
+    for pmid, score in ranked[: settings.contexts]:
+        doc = pool.get(pmid) or stored.get(pmid)
+        if doc:
+            contexts.append(
+                {**{k: doc.get(k) for k in ("pmid", "title", "abstract", "year")}, "score": score}
+            )
+    return {"ranked": ranked, "contexts": contexts, "notes": notes}
