@@ -7,17 +7,13 @@ import io
 import json
 import logging
 import socket
-import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from conftest import EFETCH_XML, ESEARCH_JSON, FakeEutils
 
 from infra.pubmed import (
     FallbackUnavailable,
@@ -27,8 +23,6 @@ from infra.pubmed import (
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pubmed"
-EFETCH_XML = (FIXTURES / "efetch_sample.xml").read_bytes()
-ESEARCH_JSON = (FIXTURES / "esearch_sample.json").read_bytes()
 SECRET = "sk-test-SECRET-123456"
 FAST = 1000.0  # requests_per_second that keeps the limiter out of the way
 
@@ -159,63 +153,6 @@ def test_iter_truncated_gzip_raises_value_error(tmp_path):
     gz.write_bytes(gzip.compress(EFETCH_XML)[:200])
     with pytest.raises(ValueError, match=r"truncated\.xml\.gz"):
         list(iter_pubmed_articles(gz))
-
-
-# --- a real local E-utilities server -----------------------------------------------------------
-
-
-@dataclass
-class FakeEutils:
-    """Records every request; scripted (status, headers, body) replies are served first."""
-
-    base_url: str = ""
-    requests: list[tuple[str, dict[str, list[str]], float]] = field(default_factory=list)
-    script: dict[str, list[tuple[int, dict[str, str], bytes]]] = field(default_factory=dict)
-    esearch_body: bytes = ESEARCH_JSON
-    delay_s: float = 0.0
-
-    def paths(self) -> list[str]:
-        return [path for path, _, _ in self.requests]
-
-    def reply(self, path: str) -> tuple[int, dict[str, str], bytes]:
-        if self.script.get(path):
-            return self.script[path].pop(0)
-        if path.endswith("/esearch.fcgi"):
-            return 200, {"Content-Type": "application/json"}, self.esearch_body
-        if path.endswith("/efetch.fcgi"):
-            return 200, {"Content-Type": "text/xml"}, EFETCH_XML
-        return 404, {}, b"not found"
-
-
-@pytest.fixture
-def eutils() -> Iterator[FakeEutils]:
-    fake = FakeEutils()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            url = urlsplit(self.path)
-            fake.requests.append((url.path, parse_qs(url.query), time.monotonic()))
-            time.sleep(fake.delay_s)
-            status, headers, body = fake.reply(url.path)
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/entrez/eutils"
-    yield fake
-    server.shutdown()
-    server.server_close()
-    thread.join()
 
 
 def client_for(fake: FakeEutils, **kwargs) -> PubMedClient:

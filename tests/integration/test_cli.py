@@ -1,0 +1,121 @@
+"""The `quorum` command end to end on the embedded defaults: real index, real embedder, real model."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra.ingest.corpus import DEMO_DOCS, read_jsonl
+
+QUORUM = str(Path(sys.executable).parent / "quorum")
+QUESTION = (
+    "Do mitochondria play a role in remodelling lace plant leaves during programmed cell death?"
+)
+ANSWERING_NODES = [
+    "generate_query",
+    "search",
+    "rerank",
+    "organize",
+    "ensemble",
+    "synthesize",
+    "finalize",
+]
+
+
+@pytest.fixture(scope="module")
+def home(quorum_home) -> Path:
+    return quorum_home
+
+
+def quorum(home: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
+    env["QUORUM_HOME"] = str(home)
+    return subprocess.run([QUORUM, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def asked(home: Path) -> dict:
+    proc = quorum(home, "ask", QUESTION, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.slow
+def test_ask_json_is_one_bioasq_shaped_object(asked):
+    assert set(asked) == {
+        "question",
+        "type",
+        "exact_answer",
+        "ideal_answer",
+        "confidence",
+        "documents",
+        "snippets",
+        "thread_id",
+    }
+    assert asked["type"] == "yesno" and asked["exact_answer"] in ("yes", "no")
+    assert 0.0 <= asked["confidence"] <= 1.0
+    demo_pmids = {d["pmid"] for d in read_jsonl(DEMO_DOCS)}
+    assert asked["documents"] and set(asked["documents"]) <= demo_pmids
+    assert "21645374" in asked["documents"]  # the article the question is the title of
+    for snippet in asked["snippets"]:
+        assert snippet["document"].rsplit("/", 1)[1] in demo_pmids
+
+
+@pytest.mark.slow
+def test_trace_shows_the_nodes_in_order(home, asked):
+    proc = quorum(home, "trace", "show", asked["thread_id"], "--json")
+    assert proc.returncode == 0, proc.stderr
+    steps = json.loads(proc.stdout)
+    nodes = [s["node"] for s in steps]
+    positions = [nodes.index(n) for n in ANSWERING_NODES]
+    assert positions == sorted(positions)
+    assert nodes[-1] == "finalize"
+    final = steps[-1]["update"]["result"]
+    assert final["documents"] == asked["documents"]
+    human = quorum(home, "trace", "show", asked["thread_id"])
+    assert human.returncode == 0 and "generate_query" in human.stdout and "finalize" in human.stdout
+
+
+@pytest.mark.slow
+def test_ask_human_output_names_answer_and_titles(home):
+    proc = quorum(home, "ask", QUESTION, "--type", "yesno")
+    assert proc.returncode == 0, proc.stderr
+    assert "Answer (yesno):" in proc.stdout
+    assert "[21645374] Do mitochondria play a role" in proc.stdout
+    assert "SmolLM2-135M demo model" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ask", ""], "the question is empty"),
+        (["ask", "   \n\t "], "the question is empty"),
+        (["ask", "x" * 4001], "4,001 characters"),
+        (["ask", "Is it?", "--type", "boolean"], "unknown --type 'boolean'"),
+        (["trace", "show", "no-such-thread"], "no run with thread id 'no-such-thread'"),
+        (["ask"], "Missing argument"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    proc = quorum(tmp_path, *args, timeout=120)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_invalid_setting_is_one_line_and_exit_2(tmp_path):
+    env_home = tmp_path / "h"
+    proc = subprocess.run(
+        [QUORUM, "ask", "Is it?"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "QUORUM_HOME": str(env_home), "QUORUM_SEARCH__INDEX": "../etc"},
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("quorum: error: invalid setting search.index")
+    assert "Traceback" not in proc.stderr

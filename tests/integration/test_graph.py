@@ -1,0 +1,194 @@
+"""The compiled graph end to end with scripted models, a real tantivy index and checkpoints."""
+
+import pytest
+from conftest import pmids_in, script
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graphs.qa import build_graph
+from infra.pubmed import PubMedClient
+
+QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
+
+
+def answer(confidence):
+    return lambda m, kw: {
+        "exact_answer": "yes",
+        "ideal_answer": "Mitochondria act early in lace plant PCD.",
+        "confidence": confidence(kw) if callable(confidence) else confidence,
+        "cited_pmids": pmids_in(m)[:1],
+    }
+
+
+def member(m, kw):
+    return {"answer": "yes", "pmids": pmids_in(m)[:1]}
+
+
+async def run(context, question=QUESTION, **inputs):
+    saver = InMemorySaver()
+    graph = build_graph(checkpointer=saver)
+    config = {"configurable": {"thread_id": "t1"}}
+    order = []
+    async for update in graph.astream(
+        {"question": question, **inputs}, config, context=context, stream_mode="updates"
+    ):
+        order.extend(update)
+    state = (await graph.aget_state(config)).values
+    return order, state
+
+
+async def test_happy_path_visits_every_answering_node_once(make_context):
+    model = script(
+        query={"query": '(mitochondria OR mitochondrial) OR "cell death" OR lace'},
+        organize={"duplicates": []},
+        ensemble=member,
+        synthesize=answer(0.9),
+    )
+    order, state = await run(make_context(model))
+    assert order == [
+        "generate_query",
+        "search",
+        "rerank",
+        "organize",
+        "ensemble",
+        "synthesize",
+        "finalize",
+    ]
+    result = state["result"]
+    assert result["exact_answer"] == "yes" and result["type"] == "yesno"
+    assert result["documents"][0] in {"101", "102", "105", "108"}
+    assert set(result["documents"]) <= {d for d, _ in state["ranked"]}
+    assert len(state["members"]) == 3 and state["votes"]["ranked"] == ["yes"]
+
+
+async def test_few_hits_refines_then_continues(make_context):
+    model = script(
+        query={"query": "mitochondria AND aspirin"},  # 0 hits
+        refine={"query": "mitochondria OR lace OR plant"},
+        organize={"duplicates": []},
+        ensemble=member,
+        synthesize=answer(0.9),
+    )
+    order, state = await run(make_context(model))
+    assert order[:5] == ["generate_query", "search", "refine_query", "search", "rerank"]
+    assert [s["hits"] for s in state["searches"]] == [0, state["hits"]] and state["hits"] >= 5
+    assert state["refinements"] == 1
+
+
+async def test_refinement_is_bounded_even_when_nothing_matches(make_context):
+    model = script(
+        query={"query": "zebrafish AND xenotransplant"},
+        refine={"query": "zebrafish AND xenotransplant"},
+        organize={"duplicates": []},
+        ensemble=member,
+        synthesize=answer(0.9),
+    )
+    order, state = await run(
+        make_context(model), question="Is zebrafish xenotransplantation feasible?"
+    )
+    assert order.count("refine_query") == 2 and order.count("search") == 3
+    assert state["refinements"] == 2
+    assert order[-1] == "finalize"
+
+
+async def test_low_confidence_resynthesizes_greedily_then_finishes_without_fallback(make_context):
+    model = script(
+        query={"query": "mitochondria OR lace OR cell"},
+        organize={"duplicates": []},
+        ensemble=member,
+        synthesize=answer(lambda kw: 0.2 if kw.get("temperature") else 0.8),
+    )
+    order, state = await run(make_context(model))
+    assert order[-3:] == ["synthesize", "synthesize", "finalize"]
+    assert [a["temperature"] for a in state["attempts"]] == [0.3, 0.0]
+    assert state["result"]["confidence"] == 0.8
+
+
+async def test_insufficient_evidence_falls_back_to_pubmed_and_reranks(
+    make_context, settings, eutils
+):
+    with_fallback = settings.model_copy(
+        update={"fallback": settings.fallback.model_copy(update={"enabled": True})}
+    )
+    model = script(
+        query={"query": "mitochondria OR lace OR cell"},
+        organize={"duplicates": []},
+        ensemble=member,
+        synthesize=answer(lambda kw: 0.1),
+    )
+    pubmed = PubMedClient(base_url=eutils.base_url, requests_per_second=1000)
+    order, state = await run(make_context(model, settings_=with_fallback, pubmed=pubmed))
+    assert order == [
+        "generate_query",
+        "search",
+        "rerank",
+        "organize",
+        "ensemble",
+        "synthesize",
+        "synthesize",
+        "fallback_search",
+        "rerank",
+        "organize",
+        "ensemble",
+        "synthesize",
+        "synthesize",
+        "finalize",
+    ]
+    fallback = state["fallbacks"][0]
+    assert (
+        fallback["status"] == "ok" and fallback["added"] == 2
+    )  # the article without abstract is skipped
+    assert "[tiab]" in fallback["query"]
+    assert set(state["pool"]) <= {p for p, _ in state["ranked"]}
+    assert [a["round"] for a in state["attempts"]] == [0, 0, 1, 1]
+    assert any(p.endswith("/esearch.fcgi") for p in eutils.paths())
+
+
+async def test_unreachable_pubmed_is_recorded_and_the_graph_finishes(make_context, settings):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with_fallback = settings.model_copy(
+        update={"fallback": settings.fallback.model_copy(update={"enabled": True})}
+    )
+    model = script(
+        query={"query": "lace"},
+        organize={"duplicates": []},
+        ensemble=member,
+        synthesize=answer(0.1),
+    )
+    pubmed = PubMedClient(
+        base_url=f"http://127.0.0.1:{port}/eutils", max_retries=0, requests_per_second=1000
+    )
+    order, state = await run(make_context(model, settings_=with_fallback, pubmed=pubmed))
+    assert order[-2:] == ["fallback_search", "finalize"]
+    assert state["fallbacks"][0]["status"].startswith("fallback unavailable")
+    assert state["result"]["exact_answer"] == "yes"
+
+
+@pytest.mark.parametrize(
+    ("qtype", "member_answer", "expected"),
+    [
+        ("factoid", ["cytochrome c", "caspase"], [["cytochrome c"], ["caspase"]]),
+        ("list", ["cytochrome c", "caspase"], [["cytochrome c"], ["caspase"]]),
+        ("summary", "Mitochondria matter.", None),
+    ],
+)
+async def test_answer_shapes_by_type(make_context, qtype, member_answer, expected):
+    def synth(m, kw):
+        out = {"ideal_answer": "Because.", "confidence": 0.9, "cited_pmids": []}
+        if qtype != "summary":
+            out["exact_answer"] = member_answer
+        return out
+
+    model = script(
+        query={"query": "mitochondria OR lace"},
+        organize={"duplicates": []},
+        ensemble={"answer": member_answer, "pmids": []},
+        synthesize=synth,
+    )
+    _, state = await run(make_context(model), qtype=qtype)
+    assert state["result"]["type"] == qtype
+    assert state["result"]["exact_answer"] == expected
+    assert state["result"]["ideal_answer"] == "Because."

