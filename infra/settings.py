@@ -284,6 +284,8 @@ class SettingsError(ValueError):
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """Read a TOML or JSON config file into a dict."""
+    if path.suffix not in (".toml", ".json"):
+        raise SettingsError(f"config file {path} must be .toml or .json")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -6,16 +6,16 @@ import re
 import unicodedata
 from typing import Any
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
+# Only a leading article goes: "vitamin A" and "hepatitis A" keep theirs.
+_ARTICLES = re.compile(r"^(a|an|the)(\s+|$)")
 _PUNCT = re.compile(r"[^\w\s%+.-]|(?<!\d)[.](?!\d)")
 
 
 def normalize_answer(text: str) -> str:
     """Normalise for comparison: Unicode, case, punctuation, articles, spaces."""
     text = unicodedata.normalize("NFKC", text).casefold()
-    text = _PUNCT.sub(" ", text)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+    text = " ".join(_PUNCT.sub(" ", text).split())
+    return _ARTICLES.sub("", text)
 
 
 def pubmed_url(pmid: str) -> str:

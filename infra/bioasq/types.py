@@ -16,6 +16,8 @@ _LIST = re.compile(
     r"\w+ (genes|proteins|drugs|diseases|types|symptoms|mutations))|which \w+ (are|have|were))\b",
     re.I,
 )
+# "What are the genes …", "What are the main side effects …": a plural noun asks for a list.
+_PLURAL = re.compile(r"^(what|which) (are|were) (the )?(\w+[ -]){0,2}\w+s\b", re.I)
 _SUMMARY = re.compile(
     r"^(describe|explain|summari[sz]e|how|why|what is the (role|function|mechanism|effect|impact|"
     r"association|relationship|difference|significance)|what are the (roles|functions|mechanisms|"
@@ -29,8 +31,8 @@ def detect_type(question: str) -> str:
     text = question.strip().lstrip("¿\"'( ")
     if _YESNO.match(text):
         return "yesno"
-    if _LIST.match(text):
-        return "list"
     if _SUMMARY.match(text):
         return "summary"
+    if _LIST.match(text) or _PLURAL.match(text):
+        return "list"
     return "factoid"

@@ -64,6 +64,22 @@ class EmbeddedIndex:
         staging = path.with_name(path.name + ".building")
         shutil.rmtree(staging, ignore_errors=True)
         (staging / "tantivy").mkdir(parents=True)
+        try:
+            cls._write(staging, docs, vectors, embedding_model)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        shutil.rmtree(path, ignore_errors=True)
+        staging.replace(path)
+        return cls(path)
+
+    @staticmethod
+    def _write(
+        staging: Path,
+        docs: Iterable[dict[str, Any]],
+        vectors: np.ndarray | None,
+        embedding_model: str | None,
+    ) -> None:
         index = tantivy.Index(_schema(), path=str(staging / "tantivy"))
         writer = index.writer(heap_size=128_000_000, num_threads=1)
         pmids: list[str] = []
@@ -92,9 +108,6 @@ class EmbeddedIndex:
             "embedding_model": embedding_model if vectors is not None else None,
         }
         (staging / META).write_text(json.dumps(meta))
-        shutil.rmtree(path, ignore_errors=True)
-        staging.replace(path)
-        return cls(path)
 
     def count(self) -> int:
         """Return how many documents the index holds."""
@@ -103,7 +116,7 @@ class EmbeddedIndex:
     def compile(self, query: str) -> tantivy.Query:
         """Compile a quorum query to tantivy (QueryError when it may not run)."""
         text = self._render(parse_query(query))
-        if not text:
+        if text is None:
             return None
         try:
             return self._index.parse_query(text, ["title", "abstract"])
@@ -165,7 +178,8 @@ class EmbeddedIndex:
         """Tell whether the index holds this PMID."""
         return pmid in self._row_of
 
-    def _render(self, node: Node) -> str:
+    def _render(self, node: Node) -> str | None:
+        """Render for tantivy's parser; None when the clause can match nothing."""
         if isinstance(node, Term) and node.prefix:
             return self._expand_prefix(node)
         if isinstance(node, Term | Phrase):
@@ -176,20 +190,21 @@ class EmbeddedIndex:
                 body += f"~{node.slop}"
             boost = f"^{node.boost:g}" if node.boost else ""
             return _over_fields(body + boost, node.fields, boost)
-        parts = [f"+{p}" for p in map(self._render, node.must) if p]
-        parts += [p for p in map(self._render, node.should) if p]
-        parts += [f"-{p}" for p in map(self._render, node.must_not) if p]
-        if not node.must and not any(self._render(n) for n in node.should):
-            return ""
+        must = [self._render(n) for n in node.must]
+        should = [p for p in map(self._render, node.should) if p is not None]
+        must_not = [p for p in map(self._render, node.must_not) if p is not None]
+        if None in must or (not must and not should):
+            return None
+        parts = [f"+{p}" for p in must] + should + [f"-{p}" for p in must_not]
         return "(" + " ".join(parts) + ")"
 
-    def _expand_prefix(self, term: Term) -> str:
+    def _expand_prefix(self, term: Term) -> str | None:
         found: dict[str, int] = {}
         for field in term.fields:
             for word, freq in self._searcher.terms_with_prefix(field, term.text):
                 found[word] = max(found.get(word, 0), freq)
         if not found:
-            return ""
+            return None
         best = sorted(found, key=lambda w: -found[w])[: self._max_prefix]
         inner = " ".join(f"{field}:{w}" for w in best for field in term.fields)
         return f"({inner})"

@@ -305,7 +305,7 @@ def to_text(node: Node) -> str:
     """Render a parsed query back into the canonical syntax (for traces and prompts)."""
     if isinstance(node, Term | Phrase):
         body = (
-            f'"{node.text}"'
+            '"' + node.text.replace('"', '\\"') + '"'
             if isinstance(node, Phrase)
             else node.text + ("*" if node.prefix else "")
         )
@@ -367,7 +367,9 @@ def to_pubmed(node: Node) -> str:
             if node.fields == ("title",)
             else ("ab" if node.fields == ("abstract",) else "tiab")
         )
-        body = f'"{node.text}"' if isinstance(node, Phrase) or " " in node.text else node.text
+        # PubMed has no escape for a quote inside a phrase; a space keeps the words apart.
+        words = node.text.replace('"', " ")
+        body = f'"{words}"' if isinstance(node, Phrase) or " " in words else words
         return f"{body}{'*' if isinstance(node, Term) and node.prefix else ''}[{tag}]"
     positive = " AND ".join(_pm_group(n) for n in node.must)
     optional = " OR ".join(_pm_group(n) for n in node.should)

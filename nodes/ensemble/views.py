@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 
 
@@ -17,14 +18,16 @@ def permuted_views(n: int, k: int, m: int, seed: int) -> list[list[int]]:
     top = list(range(min(n, m)))
     rng = random.Random(seed)
     views, seen = [top], {tuple(top)}
+    possible = math.factorial(len(top)) if len(top) < 8 else k
     attempts = 0
-    while len(views) < k and attempts < 50 * k:
+    while len(views) < min(k, possible) and attempts < 100 * k:
         attempts += 1
         order = top[:]
         rng.shuffle(order)
-        if tuple(order) not in seen or len(top) < 3:
+        if tuple(order) not in seen:
             seen.add(tuple(order))
             views.append(order)
-    while len(views) < k:  # too few passages for k distinct orders
-        views.append(views[len(views) % max(1, len(seen))])
+    distinct = len(views)
+    while len(views) < k:  # fewer distinct orders exist than members: cycle through them
+        views.append(views[len(views) % distinct])
     return views

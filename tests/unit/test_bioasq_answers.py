@@ -96,12 +96,6 @@ def test_yesno_needs_a_whole_auxiliary_word():
     assert detect_type("Isoniazid resistance is caused by which gene?") == "factoid"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bug: _LIST only matches 'what are the <word> genes', so the common bare form "
-    "'What are the genes ...' is detected as factoid",
-)
 def test_what_are_the_genes_is_list():
     assert detect_type("What are the genes involved in hereditary breast cancer?") == "list"
 

@@ -226,22 +226,10 @@ def test_unmatched_prefix_beside_an_optional_match_is_ignored(idx):
     assert pmids(idx, "zzzq* OR aspirin") == {"11", "13"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bug: EmbeddedIndex._render drops a required clause whose prefix has no expansions, "
-    "so 'aspirin AND zzzq*' matches every aspirin document",
-)
 def test_required_prefix_without_expansions_matches_nothing(idx):
     assert idx.search("aspirin AND zzzq*", 10).total == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=QueryError,
-    reason="bug: when every required clause is an unmatched prefix, _render emits '()' and "
-    "tantivy raises a syntax error instead of returning no hits",
-)
 def test_and_of_unmatched_prefixes_returns_no_hits_without_error(idx):
     assert idx.search("zzzq* AND yyyq*", 10).total == 0
 

@@ -1,0 +1,131 @@
+"""Prompt templates: each renders with exactly its variables, and every call site agrees."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from prompts import HERE, PromptError, render, template, variables
+
+ROOT = Path(__file__).resolve().parents[2]
+NODES = ROOT / "nodes"
+
+EXPECTED = {
+    "generate_query": {"question"},
+    "repair_query": {"question", "query", "error"},
+    "refine_query": {"question", "query", "hits", "min_hits"},
+    "organize": {"question", "contexts"},
+    "ensemble": {"instructions", "contexts", "question"},
+    "synthesize": {"instructions", "contexts", "question", "candidates"},
+}
+TEMPLATES = sorted(path.stem for path in HERE.glob("*.md"))
+
+
+def values_for(name: str) -> dict[str, str]:
+    return {var: f"<{var.upper()}-VALUE>" for var in EXPECTED[name]}
+
+
+def test_every_template_file_has_a_pinned_variable_set():
+    assert set(TEMPLATES) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_template_uses_exactly_the_expected_variables(name):
+    assert variables(name) == EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_template_has_a_system_and_a_user_part(name):
+    system, user = template(name)
+    assert system
+    assert user
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_render_gives_a_system_then_a_human_message(name):
+    messages = render(name, **values_for(name))
+    assert [type(m) for m in messages] == [SystemMessage, HumanMessage]
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_render_substitutes_every_variable(name):
+    values = values_for(name)
+    text = "\n".join(m.content for m in render(name, **values))
+    for var, value in values.items():
+        assert value in text
+        assert f"{{{var}}}" not in text
+    assert not re.search(r"\{[a-z_]+\}", text)
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_render_does_not_leave_the_separator_in_messages(name):
+    for message in render(name, **values_for(name)):
+        assert "\n---\n" not in message.content
+
+
+def test_escaped_braces_render_as_literal_json():
+    text = render("organize", **values_for("organize"))[1].content
+    assert '{"duplicates": []}' in text
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_missing_variable_raises_prompt_error(name):
+    values = values_for(name)
+    dropped = sorted(values)[0]
+    del values[dropped]
+    with pytest.raises(PromptError, match=re.escape(f"needs ['{dropped}']")):
+        render(name, **values)
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_extra_variable_raises_prompt_error(name):
+    with pytest.raises(PromptError, match=re.escape("does not use ['unexpected']")):
+        render(name, **values_for(name), unexpected="x")
+
+
+def test_prompt_error_is_a_key_error():
+    assert issubclass(PromptError, KeyError)
+
+
+def test_values_are_inserted_verbatim_even_with_braces():
+    text = render("generate_query", question="What is {this}?")[1].content
+    assert "What is {this}?" in text
+
+
+# --- call sites -------------------------------------------------------------------------------
+
+
+def render_calls() -> list[tuple[str, str, set[str]]]:
+    """Return (file:line, template name, keyword names) for every render("...") in nodes/."""
+    calls = []
+    for path in sorted(NODES.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "render"
+            ):
+                assert node.args and isinstance(node.args[0], ast.Constant), (
+                    f"{path}:{node.lineno}: render() needs a literal template name"
+                )
+                assert all(kw.arg is not None for kw in node.keywords), (
+                    f"{path}:{node.lineno}: render() must not take **kwargs"
+                )
+                where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                calls.append((where, node.args[0].value, {kw.arg for kw in node.keywords}))
+    return calls
+
+
+def test_every_template_is_rendered_somewhere_in_nodes():
+    assert {name for _, name, _ in render_calls()} == set(EXPECTED)
+
+
+@pytest.mark.parametrize(("where", "name", "keywords"), render_calls())
+def test_render_call_site_passes_exactly_the_template_variables(where, name, keywords):
+    assert name in EXPECTED, f"{where}: unknown template {name!r}"
+    assert keywords == EXPECTED[name], where

@@ -1,0 +1,60 @@
+"""The `pool` reducer: documents merged by PMID, newer wins, RESET empties."""
+
+from __future__ import annotations
+
+from typing import get_type_hints
+
+import pytest
+
+from nodes.state import RESET, QAState, merge_by_pmid
+
+A1 = {"pmid": "1", "title": "old title"}
+A1_NEW = {"pmid": "1", "title": "new title"}
+B2 = {"pmid": "2", "title": "other"}
+
+
+def test_merge_adds_new_pmids():
+    assert merge_by_pmid({"1": A1}, {"2": B2}) == {"1": A1, "2": B2}
+
+
+def test_merge_lets_the_newer_document_win():
+    assert merge_by_pmid({"1": A1, "2": B2}, {"1": A1_NEW}) == {"1": A1_NEW, "2": B2}
+
+
+def test_merge_does_not_mutate_its_inputs():
+    left, right = {"1": A1}, {"1": A1_NEW}
+    merge_by_pmid(left, right)
+    assert left == {"1": A1}
+    assert right == {"1": A1_NEW}
+
+
+def test_reset_sentinel_empties_the_pool():
+    assert merge_by_pmid({"1": A1, "2": B2}, RESET) == {}
+
+
+def test_any_dict_flagged_reset_empties_the_pool():
+    assert merge_by_pmid({"1": A1}, {"__reset__": True}) == {}
+    assert merge_by_pmid({"1": A1}, {"__reset__": True, "2": B2}) == {}
+
+
+def test_reset_of_an_empty_pool_is_empty():
+    assert merge_by_pmid(None, RESET) == {}
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "merged"),
+    [
+        (None, None, {}),
+        (None, {"2": B2}, {"2": B2}),
+        ({"1": A1}, None, {"1": A1}),
+        ({"1": A1}, {}, {"1": A1}),
+        ({}, {}, {}),
+    ],
+)
+def test_none_and_empty_sides_are_treated_as_empty(left, right, merged):
+    assert merge_by_pmid(left, right) == merged
+
+
+def test_pool_field_uses_the_reducer():
+    metadata = get_type_hints(QAState, include_extras=True)["pool"].__metadata__
+    assert metadata == (merge_by_pmid,)
