@@ -1,4 +1,4 @@
-"""The search backend interface every engine implements."""
+"""The search backend interface every engine implements, read side and write side."""
 
 from __future__ import annotations
 
@@ -27,17 +27,44 @@ class SearchBackend(Protocol):
         ...
 
     def search(self, query: str, limit: int) -> SearchResult:
-        """Return the top `limit` BM25 hits for a validated query."""
+        """Return the top `limit` BM25 hits (at most 10,000 per request page) and the total."""
         ...
 
     def fetch(self, pmids: Sequence[str]) -> list[dict[str, Any]]:
         """Return the stored documents for these PMIDs, in order, skipping unknown ones."""
         ...
 
-    def vectors(self, pmids: Sequence[str]) -> np.ndarray | None:
-        """Return the precomputed unit vectors of these PMIDs (rows in order), if stored."""
+    def similarities(self, pmids: Sequence[str], vector: np.ndarray) -> np.ndarray | None:
+        """Return cosine(vector, stored vector) per PMID, in order; None when no vectors are stored.
+
+        PMIDs without a stored vector score 0. The stored vectors never leave the engine.
+        """
+        ...
+
+    def has(self, pmid: str) -> bool:
+        """Tell whether the index holds this PMID."""
         ...
 
     def count(self) -> int:
         """Return how many documents the index holds."""
+        ...
+
+
+class IndexWriter(Protocol):
+    """Writes documents into an index, idempotently by PMID."""
+
+    def upsert(self, docs: Sequence[dict[str, Any]], vectors: np.ndarray | None) -> int:
+        """Add or replace documents (a PMID indexed twice is stored once); return how many."""
+        ...
+
+    def delete(self, pmids: Sequence[str]) -> int:
+        """Remove documents by PMID; return how many were present."""
+        ...
+
+    def commit(self) -> None:
+        """Make everything written so far durable and searchable."""
+        ...
+
+    def close(self) -> None:
+        """Commit and release the index."""
         ...

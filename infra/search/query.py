@@ -4,9 +4,11 @@ Syntax (a safe subset of Lucene's, plus PubMed field tags):
   terms and "quoted phrases", optional slop ("a b"~2) and boost (term^2);
   AND, OR, NOT (also +term / -term), parentheses; adjacent clauses mean OR;
   fields as title:term / abstract:"a phrase" / mesh:term or PubMed tags term[tiab], term[ti],
-  term[ab], term[mh]; a trailing wildcard expands a prefix (mitochond*).
-Rejected with a reason: unknown fields, leading wildcards, regular expressions, fuzzy terms,
-a query with no positive clause, nesting deeper than MAX_DEPTH, more than MAX_CLAUSES clauses.
+  term[ab], term[mh]; a trailing wildcard expands a prefix (mitochond*); term~ or term~2 matches
+  words within 1 or 2 edits (approximate matching, for spelling variants).
+Rejected with a reason: unknown fields, leading wildcards, regular expressions, fuzzy prefixes or
+distances over 2, a query with no positive clause, nesting deeper than MAX_DEPTH, more than
+MAX_CLAUSES clauses.
 """
 
 from __future__ import annotations
@@ -55,12 +57,13 @@ class QueryError(ValueError):
 
 @dataclass(frozen=True)
 class Term:
-    """One word (or a prefix when `prefix`), in some fields or all text fields."""
+    """One word (a prefix when `prefix`; within `fuzzy` edits when > 0), in some fields."""
 
     text: str
     fields: tuple[str, ...] = TEXT_FIELDS
     prefix: bool = False
     boost: float | None = None
+    fuzzy: int = 0
 
 
 @dataclass(frozen=True)
@@ -207,17 +210,19 @@ class _Parser:
         self.clauses += 1
         if self.clauses > MAX_CLAUSES:
             raise QueryError(f"the query has more than {MAX_CLAUSES} clauses")
-        slop, boost = 0, None
+        slop, boost, fuzzy = 0, None, 0
         while (mod := self.peek()) is not None and mod.kind in ("mod", "tag"):
             self.take()
             if mod.kind == "tag":
                 fields = _fields(mod.text[1:-1])
-            elif mod.text.startswith("~"):
-                if tok.kind != "phrase":
-                    raise QueryError(
-                        f"fuzzy terms ({tok.text}{mod.text}) are not allowed; use a prefix* instead"
-                    )
+            elif mod.text.startswith("~") and tok.kind == "phrase":
                 slop = int(float(mod.text[1:] or 1))
+            elif mod.text.startswith("~"):
+                fuzzy = int(float(mod.text[1:] or 1))
+                if not 1 <= fuzzy <= 2 or tok.text.endswith("*"):
+                    raise QueryError(
+                        f"fuzzy terms allow 1 or 2 edits on a whole word ({tok.text}{mod.text})"
+                    )
             else:
                 boost = float(mod.text[1:] or 1)
         if tok.kind == "phrase":
@@ -236,7 +241,7 @@ class _Parser:
             raise QueryError(f"empty term at position {tok.pos}")
         if prefix and len(text) < 3:
             raise QueryError(f"a prefix needs at least 3 characters ({tok.text})")
-        return Term(text.lower() if prefix else text, fields, prefix, boost)
+        return Term(text.lower() if prefix else text, fields, prefix, boost, fuzzy)
 
 
 def _clean(text: str) -> str:
@@ -309,6 +314,8 @@ def to_text(node: Node) -> str:
             if isinstance(node, Phrase)
             else node.text + ("*" if node.prefix else "")
         )
+        if isinstance(node, Term) and node.fuzzy:
+            body += f"~{node.fuzzy}"
         if isinstance(node, Phrase) and node.slop:
             body += f"~{node.slop}"
         if node.fields != TEXT_FIELDS:

@@ -268,9 +268,16 @@ def test_regular_expression_is_rejected():
     assert rejects("/mito.*/") == "regular expressions are not allowed (/mito.*/)"
 
 
-@pytest.mark.parametrize("query", ["aspirin~", "aspirin~2"])
-def test_fuzzy_term_is_rejected(query):
-    assert rejects(query) == f"fuzzy terms ({query}) are not allowed; use a prefix* instead"
+@pytest.mark.parametrize(("query", "edits"), [("aspirin~", 1), ("aspirin~1", 1), ("aspirin~2", 2)])
+def test_fuzzy_term_parses_with_its_edit_distance(query, edits):
+    node = parse_query(query)
+    assert node == Term("aspirin", fuzzy=edits)
+    assert to_text(node) == f"aspirin~{edits}"
+
+
+@pytest.mark.parametrize("query", ["aspirin~3", "aspirin~0", "aspir*~1"])
+def test_fuzzy_beyond_two_edits_or_on_a_prefix_is_rejected(query):
+    assert rejects(query) == f"fuzzy terms allow 1 or 2 edits on a whole word ({query})"
 
 
 NO_POSITIVE = "every group needs a positive term: join NOT to one with AND"

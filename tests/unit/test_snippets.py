@@ -2,40 +2,15 @@
 
 from __future__ import annotations
 
-import re
-import zlib
-
-import numpy as np
 import pytest
+from conftest import HashEmbedder
 
 from infra.snippets import best_snippets, sentences
 
 
-class BagOfWordsEmbedder:
-    """Words hashed into 64 dimensions, L2-normalised: shared words mean similar vectors."""
-
-    name = "bow-64"
-    dim = 64
-
-    def _vector(self, text: str) -> np.ndarray:
-        vec = np.zeros(self.dim, dtype=np.float32)
-        for word in re.findall(r"[a-z0-9]+", text.lower()):
-            vec[zlib.crc32(word.encode()) % self.dim] += 1.0
-        norm = float(np.linalg.norm(vec))
-        return vec / norm if norm else vec
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._vector(text)
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._vector(t) for t in texts])
-
-
 @pytest.fixture
-def bow() -> BagOfWordsEmbedder:
-    return BagOfWordsEmbedder()
+def bow() -> HashEmbedder:
+    return HashEmbedder()
 
 
 DOCS = [
