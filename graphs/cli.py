@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -20,9 +21,11 @@ app = typer.Typer(
 )
 trace_app = typer.Typer(no_args_is_help=True, help="Read runs back from their checkpoints.")
 app.add_typer(trace_app, name="trace")
+eval_app = typer.Typer(no_args_is_help=True, help="Measure quorum on golden data.")
+app.add_typer(eval_app, name="eval")
 
 QUESTION_TYPES = ("yesno", "factoid", "list", "summary")
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 
@@ -30,10 +33,17 @@ class CliError(Exception):
     """A problem with what the user asked for: one line on stderr, exit code 2."""
 
 
-def _settings():
+def _settings(**overrides: Any):
     from infra.settings import load_settings
 
-    return load_settings()
+    if not overrides:
+        return load_settings()
+    # Command-line choices override the environment and the config file, group by group.
+    base = load_settings()
+    merged = {}
+    for group, values in overrides.items():
+        merged[group] = {**getattr(base, group).model_dump(), **values}
+    return load_settings(**merged)
 
 
 def _demo_notice(settings: Any) -> None:
@@ -141,6 +151,83 @@ def _print_answer(result: dict[str, Any]) -> None:
     )
 
 
+@app.command()
+def index(
+    sources: Annotated[list[Path], typer.Argument(help=".jsonl(.gz) or PubMed .xml(.gz) files.")],
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="embedded or elasticsearch (default: settings).")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--index", help="Index name (default: settings).")
+    ] = None,
+    embeddings: Annotated[
+        bool,
+        typer.Option("--embeddings/--no-embeddings", help="Store document vectors for reranking."),
+    ] = True,
+    batch_size: Annotated[int, typer.Option(min=1, max=10_000, help="Documents per batch.")] = 256,
+) -> None:
+    """Index corpus files; re-indexing replaces by PMID, and an interrupted run resumes."""
+    from graphs.indexing import run_index
+
+    if backend is not None and backend not in ("embedded", "elasticsearch"):
+        raise CliError(f"unknown --backend {backend!r}; choose embedded or elasticsearch")
+    search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
+    settings = _settings(search=search) if search else _settings()
+    report = run_index(settings, sources, embeddings=embeddings, batch_size=batch_size)
+    err.print(
+        f"indexed {report.upserted:,} documents, deleted {report.deleted:,}, resumed past "
+        f"{report.skipped:,} into {settings.search.backend}:{settings.search.index} "
+        f"({report.docs_per_s:,.0f} docs/s)"
+    )
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    questions: Annotated[list[Path], typer.Option("--questions", help="BioASQ golden JSON files.")],
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="embedded or elasticsearch.")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--index", help="Index name (default: settings).")
+    ] = None,
+    query_mode: Annotated[
+        str,
+        typer.Option("--query-mode", help="question: its keywords; llm: generate_query + refine."),
+    ] = "question",
+    no_rerank: Annotated[
+        bool, typer.Option("--no-rerank", help="Score BM25's order alone.")
+    ] = False,
+    snippets: Annotated[
+        bool, typer.Option("--snippets", help="Also score snippets (slower).")
+    ] = False,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """Document recall@10/100/1000, BioASQ MAP, snippet recall and latency on golden questions."""
+    from graphs.evaluate import evaluate_retrieval
+    from graphs.runtime import build_context
+    from infra.bioasq.formats import load_questions
+
+    if query_mode not in ("question", "llm"):
+        raise CliError(f"unknown --query-mode {query_mode!r}; choose question or llm")
+    if backend is not None and backend not in ("embedded", "elasticsearch"):
+        raise CliError(f"unknown --backend {backend!r}; choose embedded or elasticsearch")
+    loaded = [q for path in questions for q in load_questions(path)][:limit]
+    search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
+    settings = _settings(search=search) if search else _settings()
+    context = build_context(settings)
+    report = asyncio.run(
+        evaluate_retrieval(
+            context, loaded, query_mode=query_mode, reranked=not no_rerank, snippets=snippets
+        )
+    )
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return
+    for key, value in report.items():
+        out.print(f"{key:>20}  {value}")
+
+
 @trace_app.command("show")
 def trace_show(
     thread_id: Annotated[str, typer.Argument(help="The thread id `quorum ask` printed.")],
@@ -176,7 +263,9 @@ def trace_show(
 def main() -> None:
     """Run the CLI: user errors are one line, exit 2; tracebacks only with QUORUM_DEBUG set."""
     from graphs.runtime import InputProblem
+    from infra.bioasq.formats import FormatError
     from infra.ingest import IndexMissing
+    from infra.ingest.sources import SourceError
     from infra.settings import SettingsError
 
     try:
@@ -191,10 +280,10 @@ def main() -> None:
             exc.show()
             _exit(2)
         _fail(exc.format_message(), getattr(exc, "exit_code", 2))
-    except (CliError, InputProblem, SettingsError, IndexMissing) as exc:
+    except (CliError, InputProblem, SettingsError, IndexMissing, SourceError, FormatError) as exc:
         _fail(str(exc), 2)
     except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        _fail("interrupted; run the same command again to resume", 130)
     except Exception as exc:
         if os.environ.get("QUORUM_DEBUG"):
             raise

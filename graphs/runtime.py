@@ -7,11 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from graphs.qa import build_graph
+from infra.backends import open_backend
 from infra.checkpoints import async_saver
 from infra.embeddings import BackgroundEmbedder
-from infra.ingest import ensure_index
 from infra.models import ModelPool
 from infra.pubmed import PubMedClient
+from infra.rerankers import load_reranker
 from infra.settings import Settings, secret_from_env
 from nodes.context import Context
 
@@ -37,12 +38,7 @@ def check_question(question: str) -> str:
 def build_context(settings: Settings, *, models: ModelPool | None = None) -> Context:
     """Build the run's dependencies from settings (the local model loads lazily on first call)."""
     embedder = BackgroundEmbedder(settings.embeddings)
-    search = ensure_index(
-        settings.index_dir,
-        settings.search.index,
-        embedder,
-        max_prefix=settings.search.max_prefix_expansions,
-    )
+    search = open_backend(settings, embedder)
     fallback = settings.fallback
     key = secret_from_env(fallback.api_key_env)
     pubmed = (
@@ -55,12 +51,14 @@ def build_context(settings: Settings, *, models: ModelPool | None = None) -> Con
         if fallback.enabled
         else None
     )
+    reranker = load_reranker(settings.rerank.cross_encoder)
     return Context(
         settings=settings,
         search=search,
         embedder=embedder,
         models=models or ModelPool(settings),
         pubmed=pubmed,
+        reranker=reranker,
     )
 
 

@@ -158,6 +158,21 @@ class EmbeddingSettings(Group):
     batch_size: int = Field(64, ge=1, description="Documents per embedding batch.")
 
 
+class CrossEncoderSettings(Group):
+    """An optional cross-encoder over the head of the reranked list (weights from a local dir)."""
+
+    path: Path | None = Field(
+        None, description="Local model directory (e.g. a downloaded bge-reranker); off when unset."
+    )
+    kind: Literal["sentence-transformers", "flag"] = Field(
+        "sentence-transformers",
+        description="Loader: sentence-transformers' CrossEncoder or FlagEmbedding's FlagReranker.",
+    )
+    top_n: int = Field(50, ge=1, description="How many of the best fused candidates it rescores.")
+    batch_size: int = Field(16, ge=1, description="Pairs per forward pass.")
+    max_length: int = Field(512, ge=16, description="Token limit of a (question, passage) pair.")
+
+
 class RerankSettings(Group):
     """Semantic reranking of BM25 candidates."""
 
@@ -170,6 +185,7 @@ class RerankSettings(Group):
     alpha: float = Field(0.5, ge=0.0, le=1.0, description="Weight of cosine in 'interpolate'.")
     rrf_k: int = Field(60, ge=1, description="Constant of reciprocal-rank fusion.")
     contexts: int = Field(10, ge=1, description="Top reranked documents passed on as contexts.")
+    cross_encoder: CrossEncoderSettings = Field(default_factory=CrossEncoderSettings)
 
 
 class OrganizeSettings(Group):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from infra.embeddings import Embedder
 from infra.models import ModelPool
 from infra.pubmed import PubMedClient
+from infra.rerankers import Reranker
 from infra.search.base import SearchBackend
 from infra.settings import Settings
 
@@ -20,3 +21,4 @@ class Context:
     embedder: Embedder
     models: ModelPool
     pubmed: PubMedClient | None = None
+    reranker: Reranker | None = None

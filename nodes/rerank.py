@@ -50,16 +50,14 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
         return {"ranked": [], "contexts": []}
     question_vec = ctx.embedder.embed_query(state["question"])
     notes = []
-    index_vecs = (
-        ctx.search.vectors([p for p, _ in candidates])
-        if candidates
-        else np.zeros((0, len(question_vec)))
+    index_cos = (
+        ctx.search.similarities([p for p, _ in candidates], question_vec) if candidates else None
     )
-    if index_vecs is None:
-        notes.append("rerank: the index stores no document vectors; kept BM25 order")
+    has_vectors = index_cos is not None or not candidates
+    if index_cos is None:
+        if candidates:
+            notes.append("rerank: the index stores no document vectors; kept BM25 order")
         index_cos = np.zeros(len(candidates), dtype=np.float32)
-    else:
-        index_cos = index_vecs @ question_vec
     pool_docs = list(pool.values())
     pool_vecs = ctx.embedder.embed_documents(
         [document_text(d.get("title", ""), d.get("abstract", "")) for d in pool_docs]
@@ -71,19 +69,36 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
         bm25 = np.concatenate(
             [bm25, np.full(len(pool_docs), float(np.median(bm25)) if bm25.size else 1.0)]
         )
-    method = settings.fusion if index_vecs is not None else "bm25"
+    method = settings.fusion if has_vectors else "bm25"
     scores = (
         bm25 if method == "bm25" else fuse(bm25, cosine, method, settings.alpha, settings.rrf_k)
     )
     order = np.argsort(-scores, kind="stable")[: settings.top_k]
     ranked = [(pmids[i], round(float(scores[i]), 6)) for i in order]
-    head = [p for p, _ in ranked[: settings.contexts]]
-    stored = {d["pmid"]: d for d in ctx.search.fetch([p for p in head if p not in pool])}
+    texts = _texts(ctx, pool, [p for p, _ in ranked[: max(settings.contexts, _head(ctx))]])
+    if ctx.reranker is not None and ranked:
+        head = ranked[: _head(ctx)]
+        docs = [texts.get(p, {}) for p, _ in head]
+        passages = [document_text(d.get("title", ""), d.get("abstract", "")) for d in docs]
+        ce = ctx.reranker.score(state["question"], passages)
+        rescored = sorted(zip(head, ce, strict=True), key=lambda pair: -pair[1])
+        ranked = [(p, round(float(s), 6)) for (p, _), s in rescored] + ranked[len(head) :]
+        notes.append(f"rerank: cross-encoder rescored the top {len(head)}")
     contexts = []
     for pmid, score in ranked[: settings.contexts]:
-        doc = pool.get(pmid) or stored.get(pmid)
+        doc = texts.get(pmid)
         if doc:
             contexts.append(
                 {**{k: doc.get(k) for k in ("pmid", "title", "abstract", "year")}, "score": score}
             )
     return {"ranked": ranked, "contexts": contexts, "notes": notes}
+
+
+def _head(ctx: Context) -> int:
+    return ctx.settings.rerank.cross_encoder.top_n if ctx.reranker is not None else 0
+
+
+def _texts(ctx: Context, pool: dict[str, dict], pmids: list[str]) -> dict[str, dict[str, Any]]:
+    """Return the documents' text, from the fallback pool or the index."""
+    stored = {d["pmid"]: d for d in ctx.search.fetch([p for p in pmids if p not in pool])}
+    return {p: pool.get(p) or stored[p] for p in pmids if p in pool or p in stored}

@@ -39,6 +39,18 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             yield doc
 
 
+def demo_documents(embedder: Embedder | None) -> tuple[list[dict[str, Any]], np.ndarray | None]:
+    """Return the shipped demo corpus and vectors for this embedder (precomputed for MiniLM)."""
+    docs = list(read_jsonl(DEMO_DOCS))
+    if embedder is None:
+        return docs, None
+    if embedder.name == DEMO_MODEL:
+        # NOTE: the demo's vectors ship precomputed (40 s of embedding on 2 cores otherwise).
+        return docs, np.load(DEMO_VECTORS).astype(np.float32)
+    texts = [document_text(d.get("title", ""), d.get("abstract", "")) for d in docs]
+    return docs, embedder.embed_documents(texts)
+
+
 def ensure_index(
     index_dir: Path, name: str, embedder: Embedder | None, *, max_prefix: int = 64
 ) -> EmbeddedIndex:
@@ -48,15 +60,7 @@ def ensure_index(
     except FileNotFoundError:
         if name != "demo":
             raise IndexMissing(f"index {name!r} does not exist under {index_dir.parent}") from None
-    docs = list(read_jsonl(DEMO_DOCS))
-    vectors = None
+    docs, vectors = demo_documents(embedder)
     model = embedder.name if embedder is not None else None
-    if model == DEMO_MODEL:
-        # NOTE: the demo's vectors ship precomputed (40 s of embedding on 2 cores otherwise).
-        vectors = np.load(DEMO_VECTORS)
-    elif embedder is not None:
-        vectors = embedder.embed_documents(
-            [document_text(d.get("title", ""), d.get("abstract", "")) for d in docs]
-        )
     EmbeddedIndex.build(index_dir, docs, vectors=vectors, embedding_model=model)
     return EmbeddedIndex(index_dir, max_prefix_expansions=max_prefix)

@@ -1,9 +1,7 @@
-"""The embedded engine: a tantivy BM25 index on disk plus memory-mapped float16 vectors."""
+"""The embedded engine: tantivy BM25 on disk plus memory-mapped float16 vectors (no server)."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,43 +10,57 @@ import numpy as np
 import tantivy
 
 from infra.search.base import SearchResult
-from infra.search.query import Node, Phrase, QueryError, Term, parse_query
+from infra.search.embedded_store import (
+    PMIDS,
+    TANTIVY,
+    VECTORS,
+    build_fresh,
+    committed_rows,
+    read_meta,
+)
+from infra.search.query import Bool, Node, Phrase, QueryError, Term, parse_query
 
-_SPECIAL = set('+-&|!(){}[]^"~*?:\\/ ')
-META = "meta.json"
-VECTORS = "vectors.f16.npy"
-PMIDS = "pmids.txt"
+_SPECIAL = set("+-&|!(){}[]^\"~*?:\\/<>=' ")
+_OCCUR = tantivy.Occur
 
 
-def _schema() -> tantivy.Schema:
-    builder = tantivy.SchemaBuilder()
-    builder.add_text_field("pmid", stored=True, tokenizer_name="raw")
-    builder.add_text_field("title", stored=True, tokenizer_name="en_stem")
-    builder.add_text_field("abstract", stored=True, tokenizer_name="en_stem")
-    builder.add_text_field("mesh", stored=True, tokenizer_name="en_stem")
-    builder.add_text_field("journal", stored=True, tokenizer_name="raw")
-    builder.add_integer_field("year", stored=True, indexed=True, fast=True)
-    builder.add_unsigned_field("row", stored=True, indexed=True, fast=True)
-    return builder.build()
+def _analyzer() -> tantivy.TextAnalyzer:
+    """Return tantivy's en_stem pipeline, to turn a word into the form the index holds."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
 
 
 class EmbeddedIndex:
-    """A read-mostly index: build once with `build`, then open and search."""
+    """Search side of an embedded index; write with `EmbeddedWriter` or `EmbeddedIndex.build`."""
 
     name = "embedded"
 
     def __init__(self, path: Path, *, max_prefix_expansions: int = 64):
         self.path = Path(path)
-        if not (self.path / META).exists():
-            raise FileNotFoundError(f"no embedded index at {self.path}")
-        self.meta = json.loads((self.path / META).read_text())
-        self._index = tantivy.Index.open(str(self.path / "tantivy"))
+        self.meta = read_meta(self.path)
+        self._index = tantivy.Index.open(str(self.path / TANTIVY))
+        self._schema = self._index.schema
         self._searcher = self._index.searcher()
-        self._pmids = np.array((self.path / PMIDS).read_text().split("\n"), dtype=object)
-        self._row_of = {pmid: row for row, pmid in enumerate(self._pmids)}
-        vec_path = self.path / VECTORS
-        self._vectors = np.load(vec_path, mmap_mode="r") if vec_path.exists() else None
+        rows = committed_rows(self._index, self.meta)
+        with open(self.path / PMIDS, encoding="utf-8") as fh:
+            pmids = fh.read().split("\n")[:rows]
+        self._pmids = np.array(pmids, dtype=object)
+        self._row_of = {
+            pmid: row for row, pmid in enumerate(pmids)
+        }  # a re-indexed PMID: last row wins
+        dims = self.meta.get("dims")
+        self._vectors = (
+            np.memmap(self.path / VECTORS, dtype=np.float16, mode="r", shape=(rows, dims))
+            if dims and rows
+            else None
+        )
         self._max_prefix = max_prefix_expansions
+        self._analyzer = _analyzer()
 
     @classmethod
     def build(
@@ -59,67 +71,19 @@ class EmbeddedIndex:
         vectors: np.ndarray | None = None,
         embedding_model: str | None = None,
     ) -> EmbeddedIndex:
-        """Write a fresh index at `path` atomically (a half-built index is never opened)."""
-        path = Path(path)
-        staging = path.with_name(path.name + ".building")
-        shutil.rmtree(staging, ignore_errors=True)
-        (staging / "tantivy").mkdir(parents=True)
-        try:
-            cls._write(staging, docs, vectors, embedding_model)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        shutil.rmtree(path, ignore_errors=True)
-        staging.replace(path)
+        """Write a fresh index at `path` atomically and open it."""
+        build_fresh(path, list(docs), vectors, embedding_model)
         return cls(path)
-
-    @staticmethod
-    def _write(
-        staging: Path,
-        docs: Iterable[dict[str, Any]],
-        vectors: np.ndarray | None,
-        embedding_model: str | None,
-    ) -> None:
-        index = tantivy.Index(_schema(), path=str(staging / "tantivy"))
-        writer = index.writer(heap_size=128_000_000, num_threads=1)
-        pmids: list[str] = []
-        for doc in docs:
-            pmid = str(doc["pmid"])
-            document = tantivy.Document(
-                pmid=pmid,
-                title=doc.get("title") or "",
-                abstract=doc.get("abstract") or "",
-                mesh=" ; ".join(doc.get("mesh") or []),
-                journal=doc.get("journal") or "",
-            )
-            document.add_integer("year", int(doc.get("year") or 0))
-            document.add_unsigned("row", len(pmids))
-            writer.add_document(document)
-            pmids.append(pmid)
-        writer.commit()
-        writer.wait_merging_threads()
-        if vectors is not None:
-            if len(vectors) != len(pmids):
-                raise ValueError(f"{len(vectors)} vectors for {len(pmids)} documents")
-            np.save(staging / VECTORS, np.asarray(vectors, dtype=np.float16))
-        (staging / PMIDS).write_text("\n".join(pmids))
-        meta = {
-            "documents": len(pmids),
-            "embedding_model": embedding_model if vectors is not None else None,
-        }
-        (staging / META).write_text(json.dumps(meta))
 
     def count(self) -> int:
         """Return how many documents the index holds."""
         return int(self._searcher.num_docs)
 
-    def compile(self, query: str) -> tantivy.Query:
-        """Compile a quorum query to tantivy (QueryError when it may not run)."""
-        text = self._render(parse_query(query))
-        if text is None:
-            return None
+    def compile(self, query: str) -> tantivy.Query | None:
+        """Compile a quorum query for tantivy; None when it can match nothing."""
+        node = parse_query(query)
         try:
-            return self._index.parse_query(text, ["title", "abstract"])
+            return self._compile(node)
         except ValueError as exc:
             raise QueryError(f"the embedded engine rejects the query: {exc}") from None
 
@@ -135,87 +99,115 @@ class EmbeddedIndex:
         found = self._searcher.search(compiled, limit, count=True)
         addresses = [address for _, address in found.hits]
         rows = self._searcher.fast_field_values("row", addresses) if addresses else []
-        hits = [
-            (str(self._pmids[row]), float(score))
-            for (score, _), row in zip(found.hits, rows, strict=True)
-        ]
+        pmids = self._pmids[np.asarray(rows, dtype=np.int64)] if rows else []
+        hits = [(str(p), float(score)) for p, (score, _) in zip(pmids, found.hits, strict=True)]
         return SearchResult(total=int(found.count or 0), hits=hits)
 
     def fetch(self, pmids: Sequence[str]) -> list[dict[str, Any]]:
         """Return stored documents for these PMIDs, in order, skipping unknown ones."""
-        out = []
-        for pmid in pmids:
-            query = (
-                self._index.parse_query(f'pmid:"{pmid}"', ["pmid"])
-                if pmid in self._row_of
-                else None
+        wanted = [str(p) for p in pmids]
+        if not wanted:
+            return []
+        query = tantivy.Query.term_set_query(self._schema, "pmid", wanted)
+        found = {}
+        for _, address in self._searcher.search(query, len(wanted)).hits:
+            stored = self._searcher.doc(address).to_dict()
+            doc = {
+                "pmid": _first(stored, "pmid"),
+                "title": _first(stored, "title"),
+                "abstract": _first(stored, "abstract"),
+                "year": _first(stored, "year", 0) or None,
+                "mesh": [m for m in _first(stored, "mesh").split(" ; ") if m],
+                "journal": _first(stored, "journal"),
+            }
+            found[doc["pmid"]] = doc
+        return [found[p] for p in wanted if p in found]
+
+    def similarities(self, pmids: Sequence[str], vector: np.ndarray) -> np.ndarray | None:
+        """Return cosine(vector, stored vector) per PMID (unit vectors: a dot product)."""
+        if self._vectors is None:
+            return None
+        rows = np.array([self._row_of.get(p, -1) for p in pmids], dtype=np.int64)
+        known = rows >= 0
+        out = np.zeros(len(rows), dtype=np.float32)
+        if known.any():
+            out[known] = np.asarray(self._vectors[rows[known]], dtype=np.float32) @ vector.astype(
+                np.float32
             )
-            if query is None:
-                continue
-            hits = self._searcher.search(query, 1).hits
-            if hits:
-                stored = self._searcher.doc(hits[0][1]).to_dict()
-                out.append(
-                    {
-                        "pmid": pmid,
-                        "title": _first(stored, "title"),
-                        "abstract": _first(stored, "abstract"),
-                        "year": _first(stored, "year", 0) or None,
-                        "mesh": [m for m in _first(stored, "mesh").split(" ; ") if m],
-                        "journal": _first(stored, "journal"),
-                    }
-                )
         return out
 
     def vectors(self, pmids: Sequence[str]) -> np.ndarray | None:
-        """Return the precomputed unit vectors of these PMIDs as float32 rows."""
+        """Return the stored vectors of these PMIDs as float32 rows (tests and evaluation)."""
         if self._vectors is None:
             return None
-        rows = [self._row_of[p] for p in pmids]
-        return np.asarray(self._vectors[rows], dtype=np.float32)
+        return np.asarray(self._vectors[[self._row_of[p] for p in pmids]], dtype=np.float32)
 
     def has(self, pmid: str) -> bool:
         """Tell whether the index holds this PMID."""
-        return pmid in self._row_of
+        query = tantivy.Query.term_query(self._schema, "pmid", str(pmid))
+        return self._searcher.search(query, 1).count > 0
 
-    def _render(self, node: Node) -> str | None:
-        """Render for tantivy's parser; None when the clause can match nothing."""
+    def _compile(self, node: Node) -> tantivy.Query | None:
+        if isinstance(node, Bool):
+            must = [self._compile(n) for n in node.must]
+            should = [q for q in map(self._compile, node.should) if q is not None]
+            must_not = [q for q in map(self._compile, node.must_not) if q is not None]
+            if None in must or (not must and not should):
+                return None
+            clauses = [(_OCCUR.Must, q) for q in must] + [(_OCCUR.Should, q) for q in should]
+            clauses += [(_OCCUR.MustNot, q) for q in must_not]
+            return tantivy.Query.boolean_query(clauses)
         if isinstance(node, Term) and node.prefix:
-            return self._expand_prefix(node)
-        if isinstance(node, Term | Phrase):
-            words = node.text
+            query = self._prefix(node)
+        elif isinstance(node, Term) and node.fuzzy:
+            query = self._fuzzy(node)
+        else:
+            words = node.text.replace('"', " ").strip()
             quoted = isinstance(node, Phrase) or any(ch in _SPECIAL for ch in words)
-            body = '"' + words.replace('"', " ") + '"' if quoted else words
+            text = f'"{words}"' if quoted else words
             if isinstance(node, Phrase) and node.slop:
-                body += f"~{node.slop}"
-            boost = f"^{node.boost:g}" if node.boost else ""
-            return _over_fields(body + boost, node.fields, boost)
-        must = [self._render(n) for n in node.must]
-        should = [p for p in map(self._render, node.should) if p is not None]
-        must_not = [p for p in map(self._render, node.must_not) if p is not None]
-        if None in must or (not must and not should):
-            return None
-        parts = [f"+{p}" for p in must] + should + [f"-{p}" for p in must_not]
-        return "(" + " ".join(parts) + ")"
+                text += f"~{node.slop}"
+            query = self._index.parse_query(text, list(node.fields))
+        if query is not None and node.boost:
+            query = tantivy.Query.boost_query(query, float(node.boost))
+        return query
 
-    def _expand_prefix(self, term: Term) -> str | None:
-        found: dict[str, int] = {}
+    def _prefix(self, term: Term) -> tantivy.Query | None:
+        found: dict[tuple[str, str], int] = {}
         for field in term.fields:
             for word, freq in self._searcher.terms_with_prefix(field, term.text):
-                found[word] = max(found.get(word, 0), freq)
-        if not found:
+                found[(field, word)] = freq
+        best = sorted(found, key=lambda key: -found[key])[: self._max_prefix]
+        if not best:
             return None
-        best = sorted(found, key=lambda w: -found[w])[: self._max_prefix]
-        inner = " ".join(f"{field}:{w}" for w in best for field in term.fields)
-        return f"({inner})"
+        return _any([tantivy.Query.term_query(self._schema, f, w) for f, w in best])
+
+    def _fuzzy(self, term: Term) -> tantivy.Query | None:
+        tokens = self._analyzer.analyze(term.text)
+        if not tokens:
+            return None
+        per_token = [
+            _any(
+                [
+                    tantivy.Query.fuzzy_term_query(self._schema, f, tok, term.fuzzy)
+                    for f in term.fields
+                ]
+            )
+            for tok in tokens
+        ]
+        return (
+            per_token[0]
+            if len(per_token) == 1
+            else tantivy.Query.boolean_query([(_OCCUR.Must, q) for q in per_token])
+        )
 
 
-def _over_fields(body: str, fields: tuple[str, ...], boost: str) -> str:
-    if fields == ("title", "abstract"):
-        return body
-    if len(fields) == 1:
-        return f"{fields[0]}:{body}"
-    return "(" + " ".join(f"{f}:{body}" for f in fields) + ")"
+def _any(queries: list[tantivy.Query]) -> tantivy.Query:
+    return (
+        queries[0]
+        if len(queries) == 1
+        else tantivy.Query.boolean_query([(_OCCUR.Should, q) for q in queries])
+    )
 
 
 def _first(stored: dict[str, list[Any]], field: str, default: Any = "") -> Any:

@@ -97,7 +97,8 @@ def test_count_is_the_number_of_documents(idx):
 
 
 def test_meta_records_documents_and_embedding_model(idx):
-    assert idx.meta == {"documents": len(DOCS), "embedding_model": "test-4d"}
+    assert idx.meta["embedding_model"] == "test-4d" and idx.meta["dims"] == 4
+    assert idx.meta["rows"] == len(DOCS) == idx.count()
 
 
 def test_reopening_the_path_sees_the_same_index(idx):

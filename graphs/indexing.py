@@ -1,0 +1,52 @@
+"""`quorum index`: corpus files into the configured search backend, with progress and resume."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from infra.backends import open_writer
+from infra.embeddings import HuggingFaceEmbedder
+from infra.ingest.pipeline import IngestReport, Journal, ingest
+from infra.ingest.sources import check
+from infra.settings import Settings
+
+
+def journal_path(settings: Settings) -> Path:
+    """Return where an index's ingestion journal lives."""
+    return settings.home / "ingest" / f"{settings.search.backend}-{settings.search.index}.json"
+
+
+def run_index(
+    settings: Settings, sources: list[Path], *, embeddings: bool, batch_size: int
+) -> IngestReport:
+    """Index `sources` into the configured backend; a re-run after an interruption resumes."""
+    for source in sources:
+        check(source)
+    embedder = HuggingFaceEmbedder(settings.embeddings) if embeddings else None
+    writer = open_writer(settings, embedder)
+    bar = tqdm(unit=" docs", file=sys.stderr, dynamic_ncols=True, smoothing=0.1, mininterval=0.5)
+    deleted = 0
+
+    def progress(docs: int, deletions: int) -> None:
+        nonlocal deleted
+        deleted += deletions
+        bar.update(docs)
+        if deletions:
+            bar.set_postfix(deleted=deleted, refresh=False)
+
+    try:
+        report = ingest(
+            sources,
+            writer,
+            embedder,
+            Journal(journal_path(settings)),
+            batch_size=batch_size,
+            on_progress=progress,
+        )
+    finally:
+        bar.close()
+        writer.close()
+    return report

@@ -1,0 +1,80 @@
+"""BioASQ Task B files (test sets, golden sets, submissions) read into plain questions."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.bioasq.types import QUESTION_TYPES
+
+_PMID = re.compile(r"(\d+)\s*$")
+
+
+class FormatError(ValueError):
+    """A BioASQ file that cannot be used, naming the file and the place."""
+
+
+@dataclass
+class Question:
+    """One BioASQ question with whatever gold the file carries."""
+
+    id: str
+    body: str
+    type: str
+    documents: list[str] = field(default_factory=list)
+    snippets: list[dict[str, Any]] = field(default_factory=list)
+    exact_answer: Any = None
+    ideal_answer: Any = None
+
+
+def pmid_of(url_or_pmid: str) -> str:
+    """Return the PMID at the end of a PubMed URL (or the PMID itself)."""
+    match = _PMID.search(str(url_or_pmid))
+    if not match:
+        raise ValueError(f"no PMID in {url_or_pmid!r}")
+    return match.group(1)
+
+
+def load_questions(path: Path) -> list[Question]:
+    """Read a BioASQ JSON file's questions; unknown fields are ignored."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise FormatError(
+            f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FormatError(f"{path}: cannot read ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("questions"), list):
+        raise FormatError(f"{path}: expected an object with a 'questions' list")
+    out = []
+    for i, item in enumerate(data["questions"]):
+        where = f"{path}: questions[{i}]"
+        if not isinstance(item, dict):
+            raise FormatError(f"{where}: not an object")
+        qid, body, qtype = item.get("id"), item.get("body"), item.get("type")
+        if not isinstance(qid, str) or not qid:
+            raise FormatError(f"{where}: missing 'id'")
+        if not isinstance(body, str) or not body.strip():
+            raise FormatError(f"{where} ({qid}): missing 'body'")
+        if qtype not in QUESTION_TYPES:
+            raise FormatError(f"{where} ({qid}): unknown type {qtype!r}")
+        try:
+            documents = [pmid_of(d) for d in item.get("documents") or []]
+        except ValueError as exc:
+            raise FormatError(f"{where} ({qid}): documents: {exc}") from None
+        out.append(
+            Question(
+                id=qid,
+                body=body.strip(),
+                type=qtype,
+                documents=documents,
+                snippets=list(item.get("snippets") or []),
+                exact_answer=item.get("exact_answer"),
+                ideal_answer=item.get("ideal_answer"),
+            )
+        )
+    return out

@@ -1,0 +1,81 @@
+"""Corpus files as one stream of events: ("upsert", document) or ("delete", pmid)."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from infra.ingest.corpus import read_jsonl
+from infra.pubmed import iter_pubmed_articles
+
+SUFFIXES = (".jsonl", ".jsonl.gz", ".xml", ".xml.gz")
+Event = tuple[str, Any]
+
+
+class SourceError(ValueError):
+    """A corpus file that cannot be read, with the path and what is wrong."""
+
+
+def kind(path: Path) -> str:
+    """Return 'jsonl' or 'xml' for a supported file name, else raise SourceError."""
+    name = path.name.lower()
+    for suffix in SUFFIXES:
+        if name.endswith(suffix):
+            return suffix.split(".")[1]
+    raise SourceError(f"{path}: unsupported file type (expected {', '.join(SUFFIXES)})")
+
+
+def check(path: Path) -> None:
+    """Fail early on a missing, unreadable or falsely gzipped source."""
+    kind(path)
+    if not path.is_file():
+        raise SourceError(f"{path}: no such file")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read ({exc.strerror})") from None
+    if path.name.lower().endswith(".gz") and head != b"\x1f\x8b":
+        raise SourceError(f"{path}: not a gzip file")
+
+
+def events(path: Path) -> Iterator[Event]:
+    """Yield the file's events in order; malformed content raises SourceError naming the place."""
+    try:
+        if kind(path) == "jsonl":
+            for doc in read_jsonl(path):
+                yield "upsert", normalize(doc)
+        else:
+            for event, value in iter_pubmed_articles(path):
+                yield ("upsert", normalize(value)) if event == "article" else ("delete", str(value))
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError) as exc:
+        raise SourceError(f"{path}: {type(exc).__name__}: {exc}") from None
+    except ValueError as exc:
+        message = str(exc)
+        raise SourceError(message if str(path) in message else f"{path}: {message}") from None
+
+
+def normalize(doc: dict[str, Any]) -> dict[str, Any]:
+    """Keep the fields an index stores, with their types checked."""
+    pmid = str(doc.get("pmid", "")).strip()
+    if not pmid.isdigit():
+        raise ValueError(f"PMID {pmid!r} is not a number")
+    year = doc.get("year")
+    try:
+        year = int(year) if year not in (None, "") else None
+    except (TypeError, ValueError):
+        raise ValueError(f"PMID {pmid}: year {year!r} is not a number") from None
+    mesh = doc.get("mesh") or []
+    if not isinstance(mesh, list):
+        raise ValueError(f"PMID {pmid}: mesh must be a list of strings")
+    return {
+        "pmid": pmid,
+        "title": str(doc.get("title") or ""),
+        "abstract": str(doc.get("abstract") or ""),
+        "year": year,
+        "mesh": [str(m) for m in mesh],
+        "journal": str(doc.get("journal") or ""),
+    }
