@@ -181,9 +181,12 @@ def index(
     )
 
 
-@eval_app.command("retrieval")
+@eval_app.command("retrieval", context_settings={"allow_extra_args": True})
 def eval_retrieval(
-    questions: Annotated[list[Path], typer.Option("--questions", help="BioASQ golden JSON files.")],
+    ctx: typer.Context,
+    questions: Annotated[
+        list[Path], typer.Option("--questions", help="BioASQ golden JSON files (--questions A B C …).")
+    ],
     backend: Annotated[
         str | None, typer.Option("--backend", help="embedded or elasticsearch.")
     ] = None,
@@ -212,7 +215,8 @@ def eval_retrieval(
         raise CliError(f"unknown --query-mode {query_mode!r}; choose question or llm")
     if backend is not None and backend not in ("embedded", "elasticsearch"):
         raise CliError(f"unknown --backend {backend!r}; choose embedded or elasticsearch")
-    loaded = [q for path in questions for q in load_questions(path)][:limit]
+    paths = [*questions, *_extra_files(ctx)]
+    loaded = [q for path in paths for q in load_questions(path)][:limit]
     search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
     settings = _settings(search=search) if search else _settings()
     context = build_context(settings)
@@ -226,6 +230,14 @@ def eval_retrieval(
         return
     for key, value in report.items():
         out.print(f"{key:>20}  {value}")
+
+
+def _extra_files(ctx: typer.Context) -> list[Path]:
+    """Return further files given after a list option (`--questions a.json b.json`)."""
+    extra = [Path(arg) for arg in ctx.args]
+    if unknown := [str(p) for p in extra if str(p).startswith("-")]:
+        raise CliError(f"unknown option {unknown[0]}")
+    return extra
 
 
 @trace_app.command("show")

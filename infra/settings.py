@@ -182,7 +182,9 @@ class RerankSettings(Group):
         description="How BM25 and cosine combine: cosine alone, reciprocal-rank fusion, or "
         "min-max normalised interpolation (measured best on BioASQ, see README).",
     )
-    alpha: float = Field(0.5, ge=0.0, le=1.0, description="Weight of cosine in 'interpolate'.")
+    alpha: float = Field(
+        0.6, ge=0.0, le=1.0, description="Weight of cosine in 'interpolate' (swept on BioASQ: README)."
+    )
     rrf_k: int = Field(60, ge=1, description="Constant of reciprocal-rank fusion.")
     contexts: int = Field(10, ge=1, description="Top reranked documents passed on as contexts.")
     cross_encoder: CrossEncoderSettings = Field(default_factory=CrossEncoderSettings)
