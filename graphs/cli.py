@@ -23,6 +23,8 @@ trace_app = typer.Typer(no_args_is_help=True, help="Read runs back from their ch
 app.add_typer(trace_app, name="trace")
 eval_app = typer.Typer(no_args_is_help=True, help="Measure quorum on golden data.")
 app.add_typer(eval_app, name="eval")
+bench_app = typer.Typer(no_args_is_help=True, help="Speed and memory benchmarks.")
+app.add_typer(bench_app, name="bench")
 
 QUESTION_TYPES = ("yesno", "factoid", "list", "summary")
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -185,7 +187,8 @@ def index(
 def eval_retrieval(
     ctx: typer.Context,
     questions: Annotated[
-        list[Path], typer.Option("--questions", help="BioASQ golden JSON files (--questions A B C …).")
+        list[Path],
+        typer.Option("--questions", help="BioASQ golden JSON files (--questions A B C …)."),
     ],
     backend: Annotated[
         str | None, typer.Option("--backend", help="embedded or elasticsearch.")
@@ -230,6 +233,34 @@ def eval_retrieval(
         return
     for key, value in report.items():
         out.print(f"{key:>20}  {value}")
+
+
+@bench_app.command("retrieval", context_settings={"allow_extra_args": True})
+def bench_retrieval_cmd(
+    ctx: typer.Context,
+    corpus: Annotated[Path, typer.Option("--corpus", help="A .jsonl(.gz) corpus to index.")],
+    questions: Annotated[
+        list[Path], typer.Option("--questions", help="BioASQ JSON files (queries).")
+    ],
+    backends: Annotated[
+        str, typer.Option(help="Comma-separated: embedded,elasticsearch.")
+    ] = "embedded",
+    limit: Annotated[int, typer.Option(min=1, help="Questions timed.")] = 500,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """Embedded vs Elasticsearch: ingestion docs/s, 10,000-candidate query latency, memory."""
+    from graphs.bench import bench_retrieval
+    from infra.bioasq.formats import load_questions
+
+    chosen = [b.strip() for b in backends.split(",") if b.strip()]
+    if bad := [b for b in chosen if b not in ("embedded", "elasticsearch")]:
+        raise CliError(f"unknown backend {bad[0]!r}; choose embedded and/or elasticsearch")
+    loaded = [q for path in [*questions, *_extra_files(ctx)] for q in load_questions(path)][:limit]
+    report = bench_retrieval(_settings(), corpus, loaded, chosen)
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return
+    out.print(json.dumps(report, indent=2))
 
 
 def _extra_files(ctx: typer.Context) -> list[Path]:

@@ -56,12 +56,13 @@ def best_snippets(
                 candidates.append((doc["pmid"], section, begin, end, text[begin:end]))
     if not candidates:
         return []
+    by_pmid = {doc["pmid"]: doc for doc in docs}
     query = embedder.embed_query(question)
     scores = embedder.embed_documents([c[4] for c in candidates]) @ query
     chosen, per = [], {}
     for i in np.argsort(-scores):
         pmid, section, begin, end, text = candidates[int(i)]
-        if per.get(pmid, 0) >= per_doc:
+        if per.get(pmid, 0) >= per_doc or by_pmid[pmid].get(section, "")[begin:end] != text:
             continue
         per[pmid] = per.get(pmid, 0) + 1
         chosen.append(

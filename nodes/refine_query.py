@@ -38,8 +38,8 @@ async def refine_query(state: QAState, runtime: Runtime[Context]) -> dict[str, A
     proposals = [{"query": proposal, "source": "refine", "error": error}]
     notes = []
     if error:
-        # Deterministic relaxation: the question's keywords OR-ed, then their prefixes.
-        fresh = [q for q in relaxations(question) if _canonical(q) not in tried]
+        # Deterministic relaxation ladder: AND→OR, the question's keywords, prefixes, fuzzy.
+        fresh = [q for q in relaxations(question, query) if _canonical(q) not in tried]
         proposal = fresh[0] if fresh else query
         proposals.append({"query": proposal, "source": "keywords", "error": None})
         notes.append(f"refine_query: model proposal unusable ({error}); relaxed to: {proposal}")

@@ -9,28 +9,9 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from infra.embeddings import document_text
+from infra.search.fusion import fuse
 from nodes.context import Context
 from nodes.state import QAState
-
-
-def _minmax(values: np.ndarray) -> np.ndarray:
-    if values.size == 0:
-        return values
-    low, high = float(values.min()), float(values.max())
-    return np.ones_like(values) if high - low < 1e-12 else (values - low) / (high - low)
-
-
-def fuse(bm25: np.ndarray, cosine: np.ndarray, method: str, alpha: float, rrf_k: int) -> np.ndarray:
-    """Combine BM25 and cosine scores of the same candidates into one score (higher is better)."""
-    if method == "cosine":
-        return cosine
-    if method == "rrf":
-        bm25_rank = np.empty(len(bm25))
-        bm25_rank[np.argsort(-bm25, kind="stable")] = np.arange(len(bm25))
-        cos_rank = np.empty(len(cosine))
-        cos_rank[np.argsort(-cosine, kind="stable")] = np.arange(len(cosine))
-        return 1.0 / (rrf_k + bm25_rank + 1) + 1.0 / (rrf_k + cos_rank + 1)
-    return (1 - alpha) * _minmax(bm25) + alpha * _minmax(cosine)
 
 
 async def rerank(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ MAX_CLAUSES clauses.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 
@@ -344,16 +345,32 @@ def keywords(question: str, limit: int = 12) -> list[str]:
     return list(seen)[:limit]
 
 
-def relaxations(question: str) -> list[str]:
-    """Return ever broader deterministic queries for a question: keywords, then their prefixes."""
+def loosen(node: Node) -> Node:
+    """Return the query with every AND turned into OR and every NOT dropped."""
+    if isinstance(node, Term | Phrase):
+        return node
+    parts = tuple(loosen(n) for n in (*node.must, *node.should))
+    return parts[0] if len(parts) == 1 else Bool(should=parts)
+
+
+def relaxations(question: str, query: str | None = None) -> list[str]:
+    """Return ever broader fallback queries: the query's AND as OR, keywords, prefixes, fuzzy."""
+    out = []
+    if query:
+        with contextlib.suppress(QueryError):
+            out.append(to_text(loosen(parse_query(query))))
     words = keywords(question)
     if not words:
-        return []
+        return out
     prefixes = {
         w[:5].lower() + "*" if len(w) > 5 and "-" not in w else (f'"{w}"' if "-" in w else w)
         for w in words
     }
-    return [keyword_query(question), " OR ".join(sorted(prefixes))]
+    fuzzy = [f"{w}~1" for w in words if "-" not in w and len(w) > 4 and w.isalpha()]
+    out += [keyword_query(question), " OR ".join(sorted(prefixes))]
+    if fuzzy:
+        out.append(" OR ".join([*fuzzy, *sorted(prefixes)]))
+    return out
 
 
 def keyword_query(question: str) -> str:

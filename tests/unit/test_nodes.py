@@ -4,13 +4,14 @@ import pytest
 from conftest import pmids_in, script
 from langgraph.runtime import Runtime
 
+from infra.search.fusion import fuse
 from nodes.ensemble import ensemble
 from nodes.fallback_search import fallback_search
 from nodes.finalize import finalize
 from nodes.generate_query import generate_query
 from nodes.organize import organize
 from nodes.refine_query import refine_query
-from nodes.rerank import fuse, rerank
+from nodes.rerank import rerank
 from nodes.search import search
 from nodes.synthesize import synthesize
 

@@ -428,11 +428,18 @@ def test_keyword_query_without_content_words_is_rejected():
         keyword_query("Is it what it is?")
 
 
-def test_relaxations_are_keywords_then_sorted_prefixes():
+def test_relaxations_are_keywords_then_sorted_prefixes_then_fuzzy():
     assert relaxations("What is the role of IL-6 in sepsis and genes?") == [
         '"il-6" OR sepsis OR genes',
         '"il-6" OR genes OR sepsi*',
+        'sepsis~1 OR genes~1 OR "il-6" OR genes OR sepsi*',
     ]
+
+
+def test_relaxations_start_by_loosening_the_query():
+    first = relaxations("Is X linked to sepsis?", '(il6 AND sepsis) AND NOT "septic shock"')[0]
+    assert first == "il6 OR sepsis"
+    assert relaxations("Is X linked to sepsis?", "((broken")[0] == "linked OR sepsis"
 
 
 def test_relaxations_are_valid_queries():

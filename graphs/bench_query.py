@@ -1,0 +1,67 @@
+"""The query half of the retrieval benchmark, light enough for a child process to import.
+
+Only numpy and the search engines: the embedded engine's memory is measured in a process
+that never loads torch or a model.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infra.search.fusion import fuse
+
+CANDIDATES = 10_000
+TOP_K = 300
+
+
+def query_latency(backend: Any, queries: Sequence[str], vectors: np.ndarray) -> dict[str, float]:
+    """Time search(10,000) + engine cosine + fusion + top 300 for each query, in ms."""
+    times, depth = [], []
+    for query, vector in zip(queries, vectors, strict=True):
+        started = time.perf_counter()
+        result = backend.search(query, CANDIDATES)
+        pmids = [p for p, _ in result.hits]
+        bm25 = np.array([s for _, s in result.hits], dtype=np.float32)
+        cosine = backend.similarities(pmids, vector)
+        scores = fuse(bm25, cosine, "interpolate", 0.6, 60)
+        top = np.argsort(-scores, kind="stable")[:TOP_K]
+        _ = [pmids[i] for i in top]
+        times.append((time.perf_counter() - started) * 1000)
+        depth.append(len(pmids))
+    return {
+        "p50_ms": round(float(np.percentile(times, 50)), 2),
+        "p95_ms": round(float(np.percentile(times, 95)), 2),
+        "mean_candidates": round(float(np.mean(depth)), 1),
+    }
+
+
+def peak_rss_mib() -> float:
+    """Return peak resident memory in MiB (VmHWM: unlike ru_maxrss, not inherited at fork)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def main() -> None:
+    """Time the embedded engine's query path from inputs in a .npz file; print JSON figures."""
+    from infra.search.embedded import EmbeddedIndex
+
+    index_dir, inputs = sys.argv[1], np.load(sys.argv[2], allow_pickle=True)
+    figures = query_latency(
+        EmbeddedIndex(Path(index_dir)), list(inputs["queries"]), inputs["vectors"]
+    )
+    figures["peak_rss_mib"] = peak_rss_mib()
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""Fusing BM25 and cosine scores of the same candidates (pure numpy: no model needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _minmax(values: np.ndarray) -> np.ndarray:
+    if values.size == 0:
+        return values
+    low, high = float(values.min()), float(values.max())
+    return np.ones_like(values) if high - low < 1e-12 else (values - low) / (high - low)
+
+
+def fuse(bm25: np.ndarray, cosine: np.ndarray, method: str, alpha: float, rrf_k: int) -> np.ndarray:
+    """Combine BM25 and cosine scores of the same candidates into one score (higher is better)."""
+    if method == "cosine":
+        return cosine
+    if method == "rrf":
+        bm25_rank = np.empty(len(bm25))
+        bm25_rank[np.argsort(-bm25, kind="stable")] = np.arange(len(bm25))
+        cos_rank = np.empty(len(cosine))
+        cos_rank[np.argsort(-cosine, kind="stable")] = np.arange(len(cosine))
+        return 1.0 / (rrf_k + bm25_rank + 1) + 1.0 / (rrf_k + cos_rank + 1)
+    return (1 - alpha) * _minmax(bm25) + alpha * _minmax(cosine)

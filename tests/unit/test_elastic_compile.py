@@ -1,0 +1,144 @@
+"""to_elasticsearch: parsed queries compile to a small, safe subset of the query DSL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.search.elastic import to_elasticsearch
+from infra.search.query import Bool, Phrase, Term, parse_query
+
+TIAB = ("title", "abstract")
+
+
+def either(*leaves: dict[str, Any]) -> dict[str, Any]:
+    return {"bool": {"should": list(leaves), "minimum_should_match": 1}}
+
+
+CASES = [
+    (
+        Term("aspirin"),
+        either(
+            {"match": {"title": {"query": "aspirin"}}},
+            {"match": {"abstract": {"query": "aspirin"}}},
+        ),
+    ),
+    (Term("aspirin", ("title",)), {"match": {"title": {"query": "aspirin"}}}),
+    (
+        Term("aspirin", ("mesh",), boost=2.0),
+        {"match": {"mesh": {"query": "aspirin", "boost": 2.0}}},
+    ),
+    (
+        Term("mitochond", ("title",), prefix=True),
+        {"prefix": {"title": {"value": "mitochond", "rewrite": "top_terms_64"}}},
+    ),
+    (
+        Term("aspirn", ("abstract",), fuzzy=1),
+        {"match": {"abstract": {"query": "aspirn", "fuzziness": 1, "operator": "and"}}},
+    ),
+    (Term("IL-6", ("title",)), {"match_phrase": {"title": {"query": "IL-6"}}}),
+    (
+        Phrase("cell death", ("abstract",), slop=2),
+        {"match_phrase": {"abstract": {"query": "cell death", "slop": 2}}},
+    ),
+    (
+        Phrase("cell death", TIAB),
+        either(
+            {"match_phrase": {"title": {"query": "cell death", "slop": 0}}},
+            {"match_phrase": {"abstract": {"query": "cell death", "slop": 0}}},
+        ),
+    ),
+    (
+        Bool(must=(Term("a", ("title",)), Term("b", ("title",)))),
+        {
+            "bool": {
+                "must": [
+                    {"match": {"title": {"query": "a"}}},
+                    {"match": {"title": {"query": "b"}}},
+                ]
+            }
+        },
+    ),
+    (
+        Bool(should=(Term("a", ("title",)),), must_not=(Term("b", ("title",)),)),
+        {
+            "bool": {
+                "should": [{"match": {"title": {"query": "a"}}}],
+                "must_not": [{"match": {"title": {"query": "b"}}}],
+                "minimum_should_match": 1,
+            }
+        },
+    ),
+    (
+        Bool(must=(Term("a", ("title",)),), should=(Term("b", ("title",)),)),
+        {
+            "bool": {
+                "must": [{"match": {"title": {"query": "a"}}}],
+                "should": [{"match": {"title": {"query": "b"}}}],
+            }
+        },
+    ),
+    (
+        Bool(should=(Bool(must=(Term("a", ("mesh",)),), must_not=(Term("b", ("mesh",)),)),)),
+        {
+            "bool": {
+                "should": [
+                    {
+                        "bool": {
+                            "must": [{"match": {"mesh": {"query": "a"}}}],
+                            "must_not": [{"match": {"mesh": {"query": "b"}}}],
+                        }
+                    }
+                ],
+                "minimum_should_match": 1,
+            }
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("node", "expected"), CASES)
+def test_compiles(node, expected):
+    assert to_elasticsearch(node) == expected
+
+
+def test_prefix_cap_follows_setting():
+    dsl = to_elasticsearch(Term("cardio", ("title",), prefix=True), max_prefix_expansions=8)
+    assert dsl["prefix"]["title"]["rewrite"] == "top_terms_8"
+
+
+def test_parsed_query_keeps_and_or_not_semantics():
+    dsl = to_elasticsearch(parse_query("(aspirin OR statin*) AND title:cancer NOT mesh:mice"))
+    # Adjacent clauses are OR'ed, so the NOT excludes from the whole AND group.
+    assert dsl["bool"]["minimum_should_match"] == 1
+    assert dsl["bool"]["must_not"] == [{"match": {"mesh": {"query": "mice"}}}]
+    either_, title = dsl["bool"]["should"][0]["bool"]["must"]
+    assert either_["bool"]["minimum_should_match"] == 1
+    assert len(either_["bool"]["should"]) == 2
+    assert title == {"match": {"title": {"query": "cancer"}}}
+
+
+def _keys(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys(v)}
+    return set()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        'title:"a b"~3 OR mitochond*[tiab] AND NOT c~2',
+        "script OR query_string OR _index",
+        '"}} {\\"script\\": 1" AND x^3',
+    ],
+)
+def test_only_safe_dsl(query):
+    allowed = {
+        "bool", "must", "should", "must_not", "minimum_should_match", "match", "match_phrase",
+        "prefix", "query", "slop", "boost", "fuzziness", "operator", "value", "rewrite",
+        "title", "abstract", "mesh",
+    }  # fmt: skip
+    assert _keys(to_elasticsearch(parse_query(query))) <= allowed
