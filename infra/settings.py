@@ -183,7 +183,10 @@ class RerankSettings(Group):
         "min-max normalised interpolation (measured best on BioASQ, see README).",
     )
     alpha: float = Field(
-        0.6, ge=0.0, le=1.0, description="Weight of cosine in 'interpolate' (swept on BioASQ: README)."
+        0.6,
+        ge=0.0,
+        le=1.0,
+        description="Weight of cosine in 'interpolate' (swept on BioASQ: README).",
     )
     rrf_k: int = Field(60, ge=1, description="Constant of reciprocal-rank fusion.")
     contexts: int = Field(10, ge=1, description="Top reranked documents passed on as contexts.")
