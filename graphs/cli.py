@@ -167,6 +167,10 @@ def index(
         typer.Option("--embeddings/--no-embeddings", help="Store document vectors for reranking."),
     ] = True,
     batch_size: Annotated[int, typer.Option(min=1, max=10_000, help="Documents per batch.")] = 256,
+    commit_every: Annotated[
+        int,
+        typer.Option(min=1, help="Documents between commits (a killed run resumes from the last)."),
+    ] = 4096,
 ) -> None:
     """Index corpus files; re-indexing replaces by PMID, and an interrupted run resumes."""
     from graphs.indexing import run_index
@@ -175,7 +179,9 @@ def index(
         raise CliError(f"unknown --backend {backend!r}; choose embedded or elasticsearch")
     search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
     settings = _settings(search=search) if search else _settings()
-    report = run_index(settings, sources, embeddings=embeddings, batch_size=batch_size)
+    report = run_index(
+        settings, sources, embeddings=embeddings, batch_size=batch_size, commit_every=commit_every
+    )
     err.print(
         f"indexed {report.upserted:,} documents, deleted {report.deleted:,}, resumed past "
         f"{report.skipped:,} into {settings.search.backend}:{settings.search.index} "

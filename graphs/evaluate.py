@@ -62,7 +62,9 @@ async def evaluate_retrieval(
     scored = [q for q in questions if q.documents]
     recalls: dict[int, list[float]] = {10: [], 100: [], 1000: []}
     aps, snippet_scores, latencies, coverage, failures = [], [], [], [], 0
-    for question in tqdm(scored, unit=" q", file=sys.stderr, dynamic_ncols=True, mininterval=1.0):
+    for question in tqdm(
+        scored, unit=" q", file=sys.stderr, dynamic_ncols=True, mininterval=1.0, disable=None
+    ):
         try:
             ranked, ms = await retrieve(
                 question.body, ctx, query_mode=query_mode, reranked=reranked

@@ -20,14 +20,27 @@ def journal_path(settings: Settings) -> Path:
 
 
 def run_index(
-    settings: Settings, sources: list[Path], *, embeddings: bool, batch_size: int
+    settings: Settings,
+    sources: list[Path],
+    *,
+    embeddings: bool,
+    batch_size: int,
+    commit_every: int = 4096,
 ) -> IngestReport:
     """Index `sources` into the configured backend; a re-run after an interruption resumes."""
     for source in sources:
         check(source)
     embedder = HuggingFaceEmbedder(settings.embeddings) if embeddings else None
     writer = open_writer(settings, embedder)
-    bar = tqdm(unit=" docs", file=sys.stderr, dynamic_ncols=True, smoothing=0.1, mininterval=0.5)
+    # disable=None: a bar on terminals only, so logs and pipes get just the summary line.
+    bar = tqdm(
+        unit=" docs",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        smoothing=0.1,
+        mininterval=0.5,
+        disable=None,
+    )
     deleted = 0
 
     def progress(docs: int, deletions: int) -> None:
@@ -44,6 +57,7 @@ def run_index(
             embedder,
             Journal(journal_path(settings)),
             batch_size=batch_size,
+            commit_every=commit_every,
             on_progress=progress,
         )
     finally:

@@ -1,0 +1,135 @@
+"""`quorum index` end to end: JSONL and PubMed XML into the embedded engine, re-runs, kill -9 and resume."""
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import PUBMED_FIXTURES, SHARED
+
+from infra.search.embedded import EmbeddedIndex
+
+QUORUM = str(Path(sys.executable).parent / "quorum")
+
+
+def corpus(tmp_path: Path, n: int, name="docs.jsonl.gz") -> Path:
+    path = tmp_path / name
+    with (
+        gzip.open(SHARED / "corpus" / "pubmed_docs.jsonl.gz", "rt") as src,
+        gzip.open(path, "wt") as out,
+    ):
+        for i, line in enumerate(src):
+            if i >= n:
+                break
+            out.write(line)
+    return path
+
+
+def env(home: Path, **extra: str) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
+    return base | {"QUORUM_HOME": str(home)} | extra
+
+
+def quorum(home: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [QUORUM, *args], capture_output=True, text=True, env=env(home), timeout=timeout
+    )
+
+
+def test_index_jsonl_then_rerun_adds_nothing(tmp_path):
+    source = corpus(tmp_path, 500)
+    first = quorum(tmp_path, "index", str(source), "--index", "small", "--no-embeddings")
+    assert first.returncode == 0, first.stderr
+    assert "indexed 500 documents" in first.stderr and "docs/s" in first.stderr
+    again = quorum(tmp_path, "index", str(source), "--index", "small", "--no-embeddings")
+    assert "indexed 0 documents" in again.stderr and "resumed past 500" in again.stderr
+    index = EmbeddedIndex(tmp_path / "indexes" / "small")
+    assert index.count() == 500
+
+
+def test_index_pubmed_xml_applies_deletions(tmp_path):
+    base = tmp_path / "base.jsonl"
+    base.write_text(
+        "".join(
+            json.dumps({"pmid": p, "title": "t", "abstract": "old"}) + "\n"
+            for p in ("90000021", "90000022", "5")
+        )
+    )
+    quorum(tmp_path, "index", str(base), "--index", "x", "--no-embeddings")
+    done = quorum(
+        tmp_path,
+        "index",
+        str(PUBMED_FIXTURES / "update_sample.xml"),
+        "--index",
+        "x",
+        "--no-embeddings",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "indexed 2 documents, deleted 2" in done.stderr
+    index = EmbeddedIndex(tmp_path / "indexes" / "x")
+    assert index.count() == 3
+    assert not index.has("90000021") and not index.has("90000022")
+    assert index.fetch(["90000011"])[0]["abstract"] == "First revised abstract."
+
+
+def test_killed_run_resumes_without_duplicates(tmp_path):
+    source = corpus(tmp_path, 400)
+    args = [
+        QUORUM,
+        "index",
+        str(source),
+        "--index",
+        "big",
+        "--batch-size",
+        "20",
+        "--commit-every",
+        "40",
+    ]
+    proc = subprocess.Popen(
+        args, env=env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    journal = tmp_path / "ingest" / "embedded-big.json"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if journal.exists() and max(json.loads(journal.read_text()).values(), default=0) >= 80:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    committed = max(json.loads(journal.read_text()).values())
+    assert 80 <= committed < 400
+    resumed = quorum(tmp_path, "index", str(source), "--index", "big", "--batch-size", "50")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resumed past {committed:,}" in resumed.stderr
+    index = EmbeddedIndex(tmp_path / "indexes" / "big")
+    assert index.count() == 400
+    rows = (tmp_path / "indexes" / "big" / "pmids.txt").read_text().split()
+    assert len(set(rows)) == 400  # every document once, vectors aligned
+    vectors = index.vectors(rows[:5])
+    assert vectors.shape == (5, 384)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p / "missing.jsonl", "no such file"),
+        (lambda p: (p / "a.csv").write_text("x") and p / "a.csv", "unsupported file type"),
+        (
+            lambda p: (p / "b.jsonl.gz").write_bytes(b"plain") and p / "b.jsonl.gz",
+            "not a gzip file",
+        ),
+        (
+            lambda p: (p / "c.jsonl").write_text('{"pmid": "1"}\n{oops\n') and p / "c.jsonl",
+            "c.jsonl:2: not JSON",
+        ),
+    ],
+)
+def test_bad_sources_are_one_line_errors(tmp_path, make, message):
+    done = quorum(tmp_path, "index", str(make(tmp_path)), "--index", "bad", "--no-embeddings")
+    assert done.returncode == 2 and message in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
