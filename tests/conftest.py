@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,11 +18,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
+from elasticsearch import Elasticsearch
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
+from infra.elasticsearch_server import ensure_running
 from infra.models import ModelPool
 from infra.search.embedded import EmbeddedIndex
 from infra.settings import Settings, load_settings
@@ -276,3 +280,34 @@ def eutils() -> Iterator[FakeEutils]:
     server.shutdown()
     server.server_close()
     thread.join()
+
+
+# --- a real Elasticsearch node, started on demand and shared by the session -----------------
+
+WORK = Path(os.environ.get("QUORUM_ES_DIR") or ROOT / ".ci" / "work" / "elasticsearch")
+PORT = int(os.environ.get("QUORUM_ES_PORT", "9200"))
+
+
+@pytest.fixture(scope="session")
+def es_url() -> str:
+    return ensure_running(WORK, PORT)
+
+
+@pytest.fixture(scope="session")
+def admin(es_url: str) -> Iterator[Elasticsearch]:
+    client = Elasticsearch(es_url, request_timeout=60)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def new_name(admin: Elasticsearch) -> Iterator:
+    names: list[str] = []
+
+    def make() -> str:
+        names.append(f"quorum-test-{uuid.uuid4().hex[:12]}")
+        return names[-1]
+
+    yield make
+    for name in names:
+        admin.indices.delete(index=name, ignore_unavailable=True)

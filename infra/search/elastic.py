@@ -1,0 +1,425 @@
+"""The Elasticsearch engine: BM25 over title and abstract, cosine over stored vectors.
+
+Parsed queries compile to a small, safe subset of the query DSL (match, match_phrase, prefix,
+bool; knn over an ids filter for similarities): user text never reaches `query_string`, scripts
+or other indexes.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from elasticsearch import ApiError, BadRequestError, Elasticsearch, helpers
+
+from infra.search.base import SearchResult
+from infra.search.query import Bool, Node, Phrase, QueryError, parse_query
+
+log = logging.getLogger(__name__)
+
+INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
+PAGE = 10_000  # index.max_result_window and the knn num_candidates ceiling
+MAX_HITS = 100_000  # search() pages at most MAX_HITS / PAGE times
+MAX_ERRORS_SHOWN = 5
+_WORD = re.compile(r"[^\W_]+")
+_SOURCE = ("pmid", "title", "abstract", "year", "mesh", "journal")
+# PMIDs come from doc values: loading 10,000 stored _ids costs ~10x more than the search.
+_IDS_ONLY = {"source": False, "stored_fields": "_none_", "docvalue_fields": ["pmid"]}
+_HIT_FIELDS = ["hits.total", "hits.hits.fields.pmid", "hits.hits._score"]
+
+
+def to_elasticsearch(node: Node, *, max_prefix_expansions: int = 64) -> dict[str, Any]:
+    """Compile a parsed query to Elasticsearch query DSL (match, match_phrase, prefix, bool)."""
+    if isinstance(node, Bool):
+        body: dict[str, Any] = {}
+        for occur in ("must", "should", "must_not"):
+            if clauses := getattr(node, occur):
+                body[occur] = [
+                    to_elasticsearch(n, max_prefix_expansions=max_prefix_expansions)
+                    for n in clauses
+                ]
+        if node.should and not node.must:
+            body["minimum_should_match"] = 1
+        return {"bool": body}
+    if isinstance(node, Phrase):
+        kind, params = "match_phrase", {"query": node.text, "slop": node.slop}
+    elif node.prefix:
+        rewrite = f"top_terms_{max_prefix_expansions}"
+        kind, params = "prefix", {"value": node.text.lower(), "rewrite": rewrite}
+    elif node.fuzzy:
+        # Every word of a fuzzy term must match, each within `fuzzy` edits (as embedded does).
+        kind, params = "match", {"query": node.text, "fuzziness": node.fuzzy, "operator": "and"}
+    elif _WORD.fullmatch(node.text):
+        kind, params = "match", {"query": node.text}
+    else:
+        # A term with punctuation (IL-6, caspase-like) is its words in order, as embedded does.
+        kind, params = "match_phrase", {"query": node.text}
+    if node.boost:
+        params["boost"] = float(node.boost)
+    leaves = [{kind: {field: dict(params)}} for field in node.fields]
+    return (
+        leaves[0] if len(leaves) == 1 else {"bool": {"should": leaves, "minimum_should_match": 1}}
+    )
+
+
+class ElasticIndex:
+    """One Elasticsearch index of PubMed documents: searched, fetched, scored and written."""
+
+    name = "elasticsearch"
+
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:9200",
+        index: str = "quorum",
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 30.0,
+        dims: int | None = None,
+        create: bool = False,
+        max_prefix_expansions: int = 64,
+    ):
+        if not INDEX_NAME.fullmatch(index or ""):
+            raise ValueError(f"index name {index!r} must match {INDEX_NAME.pattern}")
+        self.url = re.sub(r"//[^/@]*@", "//", url)  # never keep credentials from the URL
+        self.index = index
+        self.timeout_s = timeout_s
+        self.max_prefix_expansions = max_prefix_expansions
+        self._secret = api_key
+        self._client = Elasticsearch(
+            url, api_key=api_key, request_timeout=timeout_s, max_retries=2, retry_on_timeout=True
+        )
+        self._mapping: dict[str, Any] | None = None
+        if create:
+            with _guard(self._secret):
+                self._create(dims)
+
+    def __repr__(self) -> str:
+        return f"ElasticIndex(url={self.url!r}, index={self.index!r})"
+
+    @property
+    def dims(self) -> int | None:
+        """Return the stored vectors' dimension; None when the index stores no vectors."""
+        if self._mapping is None and not self.exists():
+            return None
+        return self._properties().get("embedding", {}).get("dims")
+
+    @property
+    def analyzer(self) -> str:
+        """Return the analyzer of the title and abstract fields."""
+        return self._properties().get("title", {}).get("analyzer", "standard")
+
+    def exists(self) -> bool:
+        """Tell whether the index exists on the server."""
+        with _guard(self._secret):
+            return bool(self._client.indices.exists(index=self.index))
+
+    def validate(self, query: str) -> None:
+        """Raise QueryError with the reason when `query` may not run here."""
+        dsl = self.compile(query)
+        with _guard(self._secret, query=True):
+            found = self._client.indices.validate_query(index=self.index, query=dsl, explain=True)
+        if not found.get("valid"):
+            reasons = [e.get("error", "") for e in found.get("explanations", []) if e.get("error")]
+            reason = _mask(_short("; ".join(reasons)), self._secret)
+            raise QueryError(f"Elasticsearch rejects the query: {reason}")
+
+    def compile(self, query: str) -> dict[str, Any]:
+        """Parse a quorum query and compile it to query DSL (QueryError when it may not run)."""
+        return to_elasticsearch(
+            parse_query(query), max_prefix_expansions=self.max_prefix_expansions
+        )
+
+    def search(self, query: str, limit: int) -> SearchResult:
+        """Return the top `limit` BM25 hits, best first, with the total match count."""
+        dsl = self.compile(query)
+        limit = max(0, min(int(limit), MAX_HITS))
+        with _guard(self._secret, query=True):
+            if limit <= PAGE:
+                found = self._client.search(
+                    index=self.index,
+                    query=dsl,
+                    size=limit,
+                    track_total_hits=True,
+                    filter_path=_HIT_FIELDS,
+                    **_IDS_ONLY,
+                )
+                return SearchResult(_total(found), _hits(found))
+            return self._search_pages(dsl, limit)
+
+    def _search_pages(self, dsl: dict[str, Any], limit: int) -> SearchResult:
+        pit = self._client.open_point_in_time(index=self.index, keep_alive="1m")["id"]
+        hits: list[tuple[str, float]] = []
+        total, after = 0, None
+        try:
+            while len(hits) < limit:
+                size = min(PAGE, limit - len(hits))
+                found = self._client.search(
+                    query=dsl,
+                    size=size,
+                    pit={"id": pit, "keep_alive": "1m"},
+                    sort=[{"_score": "desc"}, {"_shard_doc": "asc"}],
+                    search_after=after,
+                    track_total_hits=after is None,
+                    filter_path=[*_HIT_FIELDS, "pit_id", "hits.hits.sort"],
+                    **_IDS_ONLY,
+                )
+                pit = found.get("pit_id", pit)
+                page = found["hits"].get("hits", [])
+                if after is None:
+                    total = _total(found)
+                hits += _hits(found)
+                if len(page) < size:
+                    break
+                after = page[-1]["sort"]
+        finally:
+            self._client.close_point_in_time(id=pit)
+        return SearchResult(total, hits)
+
+    def fetch(self, pmids: Sequence[str]) -> list[dict[str, Any]]:
+        """Return stored documents for these PMIDs, in order, skipping unknown ones."""
+        wanted = [str(p) for p in pmids]
+        if not wanted:
+            return []
+        with _guard(self._secret):
+            found = self._client.mget(index=self.index, ids=wanted, source_includes=_SOURCE)
+        docs = {d["_id"]: d["_source"] for d in found["docs"] if d.get("found")}
+        return [
+            {
+                "pmid": p,
+                **{f: docs[p].get(f) or "" for f in ("title", "abstract", "journal")},
+                "year": docs[p].get("year") or None,
+                "mesh": list(docs[p].get("mesh") or []),
+            }
+            for p in wanted
+            if p in docs
+        ]
+
+    def similarities(self, pmids: Sequence[str], vector: np.ndarray) -> np.ndarray | None:
+        """Return cosine(vector, stored vector) per PMID, computed in the server; 0 if none."""
+        dims = self.dims
+        if dims is None:
+            return None
+        query = np.asarray(vector, dtype=np.float32).ravel()
+        if query.shape[0] != dims:
+            raise ValueError(f"the query vector has {query.shape[0]} dims; the index has {dims}")
+        wanted = [str(p) for p in pmids]
+        out = np.zeros(len(wanted), dtype=np.float32)
+        if not wanted or not np.any(query):
+            return out
+        unique = list(dict.fromkeys(wanted))
+        scores: dict[str, float] = {}
+        for start in range(0, len(unique), PAGE):
+            chunk = unique[start : start + PAGE]
+            # Exact: flat vectors are brute-forced over the ids filter (no graph, no quantizing).
+            knn = {"field": "embedding", "query_vector": query.tolist(), "k": len(chunk)}
+            knn |= {"num_candidates": len(chunk), "filter": {"ids": {"values": chunk}}}
+            with _guard(self._secret):
+                found = self._client.search(
+                    index=self.index,
+                    query={"knn": knn},
+                    size=len(chunk),
+                    filter_path=_HIT_FIELDS[1:],
+                    **_IDS_ONLY,
+                )
+            # knn scores cosine as (1 + cos) / 2.
+            scores |= {pmid: 2.0 * score - 1.0 for pmid, score in _hits(found)}
+        out[:] = [scores.get(p, 0.0) for p in wanted]
+        return out
+
+    def has(self, pmid: str) -> bool:
+        """Tell whether the index holds this PMID."""
+        with _guard(self._secret):
+            return bool(self._client.exists(index=self.index, id=str(pmid)))
+
+    def count(self) -> int:
+        """Return how many documents the index holds (as of the last commit)."""
+        with _guard(self._secret):
+            return int(self._client.count(index=self.index)["count"])
+
+    def upsert(self, docs: Sequence[dict[str, Any]], vectors: np.ndarray | None) -> int:
+        """Index documents by PMID (re-indexing replaces); ValueError names the ones that failed."""
+        docs = list(docs)
+        if vectors is not None:
+            vectors = np.asarray(vectors, dtype=np.float32)
+            if self.dims is None:
+                raise ValueError(f"index {self.index!r} stores no vectors; create it with dims")
+            if vectors.shape != (len(docs), self.dims):
+                raise ValueError(
+                    f"vectors {vectors.shape} for {len(docs)} docs of {self.dims} dims"
+                )
+        actions = (
+            {
+                "_op_type": "index",
+                "_index": self.index,
+                "_id": str(doc["pmid"]),
+                "_source": _source(doc, None if vectors is None else vectors[i]),
+            }
+            for i, doc in enumerate(docs)
+        )
+        done, failed = self._bulk(actions)
+        if failed:
+            raise ValueError(
+                f"{len(failed)} of {len(docs)} documents were not indexed "
+                f"({done} were): {_describe(failed)}"
+            )
+        return done
+
+    def delete(self, pmids: Sequence[str]) -> int:
+        """Remove documents by PMID; return how many were present."""
+        actions = ({"_op_type": "delete", "_index": self.index, "_id": str(p)} for p in pmids)
+        done, failed = self._bulk(actions)
+        failed = [f for f in failed if f.get("status") != 404]
+        if failed:
+            raise ValueError(f"{len(failed)} documents could not be deleted: {_describe(failed)}")
+        return done
+
+    def commit(self) -> None:
+        """Refresh the index, making everything written so far searchable."""
+        with _guard(self._secret):
+            self._client.indices.refresh(index=self.index)
+
+    def close(self) -> None:
+        """Commit and release the connection."""
+        try:
+            if self.exists():
+                self.commit()
+        finally:
+            self._client.close()
+
+    def _bulk(self, actions: Iterator[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
+        done, failed = 0, []
+        client = self._client.options(request_timeout=max(self.timeout_s, 120.0))
+        # 429s are retried with backoff; other per-item errors are collected, not raised.
+        retries = {"max_retries": 5, "initial_backoff": 1, "max_backoff": 30}
+        with _guard(self._secret):
+            for ok, item in helpers.streaming_bulk(
+                client, actions, raise_on_error=False, **retries
+            ):
+                done += ok
+                failed += [] if ok else list(item.values())
+        return done, failed
+
+    def _create(self, dims: int | None) -> None:
+        if self.exists():
+            have = self.dims
+            if dims is not None and have != dims:
+                stored = f"{have}-dim vectors" if have else "no vectors"
+                raise ValueError(f"index {self.index!r} holds {stored}; this run writes {dims}")
+            return
+        text = {"type": "text", "analyzer": self._pick_analyzer()}
+        properties: dict[str, Any] = {
+            "pmid": {"type": "keyword"},
+            "title": text,
+            "abstract": text,
+            "year": {"type": "integer"},
+            "mesh": {**text, "fields": {"keyword": {"type": "keyword", "ignore_above": 512}}},
+            "journal": {"type": "keyword", "ignore_above": 512},
+        }
+        if dims is not None:
+            # flat = float32 vectors scored exactly; similarities only ever score given ids.
+            properties["embedding"] = {
+                "type": "dense_vector",
+                "dims": dims,
+                "similarity": "cosine",
+                "index": True,
+                "index_options": {"type": "flat"},
+            }
+        try:
+            self._client.indices.create(
+                index=self.index,
+                settings={"number_of_shards": 1, "number_of_replicas": 0},
+                mappings={"dynamic": "strict", "properties": properties},
+            )
+        except BadRequestError as exc:
+            if exc.message != "resource_already_exists_exception":
+                raise
+        self._mapping = None
+
+    def _pick_analyzer(self) -> str:
+        try:
+            self._client.indices.analyze(analyzer="english", text="cells")
+            return "english"
+        except BadRequestError:
+            log.warning("%s has no 'english' analyzer: %r is not stemmed", self.url, self.index)
+            return "standard"
+
+    def _properties(self) -> dict[str, Any]:
+        if self._mapping is None:
+            with _guard(self._secret):
+                found = self._client.indices.get_mapping(index=self.index)
+            self._mapping = next(iter(found.values()))["mappings"].get("properties", {})
+        return self._mapping
+
+
+@contextmanager
+def _guard(secret: str | None, *, query: bool = False) -> Iterator[None]:
+    """Mask the API key in any error; with `query`, turn the server's 400 into QueryError."""
+    try:
+        yield
+    except Exception as exc:
+        if query and isinstance(exc, BadRequestError):
+            reason = _mask(_short(_reason(exc)), secret)
+            raise QueryError(f"Elasticsearch rejects the query: {reason}") from None
+        if secret and secret in f"{exc!s}{exc!r}":
+            raise RuntimeError(_mask(f"{type(exc).__name__}: {exc!s}", secret)) from None
+        raise
+
+
+def _mask(text: str, secret: str | None) -> str:
+    return text.replace(secret, "***") if secret else text
+
+
+def _total(found: Any) -> int:
+    total = found["hits"]["total"]
+    return int(total["value"] if isinstance(total, dict) else total)
+
+
+def _hits(found: Any) -> list[tuple[str, float]]:
+    hits = found.get("hits", {}).get("hits", [])
+    return [(h["fields"]["pmid"][0], float(h["_score"] or 0.0)) for h in hits]
+
+
+def _source(doc: dict[str, Any], vector: np.ndarray | None) -> dict[str, Any]:
+    mesh = doc.get("mesh") or []
+    source = {
+        "pmid": str(doc["pmid"]),
+        "title": doc.get("title") or "",
+        "abstract": doc.get("abstract") or "",
+        "year": doc.get("year"),
+        "mesh": [mesh] if isinstance(mesh, str) else list(mesh),
+        "journal": doc.get("journal") or None,
+    }
+    if vector is not None and np.any(vector):  # cosine rejects zero vectors: store none
+        source["embedding"] = np.round(vector.astype(np.float64), 7).tolist()
+    return source
+
+
+def _describe(failed: list[dict[str, Any]]) -> str:
+    parts = []
+    for item in failed[:MAX_ERRORS_SHOWN]:
+        error = item.get("error") if isinstance(item.get("error"), dict) else {}
+        reason = error.get("reason") or item.get("error") or item.get("result", "failed")
+        parts.append(f"{item.get('_id')} ({error.get('type', 'error')}: {_short(str(reason))})")
+    more = len(failed) - MAX_ERRORS_SHOWN
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _reason(exc: ApiError) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error")
+    if isinstance(error, dict):
+        causes = error.get("root_cause") or [error]
+        return "; ".join(str(c.get("reason", c.get("type", ""))) for c in causes)
+    return str(error or exc.message)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    """Drop shard prefixes, Java class names and repeats from a server message; cap its length."""
+    text = re.sub(r"\[[^\]]*/[^\]]*\]\s*", "", text)
+    text = re.sub(r"\b(?:[a-z_]\w*\.)+[A-Z]\w*(?:Exception|Error):\s*", "", text)
+    text = "; ".join(dict.fromkeys(part.strip() for part in text.split(";") if part.strip()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
