@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 
 from graphs.bench_query import CANDIDATES, TOP_K, query_latency
-from infra.backends import open_backend, open_writer
+from infra.backends import drop_index, open_backend, open_writer
 from infra.bioasq.formats import Question
 from infra.embeddings import Embedder, HuggingFaceEmbedder, document_text
 from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
-from infra.search.query import keyword_query
+from infra.search.keywords import keyword_query
 from infra.settings import Settings
 
 # Every abstract contains "the": OR-ing it in makes each query return the full 10,000 candidates.
@@ -121,15 +121,8 @@ def _embedded_in_child(
 
 
 def _with(settings: Settings, backend: str, index: str) -> Settings:
-    import shutil
-
     changed = settings.model_copy(
         update={"search": settings.search.model_copy(update={"backend": backend, "index": index})}
     )
-    if backend == "embedded":
-        shutil.rmtree(changed.index_dir, ignore_errors=True)
-    else:
-        from infra.backends import drop_index
-
-        drop_index(changed)
+    drop_index(changed)
     return changed

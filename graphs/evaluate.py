@@ -14,7 +14,8 @@ from tqdm import tqdm
 from graphs.routers import needs_refinement
 from infra.bioasq.formats import Question
 from infra.bioasq.metrics import average_precision, recall_at, snippet_recall
-from infra.search.query import QueryError, keyword_query
+from infra.search.keywords import keyword_query
+from infra.search.query import QueryError
 from infra.snippets import best_snippets
 from nodes.context import Context
 from nodes.generate_query import generate_query, limits

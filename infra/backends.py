@@ -65,4 +65,16 @@ def open_writer(settings: Settings, embedder: Embedder | None) -> IndexWriter:
     return _elastic(settings, create=True, dims=dims)
 
 
-__all__ = ["DEMO_MODEL", "open_backend", "open_writer"]
+def drop_index(settings: Settings) -> None:
+    """Delete the configured index and its ingestion journal (benchmarks start from nothing)."""
+    import shutil
+
+    if settings.search.backend == "embedded":
+        shutil.rmtree(settings.index_dir, ignore_errors=True)
+    else:
+        _elastic(settings, create=False).drop()
+    journal = settings.home / "ingest" / f"{settings.search.backend}-{settings.search.index}.json"
+    journal.unlink(missing_ok=True)
+
+
+__all__ = ["DEMO_MODEL", "drop_index", "open_backend", "open_writer"]

@@ -7,7 +7,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from infra.pubmed import FallbackUnavailable
-from infra.search.query import QueryError, keyword_query, parse_query, to_pubmed
+from infra.search.keywords import keyword_query
+from infra.search.query import QueryError, parse_query, to_pubmed
 from nodes.context import Context
 from nodes.state import QAState
 

@@ -8,7 +8,8 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from infra.bioasq import detect_type
-from infra.search.query import QueryError, keyword_query
+from infra.search.keywords import keyword_query
+from infra.search.query import QueryError
 from nodes.context import Context
 from nodes.state import Limits, QAState
 from prompts import render

@@ -6,7 +6,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from infra.search.query import QueryError, parse_query, relaxations, to_text
+from infra.search.keywords import relaxations
+from infra.search.query import QueryError, parse_query, to_text
 from nodes.context import Context
 from nodes.generate_query import BooleanQuery
 from nodes.state import QAState

@@ -1,13 +1,12 @@
-"""The Elasticsearch engine: BM25 over title and abstract, cosine over stored vectors.
+"""The Elasticsearch engine: BM25 over title, abstract and MeSH, cosine over stored vectors.
 
-Parsed queries compile to a small, safe subset of the query DSL (match, match_phrase, prefix,
-bool; knn over an ids filter for similarities): user text never reaches `query_string`, scripts
-or other indexes.
+Text is analyzed on the client exactly as the embedded engine analyzes it (`elastic_schema`),
+so both engines find the same documents on any server; parsed queries compile to a small, safe
+subset of the query DSL (`elastic_query`; knn over an ids filter for similarities).
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,53 +16,23 @@ import numpy as np
 from elasticsearch import ApiError, BadRequestError, Elasticsearch, helpers
 
 from infra.search.base import SearchResult
-from infra.search.query import Bool, Node, Phrase, QueryError, parse_query
-
-log = logging.getLogger(__name__)
+from infra.search.elastic_query import to_elasticsearch
+from infra.search.elastic_schema import (
+    SOURCE_FIELDS,
+    checked_properties,
+    from_source,
+    mappings,
+    to_source,
+)
+from infra.search.query import QueryError, parse_query
 
 INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
 PAGE = 10_000  # index.max_result_window and the knn num_candidates ceiling
 MAX_HITS = 100_000  # search() pages at most MAX_HITS / PAGE times
 MAX_ERRORS_SHOWN = 5
-_WORD = re.compile(r"[^\W_]+")
-_SOURCE = ("pmid", "title", "abstract", "year", "mesh", "journal")
 # PMIDs come from doc values: loading 10,000 stored _ids costs ~10x more than the search.
 _IDS_ONLY = {"source": False, "stored_fields": "_none_", "docvalue_fields": ["pmid"]}
 _HIT_FIELDS = ["hits.total", "hits.hits.fields.pmid", "hits.hits._score"]
-
-
-def to_elasticsearch(node: Node, *, max_prefix_expansions: int = 64) -> dict[str, Any]:
-    """Compile a parsed query to Elasticsearch query DSL (match, match_phrase, prefix, bool)."""
-    if isinstance(node, Bool):
-        body: dict[str, Any] = {}
-        for occur in ("must", "should", "must_not"):
-            if clauses := getattr(node, occur):
-                body[occur] = [
-                    to_elasticsearch(n, max_prefix_expansions=max_prefix_expansions)
-                    for n in clauses
-                ]
-        if node.should and not node.must:
-            body["minimum_should_match"] = 1
-        return {"bool": body}
-    if isinstance(node, Phrase):
-        kind, params = "match_phrase", {"query": node.text, "slop": node.slop}
-    elif node.prefix:
-        rewrite = f"top_terms_{max_prefix_expansions}"
-        kind, params = "prefix", {"value": node.text.lower(), "rewrite": rewrite}
-    elif node.fuzzy:
-        # Every word of a fuzzy term must match, each within `fuzzy` edits (as embedded does).
-        kind, params = "match", {"query": node.text, "fuzziness": node.fuzzy, "operator": "and"}
-    elif _WORD.fullmatch(node.text):
-        kind, params = "match", {"query": node.text}
-    else:
-        # A term with punctuation (IL-6, caspase-like) is its words in order, as embedded does.
-        kind, params = "match_phrase", {"query": node.text}
-    if node.boost:
-        params["boost"] = float(node.boost)
-    leaves = [{kind: {field: dict(params)}} for field in node.fields]
-    return (
-        leaves[0] if len(leaves) == 1 else {"bool": {"should": leaves, "minimum_should_match": 1}}
-    )
 
 
 class ElasticIndex:
@@ -92,7 +61,7 @@ class ElasticIndex:
         self._client = Elasticsearch(
             url, api_key=api_key, request_timeout=timeout_s, max_retries=2, retry_on_timeout=True
         )
-        self._mapping: dict[str, Any] | None = None
+        self._mapping: dict[str, Any] | None = None  # properties, once analysis is checked
         if create:
             with _guard(self._secret):
                 self._create(dims)
@@ -109,8 +78,13 @@ class ElasticIndex:
 
     @property
     def analyzer(self) -> str:
-        """Return the analyzer of the title and abstract fields."""
+        """Return the server-side analyzer of the searchable (pre-stemmed) fields."""
         return self._properties().get("title", {}).get("analyzer", "standard")
+
+    def drop(self) -> None:
+        """Delete the index (benchmarks and tests start from nothing); a missing one is fine."""
+        with _guard(self._secret):
+            self._client.indices.delete(index=self.index, ignore_unavailable=True)
 
     def exists(self) -> bool:
         """Tell whether the index exists on the server."""
@@ -120,6 +94,7 @@ class ElasticIndex:
     def validate(self, query: str) -> None:
         """Raise QueryError with the reason when `query` may not run here."""
         dsl = self.compile(query)
+        self._check_analysis()
         with _guard(self._secret, query=True):
             found = self._client.indices.validate_query(index=self.index, query=dsl, explain=True)
         if not found.get("valid"):
@@ -136,6 +111,7 @@ class ElasticIndex:
     def search(self, query: str, limit: int) -> SearchResult:
         """Return the top `limit` BM25 hits, best first, with the total match count."""
         dsl = self.compile(query)
+        self._check_analysis()
         limit = max(0, min(int(limit), MAX_HITS))
         with _guard(self._secret, query=True):
             if limit <= PAGE:
@@ -184,19 +160,11 @@ class ElasticIndex:
         wanted = [str(p) for p in pmids]
         if not wanted:
             return []
+        self._check_analysis()
         with _guard(self._secret):
-            found = self._client.mget(index=self.index, ids=wanted, source_includes=_SOURCE)
+            found = self._client.mget(index=self.index, ids=wanted, source_includes=SOURCE_FIELDS)
         docs = {d["_id"]: d["_source"] for d in found["docs"] if d.get("found")}
-        return [
-            {
-                "pmid": p,
-                **{f: docs[p].get(f) or "" for f in ("title", "abstract", "journal")},
-                "year": docs[p].get("year") or None,
-                "mesh": list(docs[p].get("mesh") or []),
-            }
-            for p in wanted
-            if p in docs
-        ]
+        return [from_source(p, docs[p]) for p in wanted if p in docs]
 
     def similarities(self, pmids: Sequence[str], vector: np.ndarray) -> np.ndarray | None:
         """Return cosine(vector, stored vector) per PMID, computed in the server; 0 if none."""
@@ -243,6 +211,7 @@ class ElasticIndex:
     def upsert(self, docs: Sequence[dict[str, Any]], vectors: np.ndarray | None) -> int:
         """Index documents by PMID (re-indexing replaces); ValueError names the ones that failed."""
         docs = list(docs)
+        self._check_analysis()
         if vectors is not None:
             vectors = np.asarray(vectors, dtype=np.float32)
             if self.dims is None:
@@ -256,7 +225,7 @@ class ElasticIndex:
                 "_op_type": "index",
                 "_index": self.index,
                 "_id": str(doc["pmid"]),
-                "_source": _source(doc, None if vectors is None else vectors[i]),
+                "_source": to_source(doc, None if vectors is None else vectors[i]),
             }
             for i, doc in enumerate(docs)
         )
@@ -310,48 +279,28 @@ class ElasticIndex:
                 stored = f"{have}-dim vectors" if have else "no vectors"
                 raise ValueError(f"index {self.index!r} holds {stored}; this run writes {dims}")
             return
-        text = {"type": "text", "analyzer": self._pick_analyzer()}
-        properties: dict[str, Any] = {
-            "pmid": {"type": "keyword"},
-            "title": text,
-            "abstract": text,
-            "year": {"type": "integer"},
-            "mesh": {**text, "fields": {"keyword": {"type": "keyword", "ignore_above": 512}}},
-            "journal": {"type": "keyword", "ignore_above": 512},
-        }
-        if dims is not None:
-            # flat = float32 vectors scored exactly; similarities only ever score given ids.
-            properties["embedding"] = {
-                "type": "dense_vector",
-                "dims": dims,
-                "similarity": "cosine",
-                "index": True,
-                "index_options": {"type": "flat"},
-            }
         try:
             self._client.indices.create(
                 index=self.index,
                 settings={"number_of_shards": 1, "number_of_replicas": 0},
-                mappings={"dynamic": "strict", "properties": properties},
+                mappings=mappings(dims),
             )
         except BadRequestError as exc:
             if exc.message != "resource_already_exists_exception":
                 raise
         self._mapping = None
 
-    def _pick_analyzer(self) -> str:
-        try:
-            self._client.indices.analyze(analyzer="english", text="cells")
-            return "english"
-        except BadRequestError:
-            log.warning("%s has no 'english' analyzer: %r is not stemmed", self.url, self.index)
-            return "standard"
+    def _check_analysis(self) -> None:
+        """Raise ValueError unless the index holds terms of this version's analysis."""
+        self._properties()
 
     def _properties(self) -> dict[str, Any]:
+        """Return the index's field mappings; ValueError when its analysis is not this one."""
         if self._mapping is None:
             with _guard(self._secret):
                 found = self._client.indices.get_mapping(index=self.index)
-            self._mapping = next(iter(found.values()))["mappings"].get("properties", {})
+            mapping = next(iter(found.values()))["mappings"]
+            self._mapping = checked_properties(self.index, mapping)
         return self._mapping
 
 
@@ -381,21 +330,6 @@ def _total(found: Any) -> int:
 def _hits(found: Any) -> list[tuple[str, float]]:
     hits = found.get("hits", {}).get("hits", [])
     return [(h["fields"]["pmid"][0], float(h["_score"] or 0.0)) for h in hits]
-
-
-def _source(doc: dict[str, Any], vector: np.ndarray | None) -> dict[str, Any]:
-    mesh = doc.get("mesh") or []
-    source = {
-        "pmid": str(doc["pmid"]),
-        "title": doc.get("title") or "",
-        "abstract": doc.get("abstract") or "",
-        "year": doc.get("year"),
-        "mesh": [mesh] if isinstance(mesh, str) else list(mesh),
-        "journal": doc.get("journal") or None,
-    }
-    if vector is not None and np.any(vector):  # cosine rejects zero vectors: store none
-        source["embedding"] = np.round(vector.astype(np.float64), 7).tolist()
-    return source
 
 
 def _describe(failed: list[dict[str, Any]]) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import tantivy
 
+from infra.search.analysis import analyzer
 from infra.search.base import SearchResult
 from infra.search.embedded_store import (
     PMIDS,
@@ -22,17 +23,6 @@ from infra.search.query import Bool, Node, Phrase, QueryError, Term, parse_query
 
 _SPECIAL = set("+-&|!(){}[]^\"~*?:\\/<>=' ")
 _OCCUR = tantivy.Occur
-
-
-def _analyzer() -> tantivy.TextAnalyzer:
-    """Return tantivy's en_stem pipeline, to turn a word into the form the index holds."""
-    return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
-    )
 
 
 class EmbeddedIndex:
@@ -60,7 +50,7 @@ class EmbeddedIndex:
             else None
         )
         self._max_prefix = max_prefix_expansions
-        self._analyzer = _analyzer()
+        self._analyzer = analyzer()
 
     @classmethod
     def build(

@@ -7,19 +7,20 @@ Syntax (a safe subset of Lucene's, plus PubMed field tags):
   term[ab], term[mh]; a trailing wildcard expands a prefix (mitochond*); term~ or term~2 matches
   words within 1 or 2 edits (approximate matching, for spelling variants).
 Rejected with a reason: unknown fields, leading wildcards, regular expressions, fuzzy prefixes or
-distances over 2, a query with no positive clause, nesting deeper than MAX_DEPTH, more than
-MAX_CLAUSES clauses.
+distances over 2, boosts over MAX_BOOST, a query with no positive clause, nesting deeper than
+MAX_DEPTH, more than MAX_CLAUSES clauses.
 """
 
 from __future__ import annotations
 
-import contextlib
+import math
 import re
 from dataclasses import dataclass
 
 MAX_LENGTH = 2000
 MAX_DEPTH = 8
 MAX_CLAUSES = 256
+MAX_BOOST = 100
 FIELDS = ("title", "abstract", "mesh")
 TEXT_FIELDS = ("title", "abstract")
 _FIELD_ALIASES = {
@@ -36,20 +37,6 @@ _FIELD_ALIASES = {
     "majr": ("mesh",),
     "mesh terms": ("mesh",),
 }
-_STOPWORDS = frozenset(
-    " ".join(
-        (
-            "a about above after again against all am an and any are as at be because been",
-            "before being below between both but by can could did do does doing down during",
-            "each few for from further had has have having he her here hers him his how i if",
-            "in into is it its itself just me more most my no nor not now of off on once only",
-            "or other our out over own same she should so some such than that the their them",
-            "then there these they this those through to too under until up very was we were",
-            "what when where which while who whom why will with would you your yes describe",
-            "list name please role effect",
-        )
-    ).split()
-)
 
 
 class QueryError(ValueError):
@@ -217,15 +204,19 @@ class _Parser:
             if mod.kind == "tag":
                 fields = _fields(mod.text[1:-1])
             elif mod.text.startswith("~") and tok.kind == "phrase":
-                slop = int(float(mod.text[1:] or 1))
+                slop = _count(mod.text[1:], tok.text + mod.text)
             elif mod.text.startswith("~"):
-                fuzzy = int(float(mod.text[1:] or 1))
+                fuzzy = _count(mod.text[1:], tok.text + mod.text)
                 if not 1 <= fuzzy <= 2 or tok.text.endswith("*"):
                     raise QueryError(
                         f"fuzzy terms allow 1 or 2 edits on a whole word ({tok.text}{mod.text})"
                     )
             else:
                 boost = float(mod.text[1:] or 1)
+                if not (math.isfinite(boost) and 0 <= boost <= MAX_BOOST):
+                    raise QueryError(
+                        f"boosts must be between 0 and {MAX_BOOST:g} ({tok.text}{mod.text})"
+                    )
         if tok.kind == "phrase":
             text = _clean(tok.text[1:-1].replace('\\"', '"'))
             if not text:
@@ -243,6 +234,13 @@ class _Parser:
         if prefix and len(text) < 3:
             raise QueryError(f"a prefix needs at least 3 characters ({tok.text})")
         return Term(text.lower() if prefix else text, fields, prefix, boost, fuzzy)
+
+
+def _count(digits: str, where: str) -> int:
+    """Read a slop or edit distance; absurdly long numbers are an error, not an overflow."""
+    if len(digits) > 4:
+        raise QueryError(f"the number after ~ is too large ({where[:40]})")
+    return int(float(digits or 1))
 
 
 def _clean(text: str) -> str:
@@ -333,52 +331,6 @@ def to_text(node: Node) -> str:
 
 def _group(node: Node) -> str:
     return f"({to_text(node)})" if isinstance(node, Bool) else to_text(node)
-
-
-def keywords(question: str, limit: int = 12) -> list[str]:
-    """Return a question's content words, in order, without stopwords or duplicates."""
-    words = re.findall(r"[A-Za-z0-9][A-Za-z0-9\-]*[A-Za-z0-9]|[A-Za-z0-9]", question)
-    seen: dict[str, None] = {}
-    for word in words:
-        if word.lower() not in _STOPWORDS and word.lower() not in seen and len(word) > 1:
-            seen[word.lower()] = None
-    return list(seen)[:limit]
-
-
-def loosen(node: Node) -> Node:
-    """Return the query with every AND turned into OR and every NOT dropped."""
-    if isinstance(node, Term | Phrase):
-        return node
-    parts = tuple(loosen(n) for n in (*node.must, *node.should))
-    return parts[0] if len(parts) == 1 else Bool(should=parts)
-
-
-def relaxations(question: str, query: str | None = None) -> list[str]:
-    """Return ever broader fallback queries: the query's AND as OR, keywords, prefixes, fuzzy."""
-    out = []
-    if query:
-        with contextlib.suppress(QueryError):
-            out.append(to_text(loosen(parse_query(query))))
-    words = keywords(question)
-    if not words:
-        return out
-    prefixes = {
-        w[:5].lower() + "*" if len(w) > 5 and "-" not in w else (f'"{w}"' if "-" in w else w)
-        for w in words
-    }
-    fuzzy = [f"{w}~1" for w in words if "-" not in w and len(w) > 4 and w.isalpha()]
-    out += [keyword_query(question), " OR ".join(sorted(prefixes))]
-    if fuzzy:
-        out.append(" OR ".join([*fuzzy, *sorted(prefixes)]))
-    return out
-
-
-def keyword_query(question: str) -> str:
-    """Return the fallback query: the question's keywords joined with OR."""
-    words = keywords(question)
-    if not words:
-        raise QueryError("the question has no searchable words")
-    return " OR ".join(f'"{w}"' if "-" in w else w for w in words)
 
 
 def to_pubmed(node: Node) -> str:

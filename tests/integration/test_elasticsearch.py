@@ -11,6 +11,7 @@ import pytest
 from conftest import PORT, WORK
 
 from infra.elasticsearch_server import ServerError, ensure_running, main, status
+from infra.search.analysis import VERSION
 from infra.search.base import SearchResult
 from infra.search.elastic import PAGE, ElasticIndex
 from infra.search.embedded import EmbeddedIndex
@@ -90,10 +91,23 @@ DOCS = [
         "abstract": "Apoptosis is a programmed death of cells in development.",
         "year": 2003,
     },
+    {
+        "pmid": "11",
+        "title": "IL-6 signaling in sepsis",
+        "abstract": "Interleukin 6 signalling rises in septic patients; IL 6 blockade was studied.",
+        "year": 2019,
+        "mesh": ["Interleukin-6", "Sepsis"],
+    },
+    {
+        "pmid": "12",
+        "title": "Treating plants with salicylic acid",
+        "abstract": "Treated leaves resisted infection; the treatment induced systemic resistance.",
+        "year": 2020,
+        "mesh": ["Plants", "Salicylic Acid"],
+    },
 ]
 
-# Words appear in one inflection only, so the hit sets do not depend on stemming (see
-# test_stemming for where the engines' analyzers differ).
+# Both engines index and search en_stem terms (Elasticsearch's are analyzed on the client).
 PARITY = [
     ("aspirin AND colorectal", {"1"}),
     ("aspirin OR statin", {"1", "2", "6"}),
@@ -119,6 +133,49 @@ PARITY = [
     ("colorectl~1 AND screening", {"8"}),
     ("aspirin^3 OR statin", {"1", "2", "6"}),
     ("zebrafish", set()),
+    # Stemming: plural and singular, -ing and -ed forms meet at one stem.
+    ("plants", {"4", "7", "12"}),
+    ("plant", {"4", "7", "12"}),
+    ("treating", {"12"}),
+    ("treats", {"12"}),
+    ("resisted", {"6", "12"}),
+    ("title:resistance", {"6"}),
+    ("signalling AND sepsis", {"11"}),
+    ("studies", {"11"}),
+    # Snowball keeps these apart: mitochondrial -> mitochondri, mitochondria -> mitochondria.
+    ("mitochondrial", {"4"}),
+    ("mitochondria", {"3"}),
+    # Punctuated terms are their words in order.
+    ("IL-6", {"11"}),
+    ('"IL 6"', {"11"}),
+    ("interleukin-6", {"11"}),
+    ("mesh:interleukin-6", {"11"}),
+    ("IL6", set()),
+    ("6-IL", set()),
+    # Phrases across stemmed words keep their positions.
+    ('"plant cells"', {"7"}),
+    ('"programmed cell deaths"', {"3", "4"}),
+    ('"signalling in sepsis"', {"11"}),
+    ('"sepsis in signalling"', set()),
+    ('"treated leaf"', set()),  # Snowball: leaves -> leav, leaf -> leaf
+    ('"cells death"~1', {"3", "4", "7"}),
+    ('mesh:"salicylic acids"', {"12"}),
+    ('mesh:"acid plant"', set()),
+    ('mesh:"plants salicylic"', {"12"}),  # as embedded: one text, headings run on
+    # Prefixes expand against the indexed stems, unstemmed themselves.
+    ("signal*", {"11"}),
+    ("mitochondri*", {"3", "4"}),
+    ("studi*", {"11"}),
+    ("studies*", set()),
+    ("treat* AND NOT treatment", set()),
+    ("treatm*", {"12"}),
+    # Fuzzy terms are stemmed, then matched within the edits.
+    ("plantz~1", {"4", "7", "12"}),
+    ("mitochondrai~1", {"3", "4"}),
+    ("treatmnt~1", {"12"}),
+    ("lace-plantz~1", {"4"}),
+    ("mitochondrail~2", {"3", "4"}),
+    ("signalings~1 AND septik~1", {"11"}),
 ]
 
 
@@ -173,36 +230,104 @@ def hit_set(index, query: str) -> set[str]:
 
 def test_mapping(pair, admin):
     elastic, _ = pair
-    props = admin.indices.get_mapping(index=elastic.index)[elastic.index]["mappings"]["properties"]
+    mappings = admin.indices.get_mapping(index=elastic.index)[elastic.index]["mappings"]
+    props = mappings["properties"]
+    assert mappings["_meta"] == {"quorum_analysis": VERSION} == {"quorum_analysis": "en_stem-v1"}
     assert props["pmid"] == {"type": "keyword"}
     assert props["year"] == {"type": "integer"}
     assert props["journal"]["type"] == "keyword"
-    assert props["mesh"]["fields"]["keyword"]["type"] == "keyword"
+    for field in ("title", "abstract", "mesh"):
+        assert props[field] == {"type": "text", "analyzer": "whitespace"}
+    assert props["original"] == {"type": "object", "enabled": False}
     assert props["embedding"]["dims"] == DIMS
     assert props["embedding"]["similarity"] == "cosine"
-    assert props["title"]["analyzer"] == props["abstract"]["analyzer"] == elastic.analyzer
+    assert elastic.analyzer == "whitespace"
     assert elastic.name == "elasticsearch"
     assert elastic.count() == len(DOCS)
 
 
-def test_stemming(pair, admin):
+def test_stems_are_indexed_and_the_text_kept(pair, admin):
+    elastic, _ = pair
+    source = admin.get(index=elastic.index, id="12")["_source"]
+    assert source["title"] == "treat plant with salicyl acid"
+    assert source["mesh"] == "plant salicyl acid"
+    assert source["original"] == {
+        "title": DOCS[11]["title"],
+        "abstract": DOCS[11]["abstract"],
+        "mesh": DOCS[11]["mesh"],
+    }
+    # The server's whitespace analyzer keeps the client's stems and their positions.
+    tokens = admin.indices.analyze(index=elastic.index, field="title", text=source["title"])
+    assert [(t["token"], t["position"]) for t in tokens["tokens"]] == [
+        ("treat", 0),
+        ("plant", 1),
+        ("with", 2),
+        ("salicyl", 3),
+        ("acid", 4),
+    ]
+
+
+# Same analyzer, same BM25 (k1 1.2, b 0.75, idf and Lucene's length norms in both): the same
+# scores where every document has the field, as title and abstract do here.
+RANKED = [
+    "aspirin",
+    "title:aspirin",
+    "cancer",
+    "death",
+    "plants",
+    "treated OR resisted",
+    "colorect*",
+    '"cell death"',
+    "death^2 OR cancer",
+    "+plant aspirin^0.5 cell",
+]
+
+
+@pytest.mark.parametrize("query", RANKED)
+def test_same_ranking_as_embedded(pair, query):
     elastic, embedded = pair
-    try:
-        admin.indices.analyze(analyzer="english", text="plants")
-        english = True
-    except Exception:
-        english = False
-    assert elastic.analyzer == ("english" if english else "standard")
-    # Porter stems differ: mitochondrial -> mitochondri, mitochondria -> mitochondria; so
-    # neither engine matches one word with the other.
-    assert hit_set(elastic, "mitochondrial") == hit_set(embedded, "mitochondrial") == {"4"}
-    assert hit_set(embedded, "plants") == {"4", "7"}
-    if english:
-        assert hit_set(elastic, "plants") == {"4", "7"}
-    else:
-        # The integ-test distribution has no analysis-common: no stemming, exact words only.
-        assert hit_set(elastic, "plants") == set()
-        assert hit_set(elastic, "plant") == {"4", "7"}
+    want = embedded.search(query, 100).hits
+    got = elastic.search(query, 100).hits
+    assert len({round(score, 4) for _, score in want}) == len(want) > 1  # no ties: order is real
+    assert [pmid for pmid, _ in got] == [pmid for pmid, _ in want]
+    assert [score for _, score in got] == pytest.approx([score for _, score in want], rel=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("query", "top"), [("mesh:mitochondria", "3"), ("mesh:plants OR mesh:acid", "12")]
+)
+def test_mesh_ranking_agrees_on_the_top_hit(pair, query, top):
+    # Lucene's idf and average length count only documents with the field; tantivy counts all,
+    # and documents 9 and 10 have no MeSH: scores differ a little, so only the top is asserted.
+    # (In PubMed, abstracts are missing too: there, abstract scores differ the same way.)
+    elastic, embedded = pair
+    assert embedded.search(query, 1).hits[0][0] == elastic.search(query, 1).hits[0][0] == top
+
+
+def test_sloppy_phrases_match_alike_but_score_apart(pair):
+    # Lucene scores a sloppy match 1 / (1 + distance); tantivy counts every match as 1.
+    elastic, embedded = pair
+    query = '"programmed death"~1'
+    assert hit_set(elastic, query) == hit_set(embedded, query) == {"3", "4", "10"}
+    assert elastic.search(query, 1).hits[0][0] == "10"  # the exact phrase ranks first
+    assert embedded.search(query, 1).hits[0][0] == "3"
+
+
+@pytest.mark.parametrize("meta", [{}, {"_meta": {"quorum_analysis": "standard"}}])
+def test_an_index_from_another_analysis_must_be_rebuilt(es_url, admin, new_name, meta):
+    name = new_name()
+    admin.indices.create(index=name, mappings={"properties": {"title": {"type": "text"}}} | meta)
+    for attempt in (
+        lambda index: index.search("aspirin", 10),
+        lambda index: index.validate("aspirin"),
+        lambda index: index.fetch(["1"]),
+        lambda index: index.upsert(DOCS[:1], None),
+    ):
+        with pytest.raises(ValueError, match=rf"index {name!r} was built .* re-index"):
+            attempt(ElasticIndex(es_url, name))
+    with pytest.raises(ValueError, match="delete the index and re-index it"):
+        ElasticIndex(es_url, name, create=True)
+    assert admin.count(index=name)["count"] == 0
 
 
 @pytest.mark.parametrize(("query", "expected"), PARITY)
@@ -227,9 +352,10 @@ def test_fuzzy_finds_spelling_variants(pair):
     assert hit_set(elastic, "aspirn") == set()
     assert hit_set(elastic, "aspirn~1") == {"1", "6"}
     assert hit_set(elastic, "aspirn~1 AND cardiology") == {"6"}
-    # Unstemmed, mitochondria is 1 edit away (a transposition) and mitochondrial 2.
-    assert hit_set(elastic, "mitochondrai~1") == {"3"}
-    assert hit_set(elastic, "mitochondrai~2") == {"3", "4"}
+    # Against stems: mitochondria is 1 edit away (a transposition), and so is mitochondri.
+    assert hit_set(elastic, "mitochondrai~1") == {"3", "4"}
+    assert hit_set(elastic, "mitochondrail~1") == set()  # 2 edits from either stem
+    assert hit_set(elastic, "mitochondrail~2") == {"3", "4"}
 
 
 @pytest.mark.parametrize(
@@ -244,14 +370,24 @@ def test_validate_rejects_what_the_parser_rejects(pair, query):
         elastic.search(query, 10)
 
 
+class HugeBoosts(ElasticIndex):
+    """Sends a boost the parser now caps, to see the server's own 400."""
+
+    def compile(self, query: str) -> dict:
+        return {"match": {"title": {"query": query, "boost": float("9" * 45)}}}
+
+
 def test_validate_rejects_what_the_server_rejects(pair):
     elastic, _ = pair
     elastic.validate('aspirin AND "cell death"~2 OR mitochond*')
-    query = "aspirin^" + "9" * 45  # parses, but the boost overflows a float
-    with pytest.raises(QueryError, match="boost"):
-        elastic.validate(query)
-    with pytest.raises(QueryError, match="boost"):
-        elastic.search(query, 10)
+    with pytest.raises(QueryError, match="boosts must be between 0 and 100"):
+        elastic.validate("aspirin^" + "9" * 45)  # caught by the parser, before the server
+    raw = HugeBoosts(elastic.url, elastic.index)
+    with pytest.raises(QueryError, match=r"Elasticsearch rejects the query: .*boost"):
+        raw.validate("aspirin")
+    with pytest.raises(QueryError, match=r"Elasticsearch rejects the query: .*boost"):
+        raw.search("aspirin", 10)
+    raw.close()
 
 
 def test_fetch_keeps_order_and_skips_unknown(pair):
@@ -380,7 +516,7 @@ def test_api_key_never_shows(es_url, make_index, caplog):
     assert SECRET not in repr(index) and SECRET not in str(vars(index).get("url"))
     errors: list[BaseException] = []
     for attempt in (
-        lambda: index.validate("aspirin^" + "9" * 45),
+        lambda: HugeBoosts(es_url, index.index, api_key=SECRET).validate("aspirin"),
         lambda: index.search("*bad", 10),
         lambda: index.upsert([{**DOCS[0], "year": "nineteen"}], None),
         lambda: index.similarities(["1"], np.ones(3)),

@@ -1,4 +1,7 @@
-"""to_elasticsearch: parsed queries compile to a small, safe subset of the query DSL."""
+"""to_elasticsearch: parsed queries compile to a small, safe subset of the query DSL.
+
+Query text goes through en_stem, as the indexed text did, so leaves hold stems.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infra.search.elastic import to_elasticsearch
+from infra.search.elastic_query import NOTHING, to_elasticsearch
 from infra.search.query import Bool, Phrase, Term, parse_query
 
 TIAB = ("title", "abstract")
@@ -15,6 +18,8 @@ TIAB = ("title", "abstract")
 def either(*leaves: dict[str, Any]) -> dict[str, Any]:
     return {"bool": {"should": list(leaves), "minimum_should_match": 1}}
 
+
+FUZZY1 = {"fuzziness": 1, "transpositions": True, "rewrite": "constant_score"}
 
 CASES = [
     (
@@ -33,14 +38,32 @@ CASES = [
         Term("mitochond", ("title",), prefix=True),
         {"prefix": {"title": {"value": "mitochond", "rewrite": "top_terms_64"}}},
     ),
+    (Term("Plants", ("title",)), {"match": {"title": {"query": "plant"}}}),
     (
-        Term("aspirn", ("abstract",), fuzzy=1),
-        {"match": {"abstract": {"query": "aspirn", "fuzziness": 1, "operator": "and"}}},
+        Term("Mitochondria", ("title",), prefix=True),  # unstemmed, as embedded expands it
+        {"prefix": {"title": {"value": "mitochondria", "rewrite": "top_terms_64"}}},
     ),
-    (Term("IL-6", ("title",)), {"match_phrase": {"title": {"query": "IL-6"}}}),
     (
-        Phrase("cell death", ("abstract",), slop=2),
-        {"match_phrase": {"abstract": {"query": "cell death", "slop": 2}}},
+        Term("aspirns", ("abstract",), fuzzy=1),
+        {"fuzzy": {"abstract": {"value": "aspirn", **FUZZY1}}},
+    ),
+    (
+        Term("lace-plants", ("abstract",), fuzzy=1, boost=2.0),
+        {
+            "bool": {
+                "must": [
+                    {"fuzzy": {"abstract": {"value": "lace", **FUZZY1, "boost": 2.0}}},
+                    {"fuzzy": {"abstract": {"value": "plant", **FUZZY1, "boost": 2.0}}},
+                ]
+            }
+        },
+    ),
+    (Term("IL-6", ("title",)), {"match_phrase": {"title": {"query": "il 6"}}}),
+    (Term("!!!", ("title",)), NOTHING),
+    (Phrase("--", ("title",)), NOTHING),
+    (
+        Phrase("programmed cells death", ("abstract",), slop=2),
+        {"match_phrase": {"abstract": {"query": "program cell death", "slop": 2}}},
     ),
     (
         Phrase("cell death", TIAB),
@@ -138,7 +161,7 @@ def _keys(value: Any) -> set[str]:
 def test_only_safe_dsl(query):
     allowed = {
         "bool", "must", "should", "must_not", "minimum_should_match", "match", "match_phrase",
-        "prefix", "query", "slop", "boost", "fuzziness", "operator", "value", "rewrite",
-        "title", "abstract", "mesh",
+        "prefix", "query", "slop", "boost", "fuzzy", "fuzziness", "transpositions", "value",
+        "rewrite", "match_none", "title", "abstract", "mesh",
     }  # fmt: skip
     assert _keys(to_elasticsearch(parse_query(query))) <= allowed

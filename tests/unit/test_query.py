@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from infra.search.keywords import keyword_query, keywords, relaxations
 from infra.search.query import (
     MAX_CLAUSES,
     MAX_DEPTH,
@@ -13,10 +14,7 @@ from infra.search.query import (
     Phrase,
     QueryError,
     Term,
-    keyword_query,
-    keywords,
     parse_query,
-    relaxations,
     to_pubmed,
     to_text,
 )
@@ -449,3 +447,31 @@ def test_relaxations_are_valid_queries():
 
 def test_relaxations_of_a_question_without_content_words_are_empty():
     assert relaxations("Is it?") == []
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "aspirin^100.5",
+        "aspirin^101",
+        '"cell death"^1000',
+        "title:aspirin^250",
+        "aspirin^" + "9" * 45,  # a float, but far past any useful weight
+        "aspirin^" + "9" * 400,  # infinity
+        "(aspirin OR statin^200) AND cancer",
+    ],
+)
+def test_boosts_over_100_are_rejected(query):
+    with pytest.raises(QueryError, match=r"boosts must be between 0 and 100 \(.+\^"):
+        parse_query(query)
+
+
+@pytest.mark.parametrize(("query", "boost"), [("aspirin^100", 100.0), ('"cell death"^0.5', 0.5)])
+def test_boosts_up_to_100_are_kept(query, boost):
+    assert parse_query(query).boost == boost
+
+
+@pytest.mark.parametrize("query", ["aspirin~" + "9" * 400, '"a b"~' + "9" * 400])
+def test_huge_numbers_after_tilde_are_rejected_not_overflowing(query):
+    with pytest.raises(QueryError, match="the number after ~ is too large"):
+        parse_query(query)

@@ -1,0 +1,69 @@
+"""Queries made from a question rather than written by a model: keywords and relaxations."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+from infra.search.query import Bool, Node, Phrase, QueryError, Term, parse_query, to_text
+
+_STOPWORDS = frozenset(
+    " ".join(
+        (
+            "a about above after again against all am an and any are as at be because been",
+            "before being below between both but by can could did do does doing down during",
+            "each few for from further had has have having he her here hers him his how i if",
+            "in into is it its itself just me more most my no nor not now of off on once only",
+            "or other our out over own same she should so some such than that the their them",
+            "then there these they this those through to too under until up very was we were",
+            "what when where which while who whom why will with would you your yes describe",
+            "list name please role effect",
+        )
+    ).split()
+)
+
+
+def keywords(question: str, limit: int = 12) -> list[str]:
+    """Return a question's content words, in order, without stopwords or duplicates."""
+    words = re.findall(r"[A-Za-z0-9][A-Za-z0-9\-]*[A-Za-z0-9]|[A-Za-z0-9]", question)
+    seen: dict[str, None] = {}
+    for word in words:
+        if word.lower() not in _STOPWORDS and word.lower() not in seen and len(word) > 1:
+            seen[word.lower()] = None
+    return list(seen)[:limit]
+
+
+def loosen(node: Node) -> Node:
+    """Return the query with every AND turned into OR and every NOT dropped."""
+    if isinstance(node, Term | Phrase):
+        return node
+    parts = tuple(loosen(n) for n in (*node.must, *node.should))
+    return parts[0] if len(parts) == 1 else Bool(should=parts)
+
+
+def relaxations(question: str, query: str | None = None) -> list[str]:
+    """Return ever broader fallback queries: the query's AND as OR, keywords, prefixes, fuzzy."""
+    out = []
+    if query:
+        with contextlib.suppress(QueryError):
+            out.append(to_text(loosen(parse_query(query))))
+    words = keywords(question)
+    if not words:
+        return out
+    prefixes = {
+        w[:5].lower() + "*" if len(w) > 5 and "-" not in w else (f'"{w}"' if "-" in w else w)
+        for w in words
+    }
+    fuzzy = [f"{w}~1" for w in words if "-" not in w and len(w) > 4 and w.isalpha()]
+    out += [keyword_query(question), " OR ".join(sorted(prefixes))]
+    if fuzzy:
+        out.append(" OR ".join([*fuzzy, *sorted(prefixes)]))
+    return out
+
+
+def keyword_query(question: str) -> str:
+    """Return the fallback query: the question's keywords joined with OR."""
+    words = keywords(question)
+    if not words:
+        raise QueryError("the question has no searchable words")
+    return " OR ".join(f'"{w}"' if "-" in w else w for w in words)
