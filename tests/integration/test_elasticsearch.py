@@ -537,7 +537,7 @@ def test_server_start_is_idempotent(es_url, tmp_path, capsys):
     url, health = status(WORK)
     assert url == es_url and health in ("green", "yellow")
     assert main(["status", "--dir", str(WORK)]) == 0
-    assert main(["status", "--dir", str(tmp_path / "never-started")]) == 1
+    assert main(["status", "--dir", str(tmp_path / "never-started"), "--port", str(PORT)]) == 1
     assert capsys.readouterr().out.split("\n")[:2] == [f"{es_url} {health}", f"{es_url} down"]
 
 
