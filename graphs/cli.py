@@ -312,6 +312,7 @@ def trace_show(
 def main() -> None:
     """Run the CLI: user errors are one line, exit 2; tracebacks only with QUORUM_DEBUG set."""
     from graphs.runtime import InputProblem
+    from infra.backends import IndexMismatch
     from infra.bioasq.formats import FormatError
     from infra.ingest import IndexMissing
     from infra.ingest.sources import SourceError
@@ -329,7 +330,15 @@ def main() -> None:
             exc.show()
             _exit(2)
         _fail(exc.format_message(), getattr(exc, "exit_code", 2))
-    except (CliError, InputProblem, SettingsError, IndexMissing, SourceError, FormatError) as exc:
+    except (
+        CliError,
+        InputProblem,
+        SettingsError,
+        IndexMissing,
+        SourceError,
+        FormatError,
+        IndexMismatch,
+    ) as exc:
         _fail(str(exc), 2)
     except KeyboardInterrupt:
         _fail("interrupted; run the same command again to resume", 130)

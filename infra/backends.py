@@ -25,6 +25,10 @@ def _elastic(settings: Settings, *, create: bool, dims: int | None = None):
     )
 
 
+class IndexMismatch(ValueError):
+    """An index holds vectors of another kind than this run would write."""
+
+
 def open_backend(settings: Settings, embedder: Embedder | None) -> SearchBackend:
     """Open the configured index for searching; the demo index is built on first use."""
     if settings.search.backend == "embedded":
@@ -58,11 +62,20 @@ def open_writer(settings: Settings, embedder: Embedder | None) -> IndexWriter:
             writer.close()
             have = f"{stored} ({writer.dims} dims)" if writer.dims else "no vectors"
             want = f"{model} ({dims} dims)" if dims else "no vectors"
-            raise ValueError(
-                f"index {settings.search.index!r} holds {have}; this run would write {want}"
+            raise IndexMismatch(
+                f"index {settings.search.index!r} holds {have}; this run would write {want} "
+                "(use --embeddings/--no-embeddings to match, or another --index)"
             )
         return writer
-    return _elastic(settings, create=True, dims=dims)
+    writer = _elastic(settings, create=True, dims=dims)
+    if writer.dims != dims:
+        have = f"{writer.dims}-dimensional vectors" if writer.dims else "no vectors"
+        want = f"{dims}-dimensional vectors" if dims else "no vectors"
+        raise IndexMismatch(
+            f"index {settings.search.index!r} holds {have}; this run would write {want} "
+            "(use --embeddings/--no-embeddings to match, or another --index)"
+        )
+    return writer
 
 
 def drop_index(settings: Settings) -> None:

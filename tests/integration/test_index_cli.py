@@ -133,3 +133,43 @@ def test_bad_sources_are_one_line_errors(tmp_path, make, message):
     done = quorum(tmp_path, "index", str(make(tmp_path)), "--index", "bad", "--no-embeddings")
     assert done.returncode == 2 and message in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_index_into_elasticsearch_jsonl_and_xml(tmp_path, es_url, new_name):
+    name = new_name()
+    source = corpus(tmp_path, 300)
+    run_env = env(
+        tmp_path, QUORUM_SEARCH__BACKEND="elasticsearch", QUORUM_SEARCH__ELASTICSEARCH_URL=es_url
+    )
+
+    def run(*args):
+        return subprocess.run(
+            [QUORUM, "index", *args, "--index", name, "--no-embeddings"],
+            capture_output=True,
+            text=True,
+            env=run_env,
+            timeout=300,
+        )
+
+    first = run(str(source))
+    assert first.returncode == 0, first.stderr
+    assert "indexed 300 documents" in first.stderr
+    again = run(str(source))
+    assert "resumed past 300" in again.stderr
+    xml = run(str(PUBMED_FIXTURES / "update_sample.xml"))
+    assert xml.returncode == 0 and "indexed 2 documents" in xml.stderr
+    from infra.search.elastic import ElasticIndex
+
+    index = ElasticIndex(es_url, name)
+    assert (
+        index.count() == 302
+        and index.fetch(["90000011"])[0]["abstract"] == "First revised abstract."
+    )
+
+
+def test_vectors_mismatch_is_a_one_line_error(tmp_path):
+    source = corpus(tmp_path, 20)
+    assert quorum(tmp_path, "index", str(source), "--index", "m", "--no-embeddings").returncode == 0
+    mixed = quorum(tmp_path, "index", str(source), "--index", "m")
+    assert mixed.returncode == 2 and "holds no vectors; this run would write" in mixed.stderr
+    assert "Traceback" not in mixed.stderr
