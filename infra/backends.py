@@ -60,22 +60,25 @@ def open_writer(settings: Settings, embedder: Embedder | None) -> IndexWriter:
         stored = writer.meta.get("embedding_model")
         if writer.dims != dims or (dims and stored != model):
             writer.close()
-            have = f"{stored} ({writer.dims} dims)" if writer.dims else "no vectors"
-            want = f"{model} ({dims} dims)" if dims else "no vectors"
-            raise IndexMismatch(
-                f"index {settings.search.index!r} holds {have}; this run would write {want} "
-                "(use --embeddings/--no-embeddings to match, or another --index)"
+            _mismatch(
+                settings, f"{stored} ({writer.dims} dims)" if writer.dims else None, model, dims
             )
         return writer
     writer = _elastic(settings, create=True, dims=dims)
     if writer.dims != dims:
-        have = f"{writer.dims}-dimensional vectors" if writer.dims else "no vectors"
-        want = f"{dims}-dimensional vectors" if dims else "no vectors"
-        raise IndexMismatch(
-            f"index {settings.search.index!r} holds {have}; this run would write {want} "
-            "(use --embeddings/--no-embeddings to match, or another --index)"
+        _mismatch(
+            settings, f"{writer.dims}-dimensional vectors" if writer.dims else None, model, dims
         )
     return writer
+
+
+def _mismatch(settings: Settings, have: str | None, model: str | None, dims: int | None) -> None:
+    want = f"{model} ({dims} dims)" if dims else "no vectors"
+    raise IndexMismatch(
+        f"index {settings.search.index!r} holds {have or 'no vectors'}; "
+        f"this run would write {want} "
+        "(use --embeddings/--no-embeddings to match, or another --index)"
+    )
 
 
 def drop_index(settings: Settings) -> None:

