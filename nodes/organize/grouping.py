@@ -1,0 +1,112 @@
+"""CORG grouping: drop redundant contexts and split conflicting ones into separate groups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodes.organize.relations import RelationGraph
+
+
+@dataclass(kw_only=True)
+class Grouping:
+    """Groups of context indices to answer from, and what was left out and why."""
+
+    groups: list[list[int]]
+    """Context indices per group, each in rank order."""
+    dropped: dict[int, str] = field(default_factory=dict)
+    """Index → reason, e.g. "duplicate of 3" or "ambiguous with 2"."""
+    not_organized: list[int] = field(default_factory=list)
+    """Indices past top_k, left out of the groups."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able summary for traces."""
+        return {
+            "groups": [list(g) for g in self.groups],
+            "dropped": [{"index": i, "reason": r} for i, r in sorted(self.dropped.items())],
+            "not_organized": list(self.not_organized),
+        }
+
+
+def _described(descriptors: dict[int, str] | None, i: int) -> bool | None:
+    """Return whether context i has a descriptor, or None if unknown."""
+    if descriptors is None or i not in descriptors:
+        return None
+    return bool((descriptors[i] or "").strip())
+
+
+def _drop_ambiguous(
+    graph: RelationGraph, kept: list[int], descriptors: dict[int, str] | None
+) -> dict[int, str]:
+    dropped: dict[int, str] = {}
+    for x, i in enumerate(kept):
+        for j in kept[x + 1 :]:
+            if i in dropped or j in dropped or graph.label(i, j) != "ambiguous":
+                continue
+            has_i, has_j = _described(descriptors, i), _described(descriptors, j)
+            # The described member says more than its descriptor-less twin; when descriptors
+            # do not tell them apart, the better-ranked one stays.
+            if has_i is False and has_j is True:
+                dropped[i] = f"ambiguous with {j}"
+            else:
+                dropped[j] = f"ambiguous with {i}"
+    return dropped
+
+
+def _collapse_duplicates(graph: RelationGraph, kept: list[int]) -> dict[int, str]:
+    parent = {i: i for i in kept}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for x, i in enumerate(kept):
+        for j in kept[x + 1 :]:
+            if graph.label(i, j) == "duplicated":
+                ri, rj = root(i), root(j)
+                # The smaller index is the better rank, so it stays the root.
+                parent[max(ri, rj)] = min(ri, rj)
+    return {i: f"duplicate of {root(i)}" for i in kept if root(i) != i}
+
+
+def group_contexts(
+    graph: RelationGraph, descriptors: dict[int, str] | None, *, top_k: int
+) -> Grouping:
+    """Drop ambiguous and duplicate contexts, then spread the rest over conflict-free groups.
+
+    Args:
+        graph: Relations between the contexts, index order = rank order.
+        descriptors: Index → descriptor from the extracted triples; None if unknown.
+        top_k: How many of the best-ranked contexts to organize.
+    """
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0, got {top_k}")
+    organized = list(range(min(top_k, graph.n)))
+    not_organized = list(range(len(organized), graph.n))
+
+    dropped = _drop_ambiguous(graph, organized, descriptors)
+    kept = [i for i in organized if i not in dropped]
+    dropped.update(_collapse_duplicates(graph, kept))
+    kept = [i for i in kept if i not in dropped]
+    if not kept:
+        return Grouping(groups=[], dropped=dropped, not_organized=not_organized)
+
+    colour: dict[int, int] = {}
+    for i in kept:
+        rivals = [j for j in graph.neighbours(i, "counterfactual") if j in kept]
+        if rivals:
+            taken = {colour[j] for j in rivals if j in colour}
+            colour[i] = next(c for c in range(len(kept)) if c not in taken)
+    groups: list[list[int]] = [[] for _ in range(max(1, len(set(colour.values()))))]
+    for i in kept:
+        if i in colour:
+            groups[colour[i]].append(i)
+    for i in kept:
+        if i not in colour:
+            # min() keeps the first of equal sizes, i.e. the lowest group index.
+            min(groups, key=len).append(i)
+    return Grouping(
+        groups=[sorted(g) for g in groups], dropped=dropped, not_organized=not_organized
+    )
