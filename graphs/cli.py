@@ -179,9 +179,16 @@ def index(
         raise CliError(f"unknown --backend {backend!r}; choose embedded or elasticsearch")
     search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
     settings = _settings(search=search) if search else _settings()
-    report = run_index(
-        settings, sources, embeddings=embeddings, batch_size=batch_size, commit_every=commit_every
-    )
+    try:
+        report = run_index(
+            settings,
+            sources,
+            embeddings=embeddings,
+            batch_size=batch_size,
+            commit_every=commit_every,
+        )
+    except KeyboardInterrupt:
+        _fail("interrupted; run the same command again to resume from the last commit", 130)
     err.print(
         f"indexed {report.upserted:,} documents, deleted {report.deleted:,}, resumed past "
         f"{report.skipped:,} into {settings.search.backend}:{settings.search.index} "
@@ -341,7 +348,7 @@ def main() -> None:
     ) as exc:
         _fail(str(exc), 2)
     except KeyboardInterrupt:
-        _fail("interrupted; run the same command again to resume", 130)
+        _fail("interrupted", 130)
     except Exception as exc:
         if os.environ.get("QUORUM_DEBUG"):
             raise

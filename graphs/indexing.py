@@ -11,12 +11,17 @@ from infra.backends import open_writer
 from infra.embeddings import HuggingFaceEmbedder
 from infra.ingest.pipeline import IngestReport, Journal, ingest
 from infra.ingest.sources import check
+from infra.search.base import IndexWriter
+from infra.search.embedded_store import EmbeddedWriter
 from infra.settings import Settings
 
 
-def journal_path(settings: Settings) -> Path:
-    """Return where an index's ingestion journal lives."""
-    return settings.home / "ingest" / f"{settings.search.backend}-{settings.search.index}.json"
+def journal_path(settings: Settings, writer: IndexWriter) -> Path:
+    """Return the index's ingestion journal: tied to that index, so a re-created one starts over."""
+    if isinstance(writer, EmbeddedWriter):
+        return writer.path / "ingest-journal.json"
+    identity = writer.identity()  # Elasticsearch: the index's UUID
+    return settings.home / "ingest" / f"elasticsearch-{settings.search.index}-{identity}.json"
 
 
 def run_index(
@@ -55,7 +60,7 @@ def run_index(
             sources,
             writer,
             embedder,
-            Journal(journal_path(settings)),
+            Journal(journal_path(settings, writer)),
             batch_size=batch_size,
             commit_every=commit_every,
             on_progress=progress,

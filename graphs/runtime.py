@@ -8,12 +8,12 @@ from typing import Any
 
 from graphs.qa import build_graph
 from infra.backends import open_backend
-from infra.checkpoints import async_saver
+from infra.checkpoints import async_saver, thread_exists
 from infra.embeddings import BackgroundEmbedder
 from infra.models import ModelPool
 from infra.pubmed import PubMedClient
 from infra.rerankers import load_reranker
-from infra.settings import Settings, secret_from_env
+from infra.settings import Settings, SettingsError, secret_from_env
 from nodes.context import Context
 
 MAX_QUESTION_CHARS = 4000
@@ -32,11 +32,36 @@ def check_question(question: str) -> str:
         raise InputProblem(
             f"the question is {len(text):,} characters long; the limit is {MAX_QUESTION_CHARS:,}"
         )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputProblem(
+            "the question is not valid UTF-8 (check the terminal's encoding)"
+        ) from None
+    if not any(ch.isalnum() for ch in text):
+        raise InputProblem("the question has no words")
     return text
+
+
+def check_models(settings: Settings) -> None:
+    """Fail early, in one line, on an endpoint that cannot work (no URL, or its key unset)."""
+    for role in ("query", "refine", "organize", "ensemble", "synthesis"):
+        for spec in settings.models.for_role(role):
+            if spec.provider != "openai":
+                continue
+            if not spec.base_url and not spec.api_key_env:
+                raise SettingsError(f"models.{role} {spec.model!r}: set base_url or api_key_env")
+            if spec.api_key_env and secret_from_env(spec.api_key_env) is None:
+                raise SettingsError(
+                    f"models.{role} {spec.model!r}: "
+                    f"environment variable {spec.api_key_env} is not set"
+                )
 
 
 def build_context(settings: Settings, *, models: ModelPool | None = None) -> Context:
     """Build the run's dependencies from settings (the local model loads lazily on first call)."""
+    if models is None:
+        check_models(settings)
     embedder = BackgroundEmbedder(settings.embeddings)
     search = open_backend(settings, embedder)
     fallback = settings.fallback
@@ -74,6 +99,9 @@ async def run_question(
     """Answer one question in a checkpointed thread; return (thread_id, result)."""
     question = check_question(question)
     context = context or build_context(settings)
+    if thread_id and thread_exists(settings.checkpoint_path, thread_id):
+        # A run's state accumulates (queries, attempts, fallback pool): one question per thread.
+        raise InputProblem(f"thread {thread_id!r} already holds a run; use a new thread id")
     thread_id = thread_id or uuid.uuid4().hex
     config = {"configurable": {"thread_id": thread_id}, "metadata": {"question": question[:300]}}
     inputs: dict[str, Any] = {"question": question, "qtype": qtype}

@@ -32,12 +32,19 @@ class IndexMismatch(ValueError):
 def open_backend(settings: Settings, embedder: Embedder | None) -> SearchBackend:
     """Open the configured index for searching; the demo index is built on first use."""
     if settings.search.backend == "embedded":
-        return ensure_index(
+        index = ensure_index(
             settings.index_dir,
             settings.search.index,
             embedder,
             max_prefix=settings.search.max_prefix_expansions,
         )
+        stored = index.meta.get("embedding_model")
+        if embedder is not None and stored and stored != embedder.name:
+            raise IndexMismatch(
+                f"index {settings.search.index!r} holds {stored} vectors but the configured "
+                f"embedder is {embedder.name}; re-index it or configure {stored}"
+            )
+        return index
     backend = _elastic(settings, create=False)
     if backend.exists():
         return backend
@@ -89,8 +96,7 @@ def drop_index(settings: Settings) -> None:
         shutil.rmtree(settings.index_dir, ignore_errors=True)
     else:
         _elastic(settings, create=False).drop()
-    journal = settings.home / "ingest" / f"{settings.search.backend}-{settings.search.index}.json"
-    journal.unlink(missing_ok=True)
+    # Journals live in the embedded index or are keyed by the Elasticsearch index's UUID.
 
 
 __all__ = ["DEMO_MODEL", "drop_index", "open_backend", "open_writer"]

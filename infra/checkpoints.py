@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, closing, contextmanager
 from pathlib import Path
 
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -34,7 +34,7 @@ def thread_exists(path: Path, thread_id: str) -> bool:
     """Tell whether any checkpoint belongs to this thread."""
     if not path.exists():
         return False
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
         try:
             row = conn.execute(
                 "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,)

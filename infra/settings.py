@@ -71,8 +71,8 @@ class ModelSpec(Group):
 
     @property
     def key(self) -> str:
-        """Return an identity for sharing one loaded instance between roles."""
-        return f"{self.provider}|{self.model}|{self.path}|{self.base_url}"
+        """Return an identity for sharing one instance between roles: the whole spec must match."""
+        return self.model_dump_json()
 
 
 class ModelSettings(Group):
@@ -93,9 +93,6 @@ class ModelSettings(Group):
     )
     synthesis: ModelSpec | None = Field(
         None, description="Merges candidates; default: the first ensemble model."
-    )
-    local_max_context_tokens: int = Field(
-        2048, ge=256, description="Prompt budget for local models (longer prompts are truncated)."
     )
 
     @field_validator("ensemble")

@@ -36,7 +36,11 @@ class Journal:
 
     def __init__(self, path: Path):
         self.path = path
-        self.done: dict[str, int] = json.loads(path.read_text()) if path.exists() else {}
+        try:
+            self.done: dict[str, int] = json.loads(path.read_text()) if path.exists() else {}
+        except (OSError, ValueError):
+            # An unreadable journal only costs time: re-indexing is idempotent by PMID.
+            self.done = {}
 
     @staticmethod
     def key(source: Path) -> str:
@@ -48,7 +52,10 @@ class Journal:
         """Write the journal atomically."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.done, indent=1))
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(self.done, indent=1))
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, self.path)
 
 

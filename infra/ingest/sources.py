@@ -66,8 +66,10 @@ def normalize(doc: dict[str, Any]) -> dict[str, Any]:
     year = doc.get("year")
     try:
         year = int(year) if year not in (None, "") else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"PMID {pmid}: year {year!r} is not a number") from None
+    if year is not None and not 0 <= year <= 9999:
+        raise ValueError(f"PMID {pmid}: year {year} is not a plausible year")
     mesh = doc.get("mesh") or []
     if not isinstance(mesh, list):
         raise ValueError(f"PMID {pmid}: mesh must be a list of strings")

@@ -81,6 +81,12 @@ class ElasticIndex:
         """Return the server-side analyzer of the searchable (pre-stemmed) fields."""
         return self._properties().get("title", {}).get("analyzer", "standard")
 
+    def identity(self) -> str:
+        """Return the index's server-assigned UUID (a re-created index gets a new one)."""
+        with _guard(self._secret):
+            found = self._client.indices.get_settings(index=self.index)
+        return str(found[self.index]["settings"]["index"]["uuid"])
+
     def drop(self) -> None:
         """Delete the index (benchmarks and tests start from nothing); a missing one is fine."""
         with _guard(self._secret):

@@ -123,25 +123,33 @@ class EmbeddedWriter:
             )
         latest = {str(doc["pmid"]): i for i, doc in enumerate(docs)}
         order = sorted(latest.values())
-        for i in order:
-            doc = docs[i]
-            pmid = str(doc["pmid"])
+        # Build every document first: a bad one must fail the batch before any row is written.
+        built = [self._document(docs[i], self._next + k) for k, i in enumerate(order)]
+        for i, document in zip(order, built, strict=True):
+            pmid = str(docs[i]["pmid"])
             self._writer.delete_documents_by_term("pmid", pmid)
-            document = tantivy.Document(
-                pmid=pmid,
-                title=doc.get("title") or "",
-                abstract=doc.get("abstract") or "",
-                mesh=" ; ".join(doc.get("mesh") or []),
-                journal=doc.get("journal") or "",
-            )
-            document.add_integer("year", int(doc.get("year") or 0))
-            document.add_unsigned("row", self._next)
             self._writer.add_document(document)
             self._pmids.write(pmid + "\n")
-            self._next += 1
+        self._next += len(order)
         if self._vectors is not None and vectors is not None:
             self._vectors.write(np.asarray(vectors[order], dtype=np.float16).tobytes())
         return len(order)
+
+    @staticmethod
+    def _document(doc: dict[str, Any], row: int) -> tantivy.Document:
+        year = int(doc.get("year") or 0)
+        if not -(2**63) <= year < 2**63:
+            raise ValueError(f"PMID {doc['pmid']}: year {year} is out of range")
+        document = tantivy.Document(
+            pmid=str(doc["pmid"]),
+            title=doc.get("title") or "",
+            abstract=doc.get("abstract") or "",
+            mesh=" ; ".join(doc.get("mesh") or []),
+            journal=doc.get("journal") or "",
+        )
+        document.add_integer("year", year)
+        document.add_unsigned("row", row)
+        return document
 
     def delete(self, pmids: Sequence[str]) -> int:
         """Delete documents by PMID; return how many were in the index as of the last commit."""

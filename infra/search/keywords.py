@@ -24,13 +24,16 @@ _STOPWORDS = frozenset(
 
 
 def keywords(question: str, limit: int = 12) -> list[str]:
-    """Return a question's content words, in order, without stopwords or duplicates."""
-    words = re.findall(r"[A-Za-z0-9][A-Za-z0-9\-]*[A-Za-z0-9]|[A-Za-z0-9]", question)
-    seen: dict[str, None] = {}
-    for word in words:
-        if word.lower() not in _STOPWORDS and word.lower() not in seen and len(word) > 1:
-            seen[word.lower()] = None
-    return list(seen)[:limit]
+    """Return a question's content words, in order, lower-cased, without duplicates.
+
+    Stopwords go unless nothing else is left ("What is it?" still searches for something).
+    """
+    words = [
+        w.lower() for w in re.findall(r"\w(?:[\w\-]*\w)?", question) if len(w) > 1 or w.isdigit()
+    ]
+    words = [w.strip("_") for w in words if w.strip("_")]
+    content = [w for w in words if w not in _STOPWORDS] or words
+    return list(dict.fromkeys(content))[:limit]
 
 
 def loosen(node: Node) -> Node:

@@ -93,7 +93,7 @@ def test_killed_run_resumes_without_duplicates(tmp_path):
     proc = subprocess.Popen(
         args, env=env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    journal = tmp_path / "ingest" / "embedded-big.json"
+    journal = tmp_path / "indexes" / "big" / "ingest-journal.json"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         if journal.exists() and max(json.loads(journal.read_text()).values(), default=0) >= 80:
@@ -173,3 +173,30 @@ def test_vectors_mismatch_is_a_one_line_error(tmp_path):
     mixed = quorum(tmp_path, "index", str(source), "--index", "m")
     assert mixed.returncode == 2 and "holds no vectors; this run would write" in mixed.stderr
     assert "Traceback" not in mixed.stderr
+
+
+def test_a_deleted_index_is_rebuilt_not_skipped(tmp_path):
+    import shutil
+
+    source = corpus(tmp_path, 30)
+    assert (
+        quorum(tmp_path, "index", str(source), "--index", "gone", "--no-embeddings").returncode == 0
+    )
+    shutil.rmtree(tmp_path / "indexes" / "gone")
+    again = quorum(tmp_path, "index", str(source), "--index", "gone", "--no-embeddings")
+    assert "indexed 30 documents" in again.stderr
+    assert EmbeddedIndex(tmp_path / "indexes" / "gone").count() == 30
+
+
+def test_an_out_of_range_year_is_a_one_line_error_and_the_index_stays_usable(tmp_path):
+    path = tmp_path / "years.jsonl"
+    rows = [
+        {"pmid": str(i), "title": "t", "abstract": "aspirin", "year": 2000} for i in range(1, 4)
+    ]
+    rows.append({"pmid": "4", "title": "t", "abstract": "aspirin", "year": 10**20})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = quorum(tmp_path, "index", str(path), "--index", "y")
+    assert done.returncode == 2 and "year" in done.stderr and "years.jsonl" in done.stderr
+    assert "Traceback" not in done.stderr
+    index = EmbeddedIndex(tmp_path / "indexes" / "y")  # opens: rows and vectors still aligned
+    assert index.count() in (0, 3)

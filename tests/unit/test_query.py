@@ -421,9 +421,17 @@ def test_keyword_query_ors_the_keywords_and_quotes_hyphenated_ones():
     parse_query(query)
 
 
-def test_keyword_query_without_content_words_is_rejected():
+def test_keyword_query_of_stopwords_only_keeps_them():
+    assert keyword_query("Is it what it is?") == "is OR it OR what"
+
+
+def test_keywords_are_unicode_aware():
+    assert keywords("Что такое ДНК?") == ["что", "такое", "днк"]
+
+
+def test_keyword_query_without_any_word_is_rejected():
     with pytest.raises(QueryError, match="the question has no searchable words"):
-        keyword_query("Is it what it is?")
+        keyword_query("?? !!")
 
 
 def test_relaxations_are_keywords_then_sorted_prefixes_then_fuzzy():
@@ -445,8 +453,8 @@ def test_relaxations_are_valid_queries():
         assert isinstance(parse_query(query), Bool)
 
 
-def test_relaxations_of_a_question_without_content_words_are_empty():
-    assert relaxations("Is it?") == []
+def test_relaxations_of_a_question_without_words_are_empty():
+    assert relaxations("?!") == []
 
 
 @pytest.mark.parametrize(
