@@ -194,6 +194,12 @@ class OrganizeSettings(Group):
     """Context organization before answering."""
 
     top_k: int = Field(10, ge=1, description="Contexts organized; the rest are not.")
+    strategy: Literal["dedupe", "corg"] = Field(
+        "dedupe",
+        description="'dedupe': one call labels duplicates; 'corg': the Context Organizer (pair "
+        "relations, conflict-free groups, one answer per group). Off by default until its cost "
+        "on the demo model is settled (README).",
+    )
 
 
 class EnsembleSettings(Group):

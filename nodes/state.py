@@ -64,6 +64,12 @@ class QAState(InputState, total=False):
     """Relations found between contexts: a, b (PMIDs), label, and whether it was applied."""
     organized: list[dict[str, Any]]
     """Contexts kept by organize, in rank order."""
+    relation_graph: dict[str, Any]
+    """CORG: pairs asked vs mirrored, labels, calls vs the naive count."""
+    triples: dict[str, dict[str, str]]
+    """CORG: (answer, entity, descriptor) extracted per PMID."""
+    groups: list[dict[str, Any]]
+    """CORG: groups of contexts with the question form asked and their cited answer."""
     members: list[dict[str, Any]]
     """Ensemble members: model, view (PMID order), answer, cited PMIDs, raw output, cost."""
     votes: dict[str, Any]

@@ -55,9 +55,17 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
     earlier = [a for a in state.get("attempts", []) if a["round"] == this_round]
     temperature = ctx.settings.synthesis.temperature if not earlier else 0.0
     model = ctx.models.first("synthesis")
+    groups = [
+        [g["answer"], g["cited"] or g["pmids"]] for g in state.get("groups") or [] if g["answer"]
+    ]
     candidates = json.dumps(
         [[row["answer"], row["votes"]] for row in votes.get("table", [])][:10], ensure_ascii=False
     )
+    if groups:
+        # Every group's answer reaches synthesis with its sources, so no distinct answer is lost.
+        candidates += "\nAnswers per group of abstracts (answer, PMIDs): " + json.dumps(
+            groups, ensure_ascii=False
+        )
     messages = render(
         "synthesize",
         instructions=TYPE_INSTRUCTIONS[qtype],

@@ -87,6 +87,9 @@ def node_of(messages: list[BaseMessage]) -> str:
         ("query", "You write PubMed search queries"),
         ("refine", "You relax PubMed search queries"),
         ("organize", "You compare numbered passages"),
+        ("relation", "You compare two PubMed passages"),
+        ("pluralize", "You rewrite questions"),
+        ("group", "You answer for one group"),
         ("synthesize", "You are the final judge"),
         ("ensemble", "You answer biomedical questions"),
     ):

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, create_model
 from infra.embeddings import document_text
 from nodes.context import Context
 from nodes.evidence import passages
+from nodes.organize.corg import organize_contexts
 from nodes.state import QAState
 from prompts import render
 
@@ -45,6 +46,14 @@ async def organize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     if len(contexts) < 2:
         return {"organized": contexts, "relations": []}
     model = ctx.models.first("organize")
+    if ctx.settings.organize.strategy == "corg":
+        return await organize_contexts(
+            state["question"],
+            contexts,
+            model,
+            top_k=ctx.settings.organize.top_k,
+            max_concurrency=ctx.settings.ensemble.max_concurrency,
+        )
     messages = render(
         "organize",
         question=state["question"],

@@ -323,3 +323,75 @@ async def test_finalize_shapes_a_factoid_and_puts_cited_documents_first(make_con
             section[snippet["offsetInBeginSection"] : snippet["offsetInEndSection"]]
             == snippet["text"]
         )
+
+
+def relation_by_text(messages, kwargs):
+    """Label pairs from their text: the two cyclosporin reports duplicate; 101 and 103 conflict."""
+    text = messages[-1].content
+    first = text.split("Passage 1:")[1].split("Passage 2:")[0].strip()
+    second = text.split("Passage 2:")[1].strip()
+    triple = {"answer": "yes", "entity": "mitochondria", "descriptor": "lace plant"}
+    if "Cyclosporin A" in first and "Cyclosporin A" in second:
+        label = "duplicated"
+    elif "Lace plant leaf perforation" in second and "Mitochondria drive" in first:
+        label = "counterfactual"
+    else:
+        label = "none"
+    return {"first": triple, "second": triple, "label": label}
+
+
+async def test_organize_with_corg_groups_and_answers_each_group(make_context, settings, index):
+    corg = settings.model_copy(
+        update={"organize": settings.organize.model_copy(update={"strategy": "corg"})}
+    )
+    model = script(
+        relation=relation_by_text,
+        pluralize={"question": "What roles do mitochondria play in lace plant cell death?"},
+        group=lambda m, kw: {
+            "answer": "Answer for " + ",".join(pmids_in(m)),
+            "cited_pmids": pmids_in(m)[:1],
+        },
+    )
+    contexts = index.fetch(["101", "108", "103", "106"])
+    update = await organize(
+        {"question": QUESTION, "contexts": contexts},
+        Runtime(context=make_context(model, settings_=corg)),
+    )
+    assert [c["pmid"] for c in update["organized"]] == ["101", "103", "106"]  # 108 duplicates 101
+    groups = {tuple(g["pmids"]): g for g in update["groups"]}
+    assert set(groups) == {("101", "106"), ("103",)}  # the counterfactual pair is split
+    assert groups[("101", "106")]["question"].startswith("What roles")  # plural form for a group
+    assert groups[("103",)]["question"] == QUESTION
+    assert groups[("103",)]["answer"] == "Answer for 103" and groups[("103",)]["cited"] == ["103"]
+    graph = update["relation_graph"]
+    assert graph["calls"] < graph["naive_calls"] == 6
+    assert any(r["mirrored"] for r in update["relations"])
+    assert update["triples"]["101"]["descriptor"] == "lace plant"
+    relation_calls = [
+        c for c in model.calls if any("You compare two PubMed" in m.content for m in c["messages"])
+    ]
+    assert len(relation_calls) == graph["calls"]
+
+
+async def test_synthesis_sees_every_group_answer(make_context, index):
+    model = script(
+        synthesize={
+            "exact_answer": "yes",
+            "ideal_answer": "x",
+            "confidence": 0.9,
+            "cited_pmids": [],
+        }
+    )
+    state = {
+        "question": QUESTION,
+        "qtype": "yesno",
+        "organized": index.fetch(["101", "103"]),
+        "votes": {},
+        "groups": [
+            {"pmids": ["101"], "answer": "Yes, in lace plants.", "cited": ["101"]},
+            {"pmids": ["103"], "answer": "No, not in leaves.", "cited": []},
+        ],
+    }
+    await synthesize(state, ctx_runtime(make_context, model))
+    prompt = model.calls[0]["messages"][-1].content
+    assert '"Yes, in lace plants.", ["101"]' in prompt and '"No, not in leaves.", ["103"]' in prompt

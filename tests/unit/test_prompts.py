@@ -19,6 +19,9 @@ EXPECTED = {
     "repair_query": {"question", "query", "error"},
     "refine_query": {"question", "query", "hits", "min_hits"},
     "organize": {"question", "contexts"},
+    "organize_relation": {"question", "first", "second"},
+    "organize_pluralize": {"question"},
+    "organize_group": {"contexts", "question"},
     "ensemble": {"instructions", "contexts", "question"},
     "synthesize": {"instructions", "contexts", "question", "candidates"},
 }
