@@ -21,17 +21,17 @@ class Triple(BaseModel):
     """What one context says in answer to the question."""
 
     answer: str = Field(
-        description="The context's answer to the question, in a few words", max_length=200
+        description="The context's answer to the question, in a few words", max_length=100
     )
     entity: str = Field(
-        description="The entity the question asks about, as the context names it", max_length=200
+        description="The entity the question asks about, as the context names it", max_length=80
     )
     descriptor: str = Field(
         description=(
             "What distinguishes the context's reading of the entity (a population, time, "
             "condition or sense); empty if the context gives none"
         ),
-        max_length=300,
+        max_length=100,
     )
 
 
