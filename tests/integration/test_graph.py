@@ -192,3 +192,34 @@ async def test_answer_shapes_by_type(make_context, qtype, member_answer, expecte
     assert state["result"]["type"] == qtype
     assert state["result"]["exact_answer"] == expected
     assert state["result"]["ideal_answer"] == "Because."
+
+
+async def test_corg_strategy_runs_through_the_graph_and_checkpoints(make_context, settings):
+    corg = settings.model_copy(
+        update={"organize": settings.organize.model_copy(update={"strategy": "corg"})}
+    )
+    triple = {"answer": "yes", "entity": "mitochondria", "descriptor": ""}
+    model = script(
+        query={"query": "mitochondria OR lace OR cell"},
+        relation={"first": triple, "second": triple, "label": "distracting"},
+        pluralize={"question": "What roles do mitochondria play?"},
+        group=lambda m, kw: {"answer": "yes", "cited_pmids": pmids_in(m)[:1]},
+        ensemble=member,
+        synthesize=answer(0.9),
+    )
+    order, state = await run(make_context(model, settings_=corg))
+    assert order == [
+        "generate_query",
+        "search",
+        "rerank",
+        "organize",
+        "ensemble",
+        "synthesize",
+        "finalize",
+    ]
+    graph = state["relation_graph"]
+    assert (
+        graph["calls"] == graph["naive_calls"]
+    )  # nothing to mirror when every pair is distracting
+    assert state["groups"] and all(g["answer"] == "yes" for g in state["groups"])
+    assert state["result"]["exact_answer"] == "yes"
