@@ -194,12 +194,15 @@ class OrganizeSettings(Group):
     """Context organization before answering."""
 
     top_k: int = Field(10, ge=1, description="Contexts organized; the rest are not.")
-    strategy: Literal["dedupe", "corg"] = Field(
+    strategy: Literal["dedupe", "corg", "base", "separate", "random", "kmeans"] = Field(
         "dedupe",
         description="'dedupe': one call labels duplicates; 'corg': the Context Organizer (pair "
-        "relations, conflict-free groups, one answer per group). Off by default until its cost "
-        "on the demo model is settled (README).",
+        "relations, conflict-free groups, one answer per group; off by default until its cost "
+        "on the demo model is settled, see README); ablations answered per group like corg: "
+        "'base' (one group), 'separate' (one per context), 'random', 'kmeans' (over vectors).",
     )
+    groups: int = Field(3, ge=1, description="Group count of the 'random' and 'kmeans' ablations.")
+    seed: int = Field(13, description="Seed of the 'random' and 'kmeans' ablations.")
 
 
 class EnsembleSettings(Group):

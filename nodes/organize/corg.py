@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, create_model
 
 from infra.models import ChatModel
 from nodes.evidence import clip, passages, pmid_type
-from nodes.organize.grouping import Grouping, group_contexts
+from nodes.organize.grouping import Grouping, baseline_groups, group_contexts
 from nodes.organize.relations import PairRelation, RelationGraph, build_relation_graph
 from prompts import render
 
@@ -77,6 +77,33 @@ async def organize_contexts(
         "triples": {contexts[i]["pmid"]: t for i, t in sorted(triples.items())},
         "calls": calls,
         "notes": _notes(graph, grouping, contexts),
+    }
+
+
+async def organize_baseline(
+    question: str,
+    contexts: list[dict[str, Any]],
+    model: ChatModel,
+    *,
+    strategy: str,
+    groups: int,
+    seed: int,
+    vectors: Any = None,
+    max_concurrency: int,
+) -> dict[str, Any]:
+    """Group without relations (an ablation of CORG) and answer each group the same way."""
+    calls: list[dict[str, Any]] = []
+    grouped = baseline_groups(len(contexts), strategy, groups=groups, vectors=vectors, seed=seed)
+    limit = asyncio.Semaphore(max_concurrency)
+    answered = await asyncio.gather(
+        *(_answer_group(limit, model, question, [contexts[i] for i in g], calls) for g in grouped)
+    )
+    return {
+        "organized": contexts,
+        "relations": [],
+        "groups": answered,
+        "calls": calls,
+        "notes": [f"organize: {strategy} grouping, {len(grouped)} group(s), no relation calls"],
     }
 
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, create_model
 from infra.embeddings import document_text
 from nodes.context import Context
 from nodes.evidence import passages
-from nodes.organize.corg import organize_contexts
+from nodes.organize.corg import organize_baseline, organize_contexts
 from nodes.state import QAState
 from prompts import render
 
@@ -46,12 +46,29 @@ async def organize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     if len(contexts) < 2:
         return {"organized": contexts, "relations": []}
     model = ctx.models.first("organize")
-    if ctx.settings.organize.strategy == "corg":
+    settings = ctx.settings.organize
+    if settings.strategy == "corg":
         return await organize_contexts(
             state["question"],
             contexts,
             model,
-            top_k=ctx.settings.organize.top_k,
+            top_k=settings.top_k,
+            max_concurrency=ctx.settings.ensemble.max_concurrency,
+        )
+    if settings.strategy != "dedupe":
+        vectors = None
+        if settings.strategy == "kmeans":
+            vectors = ctx.embedder.embed_documents(
+                [document_text(c.get("title", ""), c.get("abstract", "")) for c in contexts]
+            )
+        return await organize_baseline(
+            state["question"],
+            contexts,
+            model,
+            strategy=settings.strategy,
+            groups=settings.groups,
+            seed=settings.seed,
+            vectors=vectors,
             max_concurrency=ctx.settings.ensemble.max_concurrency,
         )
     messages = render(

@@ -320,3 +320,37 @@ async def test_grouping_of_a_built_graph_is_json():
         ],
         "not_organized": [],
     }
+
+
+# --- ablation baselines ----------------------------------------------------------------------
+
+from nodes.organize.grouping import baseline_groups  # noqa: E402
+
+
+def test_base_and_separate_baselines():
+    assert baseline_groups(4, "base", groups=3) == [[0, 1, 2, 3]]
+    assert baseline_groups(3, "separate", groups=3) == [[0], [1], [2]]
+    assert baseline_groups(0, "base", groups=3) == []
+
+
+def test_random_baseline_is_a_seeded_partition_into_k_groups():
+    first = baseline_groups(7, "random", groups=3, seed=5)
+    assert first == baseline_groups(7, "random", groups=3, seed=5)
+    assert len(first) == 3 and sorted(i for g in first for i in g) == list(range(7))
+    assert all(g == sorted(g) for g in first)
+    assert (
+        baseline_groups(2, "random", groups=3, seed=5) != []
+        and len(baseline_groups(2, "random", groups=3)) <= 2
+    )
+
+
+def test_kmeans_baseline_clusters_vectors():
+    import numpy as np
+
+    vectors = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9], [1, 0.05]], dtype=np.float32)
+    groups = baseline_groups(5, "kmeans", groups=2, vectors=vectors)
+    assert sorted(map(sorted, groups)) == [[0, 1, 4], [2, 3]]
+    with pytest.raises(ValueError, match="needs the contexts' vectors"):
+        baseline_groups(5, "kmeans", groups=2)
+    with pytest.raises(ValueError, match="unknown grouping strategy"):
+        baseline_groups(5, "spectral", groups=2)

@@ -395,3 +395,30 @@ async def test_synthesis_sees_every_group_answer(make_context, index):
     await synthesize(state, ctx_runtime(make_context, model))
     prompt = model.calls[0]["messages"][-1].content
     assert '"Yes, in lace plants.", ["101"]' in prompt and '"No, not in leaves.", ["103"]' in prompt
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"), [("base", 1), ("separate", 3), ("random", 2), ("kmeans", 2)]
+)
+async def test_organize_ablations_answer_each_group_without_relation_calls(
+    make_context, settings, index, strategy, expected
+):
+    chosen = settings.model_copy(
+        update={
+            "organize": settings.organize.model_copy(update={"strategy": strategy, "groups": 2})
+        }
+    )
+    model = script(
+        pluralize={"question": "What roles do mitochondria play?"},
+        group=lambda m, kw: {"answer": "a", "cited_pmids": pmids_in(m)[:1]},
+    )
+    contexts = index.fetch(["101", "103", "106"])
+    update = await organize(
+        {"question": QUESTION, "contexts": contexts},
+        Runtime(context=make_context(model, settings_=chosen)),
+    )
+    assert len(update["groups"]) == expected
+    assert sorted(p for g in update["groups"] for p in g["pmids"]) == ["101", "103", "106"]
+    assert not any(
+        any("You compare two PubMed" in m.content for m in c["messages"]) for c in model.calls
+    )
