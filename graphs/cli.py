@@ -248,6 +248,36 @@ def eval_retrieval(
         out.print(f"{key:>20}  {value}")
 
 
+@eval_app.command("organize")
+def eval_organize(
+    dataset: Annotated[
+        Path, typer.Option("--dataset", help="ConflictQA .jsonl or BioASQ golden .json.")
+    ],
+    strategy: Annotated[
+        str, typer.Option("--strategy", help="corg, dedupe, base, separate, random or kmeans.")
+    ] = "corg",
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """Answer, entity and entity-answer recall of an organize strategy, with its relation calls."""
+    from graphs.evaluate_organize import evaluate_organize, load_cases
+    from graphs.runtime import build_context
+
+    strategies = ("corg", "dedupe", "base", "separate", "random", "kmeans")
+    if strategy not in strategies:
+        raise CliError(f"unknown --strategy {strategy!r}; choose one of {', '.join(strategies)}")
+    if not dataset.is_file():
+        raise CliError(f"{dataset}: no such file")
+    cases = load_cases(dataset)[:limit]
+    settings = _settings(organize={"strategy": strategy})
+    report = asyncio.run(evaluate_organize(build_context(settings), cases))
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return
+    for key, value in report.items():
+        out.print(f"{key:>22}  {value}")
+
+
 @bench_app.command("retrieval", context_settings={"allow_extra_args": True})
 def bench_retrieval_cmd(
     ctx: typer.Context,

@@ -97,6 +97,11 @@ def test_ask_human_output_names_answer_and_titles(home):
         (["ask", "Is it?", "--type", "boolean"], "unknown --type 'boolean'"),
         (["trace", "show", "no-such-thread"], "no run with thread id 'no-such-thread'"),
         (["ask"], "Missing argument"),
+        (
+            ["eval", "organize", "--dataset", "x.jsonl", "--strategy", "magic"],
+            "unknown --strategy 'magic'",
+        ),
+        (["eval", "organize", "--dataset", "missing.jsonl"], "missing.jsonl: no such file"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):

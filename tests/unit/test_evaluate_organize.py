@@ -1,0 +1,87 @@
+import json
+
+import pytest
+from conftest import SHARED, pmids_in, script
+
+from graphs.evaluate_organize import Case, evaluate_organize, load_cases, score_case, token_recall
+from infra.bioasq.formats import FormatError
+
+CASE = Case(
+    question="Is coffee harmful?",
+    contexts=[
+        {"pmid": "1", "title": "", "abstract": "Coffee raises blood pressure."},
+        {"pmid": "2", "title": "", "abstract": "Coffee lowers mortality."},
+    ],
+    items=[
+        {"answer": "coffee is harmful", "entity": None, "source": "1"},
+        {"answer": "coffee is not harmful", "entity": None, "source": "2"},
+    ],
+    conflict=("1", "2"),
+)
+
+
+def test_token_recall():
+    assert token_recall("coffee is harmful", "Harmful? Coffee is.") == 1.0
+    assert token_recall("coffee is not harmful", "coffee is harmful") == 0.75
+    assert token_recall("", "x") == 0.0
+
+
+def test_score_rewards_answers_kept_apart_with_their_sources():
+    apart = {
+        "groups": [
+            {"pmids": ["1"], "answer": "Coffee is harmful.", "cited": ["1"]},
+            {"pmids": ["2"], "answer": "Coffee is not harmful.", "cited": ["2"]},
+        ],
+        "relations": [{"a": "1", "b": "2", "label": "counterfactual"}],
+        "relation_graph": {"calls": 1, "naive_calls": 1},
+        "calls": [{"output_tokens": 7, "input_tokens": 40}],
+    }
+    scored = score_case(CASE, apart)
+    assert (
+        scored["answer_recall"] == 1.0
+        and scored["ear"] == 1.0
+        and scored["counterfactual_split"] == 1.0
+    )
+    assert scored["relation_calls"] == 1 and scored["output_tokens"] == 7
+    merged = {
+        "groups": [{"pmids": ["1", "2"], "answer": "Coffee is harmful.", "cited": []}],
+        "calls": [],
+    }
+    scored = score_case(CASE, merged)
+    assert scored["counterfactual_split"] == 0.0 and scored["ear"] < 1.0
+    assert scored["naive_relation_calls"] == 1
+
+
+def test_load_conflictqa_and_bioasq(tmp_path):
+    cases = load_cases(SHARED / "general" / "conflictqa_strategyqa_gpt4.jsonl")
+    assert len(cases) == 1356 and cases[0].conflict == ("1", "2") and len(cases[0].contexts) == 2
+    bioasq = load_cases(SHARED / "bioasq" / "11B1_golden.json")
+    assert bioasq and all(c.items and c.contexts for c in bioasq)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q"}\n')
+    with pytest.raises(FormatError, match=r"bad\.jsonl:1: not a ConflictQA record"):
+        load_cases(bad)
+
+
+async def test_evaluate_corg_on_a_conflict(make_context, settings):
+    corg = settings.model_copy(
+        update={"organize": settings.organize.model_copy(update={"strategy": "corg"})}
+    )
+    triple = {"answer": "harmful", "entity": "coffee", "descriptor": "adults"}
+    model = script(
+        relation={
+            "first": triple,
+            "second": {**triple, "answer": "not harmful"},
+            "label": "counterfactual",
+        },
+        group=lambda m, kw: {
+            "answer": "Coffee is harmful."
+            if "blood pressure" in m[-1].content
+            else "Coffee is not harmful.",
+            "cited_pmids": pmids_in(m)[:1],
+        },
+    )
+    report = await evaluate_organize(make_context(model, settings_=corg), [CASE])
+    assert report["counterfactual_split"] == 1.0 and report["ear"] == 1.0
+    assert report["relation_calls"] == 1 == report["naive_relation_calls"]
+    assert json.dumps(report)
