@@ -120,6 +120,17 @@ def script(**replies: Any) -> ScriptedChatModel:
     return ScriptedChatModel(respond=respond, calls=[])
 
 
+# Router bounds as generate_query copies them from default settings.
+LIMITS = {
+    "min_hits": 5,
+    "max_refinements": 2,
+    "min_confidence": 0.5,
+    "max_attempts": 2,
+    "max_fallbacks": 1,
+    "min_contexts": 1,
+}
+
+
 DOCS = [
     {
         "pmid": "101",

@@ -1,7 +1,7 @@
 """Each node on its own, with a scripted chat model, the hash embedder and a real tantivy index."""
 
 import pytest
-from conftest import pmids_in, script
+from conftest import LIMITS, pmids_in, script
 from langgraph.runtime import Runtime
 
 from infra.search.fusion import fuse
@@ -16,14 +16,6 @@ from nodes.search import search
 from nodes.synthesize import synthesize
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
-LIMITS = {
-    "min_hits": 5,
-    "max_refinements": 2,
-    "min_confidence": 0.5,
-    "max_attempts": 2,
-    "max_fallbacks": 1,
-    "min_contexts": 1,
-}
 
 
 def ctx_runtime(make_context, model=None, **kw):
@@ -96,16 +88,22 @@ async def test_search_caps_candidates(make_context, settings):
     assert len(update["candidates"]) == 2 and update["hits"] > 2
 
 
-async def test_refine_query_takes_a_new_valid_model_query(make_context):
-    model = script(refine={"query": "mitochondria OR mitochondrial"})
-    state = {
+def refine_state(refinements: int) -> dict:
+    """A state after one zero-hit search of the query already tried."""
+    query = "mitochondria AND aspirin"
+    return {
         "question": QUESTION,
-        "query": "mitochondria AND aspirin",
+        "query": query,
         "hits": 0,
         "limits": LIMITS,
-        "queries": [{"query": "mitochondria AND aspirin"}],
-        "refinements": 0,
+        "queries": [{"query": query}],
+        "refinements": refinements,
     }
+
+
+async def test_refine_query_takes_a_new_valid_model_query(make_context):
+    model = script(refine={"query": "mitochondria OR mitochondrial"})
+    state = refine_state(refinements=0)
     update = await refine_query(state, ctx_runtime(make_context, model))
     assert update["query"] == "mitochondria OR mitochondrial" and update["refinements"] == 1
     assert "found 0 articles; at least 5" in model.calls[0]["messages"][-1].content
@@ -113,14 +111,7 @@ async def test_refine_query_takes_a_new_valid_model_query(make_context):
 
 async def test_refine_query_relaxes_deterministically_when_the_model_repeats_itself(make_context):
     model = script(refine={"query": "mitochondria AND aspirin"})
-    state = {
-        "question": QUESTION,
-        "query": "mitochondria AND aspirin",
-        "hits": 0,
-        "limits": LIMITS,
-        "queries": [{"query": "mitochondria AND aspirin"}],
-        "refinements": 1,
-    }
+    state = refine_state(refinements=1)
     update = await refine_query(state, ctx_runtime(make_context, model))
     assert update["queries"][0]["error"] == "the same query was already tried"
     assert update["queries"][1]["source"] == "keywords" and " OR " in update["query"]

@@ -1,3 +1,5 @@
+from conftest import LIMITS
+
 from graphs.routers import (
     after_fallback,
     after_synthesis,
@@ -7,14 +9,6 @@ from graphs.routers import (
     needs_resynthesis,
 )
 
-LIMITS = {
-    "min_hits": 5,
-    "max_refinements": 2,
-    "min_confidence": 0.5,
-    "max_attempts": 2,
-    "max_fallbacks": 1,
-    "min_contexts": 1,
-}
 CONTEXTS = [{"pmid": "1"}, {"pmid": "2"}]
 
 
