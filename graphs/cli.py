@@ -185,7 +185,7 @@ def trace_show(
     ] = False,
 ) -> None:
     """Show a run's nodes in execution order with each node's state update."""
-    from graphs.traces import UnknownThread, node_updates
+    from graphs.traces import DESCRIBERS, UnknownThread, node_updates
 
     try:
         steps = node_updates(settings_for(), thread_id)
@@ -204,7 +204,13 @@ def trace_show(
     for s in steps:
         took = f" {s['seconds']:.2f}s" if s["seconds"] is not None else ""
         out.print(f"[bold]{s['step']:>2} {s['node']}[/bold][dim]{took}[/dim]")
+        describe, shown = DESCRIBERS.get(s["node"], (None, frozenset()))
+        if describe is not None:
+            for line in describe(s["update"]):
+                out.print(f"    {line}", markup=False, highlight=False)
         for key, value in s["update"].items():
+            if key in shown:
+                continue
             text = json.dumps(value, ensure_ascii=False, default=str)
             out.print(f"    {key}: {text if len(text) <= 300 else text[:300] + '…'}")
 

@@ -12,6 +12,7 @@ the group answers are scored by token recall against the gold:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -36,6 +37,8 @@ class Case:
     contexts: list[dict[str, Any]]
     items: list[dict[str, Any]] = field(default_factory=list)
     conflict: tuple[str, str] | None = None
+    snippets: int = 0
+    """Gold snippets behind the contexts (BioASQ), for --min-snippets."""
 
 
 def tokens(text: str) -> list[str]:
@@ -89,7 +92,8 @@ def load_cases(path: Path) -> list[Case]:
         for item in gold:
             synonyms = item if isinstance(item, list) else [item]
             items.append({"answer": synonyms, "entity": None, "source": None})
-        cases.append(Case(q.body, [_doc(p, " ".join(t)) for p, t in texts.items()], items))
+        contexts = [_doc(p, " ".join(t)) for p, t in texts.items()]
+        cases.append(Case(q.body, contexts, items, snippets=len(q.snippets)))
     return cases
 
 
@@ -139,26 +143,63 @@ def score_case(case: Case, update: dict[str, Any]) -> dict[str, Any]:
     graph = update.get("relation_graph") or {}
     n = len(case.contexts)
     result |= {
+        "groups": len(groups),
         "relation_calls": graph.get("calls", 0),
-        "naive_relation_calls": graph.get("naive_calls", n * (n - 1) // 2),
+        # Every pair of the question's contexts, before the top-k cap: the cap is a saving too.
+        "naive_relation_calls": n * (n - 1) // 2,
         "output_tokens": sum(c.get("output_tokens", 0) for c in calls),
         "input_tokens": sum(c.get("input_tokens", 0) for c in calls),
     }
     return result
 
 
-async def evaluate_organize(ctx: Context, cases: list[Case]) -> dict[str, Any]:
-    """Run the organize node on every case and average the scores."""
+def _with_organize(ctx: Context, **changes: Any) -> Context:
+    settings = ctx.settings.model_copy(
+        update={"organize": ctx.settings.organize.model_copy(update=changes)}
+    )
+    return dataclasses.replace(ctx, settings=settings)
+
+
+async def evaluate_organize(
+    ctx: Context, cases: list[Case], *, match_corg: bool = False
+) -> dict[str, Any]:
+    """Run the organize node on every case and average the scores.
+
+    Args:
+        ctx: Runtime context; its organize settings pick the strategy.
+        cases: Questions with their contexts and gold.
+        match_corg: For 'random' and 'kmeans', first organize each question with CORG and
+            use its group count, so the ablation differs from CORG only in how it groups.
+    """
+    strategy = ctx.settings.organize.strategy
+    corg = _with_organize(ctx, strategy="corg")
     rows = []
     for case in tqdm(cases, unit=" q", file=sys.stderr, dynamic_ncols=True, disable=None):
-        update = await organize(
-            {"question": case.question, "contexts": case.contexts}, Runtime(context=ctx)
-        )
-        rows.append(score_case(case, update))
-    report: dict[str, Any] = {"questions": len(rows), "strategy": ctx.settings.organize.strategy}
+        state = {"question": case.question, "contexts": case.contexts}
+        run = ctx
+        if match_corg and strategy in ("random", "kmeans"):
+            reference = await organize(state, Runtime(context=corg))
+            run = _with_organize(ctx, groups=max(1, len(reference.get("groups") or [])))
+        rows.append(score_case(case, await organize(state, Runtime(context=run))))
+    report: dict[str, Any] = {"questions": len(rows), "strategy": strategy}
     for key in ("answer_recall", "entity_recall", "ear", "counterfactual_split"):
         values = [r[key] for r in rows if r.get(key) is not None]
         report[key] = round(float(np.mean(values)), 4) if values else None
-    for key in ("relation_calls", "naive_relation_calls", "output_tokens", "input_tokens"):
+    for key in (
+        "relation_calls",
+        "naive_relation_calls",
+        "output_tokens",
+        "input_tokens",
+        "groups",
+    ):
         report[key] = round(float(np.mean([r[key] for r in rows])), 2) if rows else 0
+    naive = sum(r["naive_relation_calls"] for r in rows)
+    # Pooled over questions (Σ calls / Σ pairs), and the mean of per-question ratios.
+    report["relation_call_ratio"] = (
+        round(sum(r["relation_calls"] for r in rows) / naive, 4) if naive else None
+    )
+    ratios = [
+        r["relation_calls"] / r["naive_relation_calls"] for r in rows if r["naive_relation_calls"]
+    ]
+    report["relation_call_ratio_mean"] = round(float(np.mean(ratios)), 4) if ratios else None
     return report

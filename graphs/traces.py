@@ -45,3 +45,44 @@ def _seconds(start: str | None, end: str | None) -> float | None:
     if not start or not end:
         return None
     return round((datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds(), 3)
+
+
+def describe_organize(update: dict[str, Any]) -> list[str]:
+    """Return readable lines for an organize update: the relation graph, then the groups."""
+    lines: list[str] = []
+    graph = update.get("relation_graph")
+    if graph:
+        pmids = graph.get("pmids", [])
+
+        def name(i: int) -> str:
+            return f"[{i + 1}] {pmids[i]}" if i < len(pmids) else f"[{i + 1}]"
+
+        anchors = ", ".join(name(i) for i in graph.get("rounds", []))
+        lines.append(
+            f"relation graph: {graph['n']} contexts, {graph['calls']} relation calls for "
+            f"{graph['naive_calls']} pairs; anchors {anchors or '-'}"
+        )
+        for edge in graph.get("edges", []):
+            a, b = edge["pair"]
+            how = edge["source"]
+            if edge.get("via") is not None:
+                how += f" via {name(edge['via'])}"
+            if edge.get("error"):
+                how += f" ({edge['error'][:80]})"
+            lines.append(f"  {name(a)} ~ {name(b)}: {edge['label']} ({how})")
+    elif update.get("relations"):
+        for r in update["relations"]:
+            state = "applied" if r.get("applied", True) else "not applied"
+            lines.append(f"  {r['a']} ~ {r['b']}: {r['label']} ({state})")
+    for number, group in enumerate(update.get("groups") or [], 1):
+        lines.append(f"group {number}: {', '.join(group['pmids'])}")
+        if group.get("question"):
+            lines.append(f"  asks: {group['question']}")
+        cited = f" [{', '.join(group['cited'])}]" if group.get("cited") else ""
+        answer = group.get("answer") or f"(no answer: {group.get('error') or 'empty'})"
+        lines.append(f"  answer: {answer}{cited}")
+    return lines
+
+
+DESCRIBERS = {"organize": (describe_organize, frozenset({"relation_graph", "relations", "groups"}))}
+"""Nodes whose updates read better as lines than as raw JSON, and the keys the lines cover."""

@@ -85,3 +85,30 @@ async def test_evaluate_corg_on_a_conflict(make_context, settings):
     assert report["counterfactual_split"] == 1.0 and report["ear"] == 1.0
     assert report["relation_calls"] == 1 == report["naive_relation_calls"]
     assert json.dumps(report)
+    assert report["relation_call_ratio"] == 1.0 and report["groups"] == 2
+
+
+async def test_random_matches_corg_group_count_per_question(make_context, settings):
+    random = settings.model_copy(
+        update={"organize": settings.organize.model_copy(update={"strategy": "random", "groups": 1})}
+    )
+    triple = {"answer": "harmful", "entity": "coffee", "descriptor": "adults"}
+    model = script(
+        relation={"first": triple, "second": triple, "label": "counterfactual"},
+        group=lambda m, kw: {"answer": "Coffee.", "cited_pmids": pmids_in(m)[:1]},
+    )
+    ctx = make_context(model, settings_=random)
+    alone = await evaluate_organize(ctx, [CASE])
+    assert alone["groups"] == 1  # organize.groups as configured
+    matched = await evaluate_organize(ctx, [CASE], match_corg=True)
+    assert matched["groups"] == 2 and matched["strategy"] == "random"  # CORG split the pair
+    assert matched["relation_calls"] == 0  # the reference CORG run is not the one scored
+
+
+def test_bioasq_cases_count_snippets_and_pairs_before_the_cap():
+    cases = load_cases(SHARED / "bioasq" / "11B1_golden.json")
+    big = next(c for c in cases if len(c.contexts) > 10)
+    assert big.snippets >= len(big.contexts)
+    n = len(big.contexts)
+    scored = score_case(big, {"groups": [], "relation_graph": {"calls": 45}, "calls": []})
+    assert scored["naive_relation_calls"] == n * (n - 1) // 2 > 45
