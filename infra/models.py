@@ -20,6 +20,7 @@ from langchain_huggingface import ChatHuggingFace, HuggingFacePipeline
 from pydantic import BaseModel, ValidationError
 
 import infra.offline
+from infra.llm_cache import SQLiteLLMCache
 from infra.settings import ModelSpec, Settings, secret_from_env
 
 Schema = TypeVar("Schema", bound=BaseModel)
@@ -139,6 +140,23 @@ class LocalChatModel(ChatHuggingFace):
             }
         return chat
 
+    def loglikelihood(self, context: str, continuation: str) -> tuple[float, int]:
+        """Return log P(continuation | context) summed over its tokens, and the tokens read."""
+        import torch
+
+        ctx_ids = self.tokenizer(context, add_special_tokens=False)["input_ids"]
+        cont_ids = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
+        if not cont_ids:
+            return 0.0, len(ctx_ids)
+        if not ctx_ids:  # the first token needs something to be predicted from
+            ctx_ids = [self.tokenizer.bos_token_id or self.tokenizer.eos_token_id]
+        ids = torch.tensor([ctx_ids + cont_ids])
+        model = self.llm.pipeline.model
+        with self._lock, torch.inference_mode():
+            logits = model(ids).logits[0, :-1].float()
+        logp = torch.log_softmax(logits, dim=-1).gather(1, ids[0, 1:, None])[:, 0]
+        return float(logp[len(ctx_ids) - 1 :].sum()), int(ids.shape[1])
+
     async def _agenerate(
         self,
         messages: list[BaseMessage],
@@ -198,14 +216,26 @@ def make_chat_model(spec: ModelSpec, settings: Settings) -> BaseChatModel:
             f"model {spec.model!r}: an OpenAI-compatible model needs base_url or api_key_env"
         )
     key = secret_from_env(spec.api_key_env)
+    limiter = None
+    if spec.requests_per_second:
+        from langchain_core.rate_limiters import InMemoryRateLimiter
+
+        limiter = InMemoryRateLimiter(
+            requests_per_second=spec.requests_per_second,
+            check_every_n_seconds=min(0.1, 1 / spec.requests_per_second),
+            max_bucket_size=max(1.0, spec.requests_per_second),
+        )
     return ChatOpenAI(
         model=spec.model,
+        rate_limiter=limiter,
         base_url=spec.base_url,
         # NOTE: local servers (vLLM, llama.cpp, Ollama) accept any key; the client insists on one.
         api_key=key if key is not None else "not-needed",
         temperature=spec.temperature,
         max_tokens=spec.max_tokens,
         timeout=spec.timeout_s,
+        # The OpenAI client retries 429, 5xx, timeouts and dropped connections with exponential
+        # backoff (honouring Retry-After); a call that still fails comes back as a Reply error.
         max_retries=spec.max_retries,
     )
 
@@ -221,12 +251,15 @@ class Reply:
     input_tokens: int = 0
     output_tokens: int = 0
     error: str | None = None
+    started: float = 0.0
+    """Wall-clock time (epoch seconds) the call left quorum, after any concurrency wait."""
 
     def record(self, node: str) -> dict[str, Any]:
         """Return the call as a JSON-able trace entry."""
         return {
             "node": node,
             "model": self.model,
+            "started": round(self.started, 4),
             "latency_s": round(self.latency_s, 3),
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -242,6 +275,10 @@ class ChatModel:
     spec: ModelSpec
     llm: BaseChatModel
     semaphore: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
+    cached: BaseChatModel | None = None
+    """The same model with a response cache, used where the cache policy allows."""
+    cache_sampled: bool = False
+    """Whether sampled calls (temperature > 0) may be served from the cache too."""
 
     @property
     def name(self) -> str:
@@ -265,12 +302,12 @@ class ChatModel:
         params: dict[str, Any] = {}
         if temperature is not None:
             params["temperature"] = temperature
-        started = time.perf_counter()
+        started, wall = time.perf_counter(), time.time()
         raw = ""
         usage: dict[str, int] = {}
         try:
             async with self.semaphore:
-                started = time.perf_counter()
+                started, wall = time.perf_counter(), time.time()
                 message = await self._call(schema, list(messages), params)
             raw = (
                 message.content if isinstance(message.content, str) else json.dumps(message.content)
@@ -290,20 +327,50 @@ class ChatModel:
             input_tokens=int(usage.get("input_tokens", 0)),
             output_tokens=int(usage.get("output_tokens", 0)),
             error=error,
+            started=wall,
+        )
+
+    def _llm_for(self, params: dict) -> BaseChatModel:
+        if self.cached is None:
+            return self.llm
+        temperature = params.get("temperature", self.spec.temperature)
+        return self.cached if temperature == 0 or self.cache_sampled else self.llm
+
+    async def loglikelihood(self, context: str, continuation: str) -> tuple[float, int]:
+        """Return log P(continuation | context) and the tokens read.
+
+        Local models compute it directly; endpoints need prompt log-probabilities.
+
+        Raises:
+            LikelihoodUnavailable: The model cannot score text (a chat-only endpoint).
+        """
+        if isinstance(self.llm, LocalChatModel):
+            async with self.semaphore:
+                return await asyncio.to_thread(self.llm.loglikelihood, context, continuation)
+        if self.spec.provider == "openai" and self.spec.prompt_logprobs:
+            async with self.semaphore:
+                return await _endpoint_loglikelihood(self.spec, context, continuation)
+        raise LikelihoodUnavailable(
+            f"model {self.name!r} gives no prompt log-probabilities (set prompt_logprobs for an "
+            "endpoint whose /completions echoes them, e.g. vLLM)"
         )
 
     async def _call(
         self, schema: type[BaseModel], messages: list[BaseMessage], params: dict
     ) -> AIMessage:
+        llm = self._llm_for(params)
         if isinstance(self.llm, LocalChatModel):
             schema_json = json.dumps(schema.model_json_schema())
-            return await self.llm.ainvoke(messages, json_schema=schema_json, **params)
+            return await llm.ainvoke(messages, json_schema=schema_json, **params)
         from langchain_openai import ChatOpenAI
 
         if isinstance(self.llm, ChatOpenAI):
-            bound = self.llm.with_structured_output(
+            bound = llm.with_structured_output(
                 schema, method=self.spec.structured_method, include_raw=True
             )
+            if self.spec.structured_method == "json_mode":
+                # JSON mode promises JSON, not which JSON: the schema has to be in the prompt.
+                messages = [SystemMessage(content=json_instruction(schema)), *messages]
             out = await bound.ainvoke(messages, **params)
             if out.get("parsing_error"):
                 raise ValueError(str(out["parsing_error"]))
@@ -312,7 +379,49 @@ class ChatModel:
             return raw_message
         # Any other chat model (tests' scripted models included): ask for JSON in words.
         instruction = SystemMessage(content=json_instruction(schema))
-        return await self.llm.ainvoke([instruction, *messages], **params)
+        return await llm.ainvoke([instruction, *messages], **params)
+
+
+class LikelihoodUnavailable(ModelError):
+    """The model cannot score text, only generate it."""
+
+
+async def _endpoint_loglikelihood(
+    spec: ModelSpec, context: str, continuation: str
+) -> tuple[float, int]:
+    """Score continuation through /completions with echo + logprobs (vLLM's prompt logprobs)."""
+    from openai import AsyncOpenAI
+
+    key = secret_from_env(spec.api_key_env)
+    async with AsyncOpenAI(
+        base_url=spec.base_url,
+        api_key=key if key is not None else "not-needed",
+        timeout=spec.timeout_s,
+        max_retries=spec.max_retries,
+    ) as client:
+        response = await client.completions.create(
+            model=spec.model, prompt=context + continuation, echo=True, logprobs=1, max_tokens=1
+        )
+    logprobs = response.choices[0].logprobs
+    if logprobs is None or not logprobs.token_logprobs:
+        raise LikelihoodUnavailable(f"model {spec.model!r}: the endpoint returned no logprobs")
+    offsets = logprobs.text_offset or _offsets(logprobs.tokens or [])
+    end = len(context) + len(continuation)
+    value = sum(
+        lp
+        for lp, start in zip(logprobs.token_logprobs, offsets, strict=False)
+        if lp is not None and len(context) <= start < end
+    )
+    tokens = response.usage.prompt_tokens if response.usage else len(logprobs.token_logprobs)
+    return float(value), int(tokens)
+
+
+def _offsets(tokens: list[str]) -> list[int]:
+    out, at = [], 0
+    for token in tokens:
+        out.append(at)
+        at += len(token)
+    return out
 
 
 def json_instruction(schema: type[BaseModel]) -> str:
@@ -348,6 +457,17 @@ class ModelPool:
         self._overrides = overrides or {}
         self._built: dict[str, ChatModel] = {}
         self._lock = threading.Lock()
+        self._cache: SQLiteLLMCache | None = None
+
+    def _with_cache(self, model: ChatModel) -> ChatModel:
+        policy = self._settings.models.cache
+        if policy == "off":
+            return model
+        if self._cache is None:
+            self._cache = SQLiteLLMCache(self._settings.llm_cache_path)
+        model.cached = model.llm.model_copy(update={"cache": self._cache.scoped(model.spec.key)})
+        model.cache_sampled = policy == "all"
+        return model
 
     def role(self, role: str) -> list[ChatModel]:
         """Return the chat models of a role: query, refine, organize, ensemble or synthesis."""
@@ -355,7 +475,8 @@ class ModelPool:
         if role in self._overrides:
             models = self._overrides[role]
             return [
-                ChatModel(spec=s, llm=m) for s, m in zip(_pad(specs, models), models, strict=True)
+                self._with_cache(ChatModel(spec=s, llm=m))
+                for s, m in zip(_pad(specs, models), models, strict=True)
             ]
         return [self._get(spec) for spec in specs]
 
@@ -367,9 +488,10 @@ class ModelPool:
         with self._lock:
             if spec.key not in self._built:
                 llm = make_chat_model(spec, self._settings)
-                limit = 1 if spec.provider == "local" else self._settings.ensemble.max_concurrency
-                self._built[spec.key] = ChatModel(
-                    spec=spec, llm=llm, semaphore=asyncio.Semaphore(limit)
+                default = 1 if spec.provider == "local" else self._settings.ensemble.max_concurrency
+                limit = spec.max_concurrency or default
+                self._built[spec.key] = self._with_cache(
+                    ChatModel(spec=spec, llm=llm, semaphore=asyncio.Semaphore(limit))
                 )
             return self._built[spec.key]
 

@@ -62,6 +62,23 @@ class ModelSpec(Group):
         "json_schema",
         description="How structured output is requested from an OpenAI-compatible endpoint.",
     )
+    max_concurrency: int | None = Field(
+        None,
+        ge=1,
+        description="Calls in flight to this endpoint at once; default: ensemble.max_concurrency "
+        "(1 for local models, which share the CPU).",
+    )
+    requests_per_second: float | None = Field(
+        None,
+        gt=0,
+        description="Client-side rate limit for this endpoint (LangChain's token bucket); none "
+        "by default.",
+    )
+    prompt_logprobs: bool = Field(
+        False,
+        description="The endpoint's /completions returns prompt log-probabilities (echo + "
+        "logprobs, as vLLM does); lets the 'moi' ensemble use it.",
+    )
     context_chars: int | None = Field(
         None,
         ge=200,
@@ -93,6 +110,12 @@ class ModelSettings(Group):
     )
     synthesis: ModelSpec | None = Field(
         None, description="Merges candidates; default: the first ensemble model."
+    )
+    cache: Literal["off", "temperature0", "all"] = Field(
+        "temperature0",
+        description="LLM response cache in QUORUM_HOME/cache: 'temperature0' caches greedy calls "
+        "only (repeated runs are free and identical; samples stay samples), 'all' also caches "
+        "sampled calls.",
     )
 
     @field_validator("ensemble")
@@ -205,14 +228,69 @@ class OrganizeSettings(Group):
     seed: int = Field(13, description="Seed of the 'random' and 'kmeans' ablations.")
 
 
-class EnsembleSettings(Group):
-    """Answer ensembles over permuted context views."""
+class CoBagSettings(Group):
+    """Context Bagging: a relevant core in every member, the rest sampled by relevance."""
 
-    strategy: Literal["permute_vote"] = Field("permute_vote", description="Ensemble strategy.")
-    members: int = Field(3, ge=1, le=32, description="Permuted views (K) per model.")
+    members: int = Field(5, ge=1, le=32, description="Bagged views (K) per model.")
+    contexts: int = Field(12, ge=1, description="Contexts per view (m).")
+    core: int = Field(6, ge=0, description="Top contexts by relevance every view keeps (r).")
+    tau: float = Field(1.0, gt=0, description="Sampling temperature: p ∝ exp(relevance / tau).")
+
+
+class CCVSettings(Group):
+    """Citation-Consistent Voting: vote on the document answers cite."""
+
+    evidence: Literal["relaxed", "strict"] = Field(
+        "relaxed",
+        description="'relaxed': a cited passage number in range is valid evidence; 'strict': "
+        "the quote must also be in that passage and the answer in the quote.",
+    )
+
+
+class MoISettings(Group):
+    """Mixture-of-Intervention: debias passage order from the model's likelihoods."""
+
+    permutations: Literal["cyclic", "prefix", "random"] = Field(
+        "cyclic",
+        description="Orders observed: N cyclic shifts, N shifts cut to prefix_length, or 3N "
+        "random orders.",
+    )
+    prefix_length: int = Field(3, ge=1, description="Passages per observation for 'prefix'.")
+    ridge: float = Field(
+        0.1, ge=0.0, description="Pull of the utilities toward the retriever's scores."
+    )
+
+
+class EnsembleSettings(Group):
+    """Answer ensembles over context views, by every ensemble model."""
+
+    strategy: Literal["single", "self_consistency", "permute_vote", "cobag", "ccv", "moi"] = Field(
+        "permute_vote",
+        description="'single': top-m, one greedy call; 'self_consistency': K samples of the "
+        "same view; 'permute_vote': K orders of the top-m, majority vote; 'cobag': Context "
+        "Bagging; 'ccv': Citation-Consistent Voting; 'moi': Mixture-of-Intervention (needs "
+        "likelihoods: local models, or endpoints with prompt logprobs).",
+    )
+    members: int = Field(
+        3, ge=1, le=32, description="Views (K) per model for self_consistency, permute_vote, ccv."
+    )
     contexts: int = Field(5, ge=1, description="Contexts shown in each view (m).")
-    seed: int = Field(13, description="Seed for view permutations (reproducible runs).")
-    max_concurrency: int = Field(8, ge=1, description="Bound on concurrent member calls.")
+    sample_temperature: float = Field(
+        1.0, gt=0.0, le=2.0, description="self_consistency's sampling temperature."
+    )
+    list_quorum: float = Field(
+        0.5, gt=0.0, le=1.0, description="List items kept: named by at least this share of members."
+    )
+    synonym_cosine: float = Field(
+        0.9, gt=0.0, le=1.0, description="Factoid/list candidates this close are one candidate."
+    )
+    seed: int = Field(13, description="Seed for views and samples (reproducible runs).")
+    max_concurrency: int = Field(
+        8, ge=1, description="Concurrent calls per endpoint, unless its model spec says otherwise."
+    )
+    cobag: CoBagSettings = Field(default_factory=CoBagSettings)
+    ccv: CCVSettings = Field(default_factory=CCVSettings)
+    moi: MoISettings = Field(default_factory=MoISettings)
 
 
 class SynthesisSettings(Group):
@@ -280,6 +358,11 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Read init values, then the environment, then the config file."""
         return init_settings, env_settings, _ConfigFileSource(settings_cls)
+
+    @property
+    def llm_cache_path(self) -> Path:
+        """Return the SQLite file of the LLM response cache."""
+        return self.home / "cache" / "llm.sqlite"
 
     @property
     def checkpoint_path(self) -> Path:
