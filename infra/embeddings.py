@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -11,6 +13,9 @@ import numpy as np
 import infra.offline
 from infra.models import package_file
 from infra.settings import EmbeddingSettings
+
+RECENT_TEXTS = 20_000
+"""Texts whose vectors an embedder keeps (about 30 MB at 384 float32 dimensions)."""
 
 
 class Embedder(Protocol):
@@ -48,16 +53,34 @@ class HuggingFaceEmbedder:
             encode_kwargs={"normalize_embeddings": True, "batch_size": settings.batch_size},
         )
         self.dim = int(self._lc._client.get_embedding_dimension())
+        # The sentences a question's snippets come from are embedded while the synthesis model
+        # thinks, and again by finalize: a small memory of recent texts makes the second free.
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
 
     def embed_query(self, text: str) -> np.ndarray:
         """Return one unit vector for a query."""
         return np.asarray(self._lc.embed_query(text), dtype=np.float32)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """Return a (len(texts), dim) matrix of unit vectors."""
+        """Return a (len(texts), dim) matrix of unit vectors (recent texts come from memory)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.asarray(self._lc.embed_documents(list(texts)), dtype=np.float32)
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._recent))
+        if missing:
+            vectors = np.asarray(self._lc.embed_documents(missing), dtype=np.float32)
+            with self._lock:
+                for text, vector in zip(missing, vectors, strict=True):
+                    self._recent[text] = vector
+                while len(self._recent) > RECENT_TEXTS:
+                    self._recent.popitem(last=False)
+        with self._lock:
+            out = []
+            for text in texts:
+                self._recent.move_to_end(text)
+                out.append(self._recent[text])
+        return np.stack(out)
 
 
 def document_text(title: str, abstract: str) -> str:

@@ -39,6 +39,27 @@ def sentences(text: str) -> list[tuple[int, int]]:
     return out
 
 
+def _candidates(docs: Sequence[dict[str, Any]]) -> list[tuple[str, str, int, int, str]]:
+    out = []
+    for doc in docs:
+        for section in ("title", "abstract"):
+            text = doc.get(section) or ""
+            for begin, end in sentences(text):
+                out.append((doc["pmid"], section, begin, end, text[begin:end]))
+    return out
+
+
+def prefetch_sentences(docs: Sequence[dict[str, Any]], embedder: Embedder) -> int:
+    """Embed the sentences snippets may come from ahead of time; return how many.
+
+    Worth it only with an embedder that remembers recent texts (HuggingFaceEmbedder does).
+    """
+    texts = [c[4] for c in _candidates(docs)]
+    if texts:
+        embedder.embed_documents(texts)
+    return len(texts)
+
+
 def best_snippets(
     question: str,
     docs: Sequence[dict[str, Any]],
@@ -48,12 +69,7 @@ def best_snippets(
     per_doc: int = 2,
 ) -> list[dict[str, Any]]:
     """Pick the sentences closest to the question, as BioASQ snippets with verified offsets."""
-    candidates = []
-    for doc in docs:
-        for section, field in (("title", "title"), ("abstract", "abstract")):
-            text = doc.get(field) or ""
-            for begin, end in sentences(text):
-                candidates.append((doc["pmid"], section, begin, end, text[begin:end]))
+    candidates = _candidates(docs)
     if not candidates:
         return []
     by_pmid = {doc["pmid"]: doc for doc in docs}

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, create_model
 
+from infra.bioasq import format_exact
+from infra.snippets import prefetch_sentences
 from nodes.context import Context
 from nodes.evidence import TYPE_INSTRUCTIONS, as_answers, exact_field, passages, pmid_type
 from nodes.state import QAState
@@ -32,6 +35,14 @@ def synthesis_schema(qtype: str, pmids: list[str]) -> type[BaseModel]:
         "cited_pmids": (
             list[pmid_type(pmids)],
             Field(description="PMIDs supporting the answer", max_length=5),
+        ),
+        "rationale": (
+            str,
+            Field(
+                "",
+                description="Which evidence decided the answer and how conflicts were resolved",
+                max_length=300,
+            ),
         ),
     }
     return create_model("Synthesis", **fields)
@@ -75,16 +86,28 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
         question=state["question"],
         candidates=candidates,
     )
-    reply = await model.structured(
-        synthesis_schema(qtype, [c["pmid"] for c in contexts]), messages, temperature=temperature
+    # While the model thinks, embed the sentences finalize will pick snippets from (the
+    # documents it cites come from these contexts): CPU work overlapped with the wait.
+    reply, _ = await asyncio.gather(
+        model.structured(
+            synthesis_schema(qtype, [c["pmid"] for c in contexts]),
+            messages,
+            temperature=temperature,
+        ),
+        asyncio.to_thread(prefetch_sentences, contexts, ctx.embedder),
     )
     if reply.value is not None:
         value = reply.value
+        extracted = as_answers(qtype, getattr(value, "exact_answer", None))
         answer = {
-            "exact": as_answers(qtype, getattr(value, "exact_answer", None)),
+            # Extraction (the model) and BioASQ formatting (a cheap rule step) are separate, so
+            # each can be judged, and changed, on its own.
+            "extracted": extracted,
+            "exact": format_exact(qtype, extracted),
             "ideal": value.ideal_answer.strip(),
             "confidence": round(float(value.confidence), 3),
             "cited": list(dict.fromkeys(value.cited_pmids)),
+            "rationale": value.rationale.strip(),
             "source": "synthesis",
         }
     else:

@@ -1,5 +1,5 @@
 """ensemble: several models x K permuted context views, answered concurrently, then voted."""
 
-from nodes.ensemble.node import ensemble
+from nodes.ensemble.node import StrategyUnavailable, ensemble
 
-__all__ = ["ensemble"]
+__all__ = ["StrategyUnavailable", "ensemble"]

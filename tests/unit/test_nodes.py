@@ -4,6 +4,7 @@ import pytest
 from conftest import LIMITS, pmids_in, script
 from langgraph.runtime import Runtime
 
+from graphs.traces import describe_organize
 from infra.search.fusion import fuse
 from nodes.ensemble import ensemble
 from nodes.fallback_search import fallback_search
@@ -217,6 +218,7 @@ async def test_synthesize_cites_only_context_pmids_and_records_the_attempt(make_
             "ideal_answer": "Yes, early.",
             "confidence": 0.8,
             "cited_pmids": ["101"],
+            "rationale": "Both abstracts report mitochondrial changes.",
         }
     )
     state = {
@@ -227,10 +229,12 @@ async def test_synthesize_cites_only_context_pmids_and_records_the_attempt(make_
     }
     update = await synthesize(state, ctx_runtime(make_context, model))
     assert update["answer"] == {
+        "extracted": ["yes"],
         "exact": ["yes"],
         "ideal": "Yes, early.",
         "confidence": 0.8,
         "cited": ["101"],
+        "rationale": "Both abstracts report mitochondrial changes.",
         "source": "synthesis",
     }
     assert update["attempts"][0]["temperature"] == 0.3
@@ -362,6 +366,12 @@ async def test_organize_with_corg_groups_and_answers_each_group(make_context, se
         c for c in model.calls if any("You compare two PubMed" in m.content for m in c["messages"])
     ]
     assert len(relation_calls) == graph["calls"]
+    # What `quorum trace show` prints of it: every edge with how it was known, then the groups.
+    lines = describe_organize(update)
+    assert lines[0].startswith(f"relation graph: 4 contexts, {graph['calls']} relation calls for 6")
+    assert sum("~" in line for line in lines) == 6
+    assert any("(mirrored via [1] 101)" in line for line in lines)
+    assert "group 2: 103" in lines and "  answer: Answer for 103 [103]" in lines
 
 
 async def test_synthesis_sees_every_group_answer(make_context, index):

@@ -196,3 +196,24 @@ def test_view_seed_is_a_64_bit_unsigned_integer():
     value = view_seed(13, "q")
     assert isinstance(value, int)
     assert 0 <= value < 2**64
+
+
+def test_weights_break_vote_ties_toward_the_heaviest_supporter():
+    assert vote("yesno", [["yes"], ["no"]], weights=[0.2, 0.7])["ranked"] == ["no"]
+    assert vote("yesno", [["yes"], ["no"]], weights=[0.9, 0.7])["ranked"] == ["yes"]
+    # Weights only break ties: two votes still beat one heavy supporter.
+    assert vote("yesno", [["yes"], ["yes"], ["no"]], weights=[0, 0, 9])["ranked"] == ["yes"]
+
+
+def test_synonym_clusters_join_spacing_initials_and_close_vectors():
+    import numpy as np
+
+    from nodes.ensemble.vote import synonym_clusters
+
+    keys = ["il-6", "il6", "tumor necrosis factor", "tnf", "p53", "tp53", "brca1"]
+    vectors = np.eye(len(keys))
+    vectors[5] = vectors[4]  # p53 and tp53: the embedder says they are the same
+    clusters = synonym_clusters(keys, vectors, threshold=0.9)
+    assert clusters["il6"] == "il-6" and clusters["tnf"] == "tumor necrosis factor"
+    assert clusters["tp53"] == "p53" and clusters["brca1"] == "brca1"
+    assert synonym_clusters(keys, None)["tp53"] == "tp53"  # without vectors, names only
