@@ -77,6 +77,13 @@ def eval_organize(
         str, typer.Option("--strategy", help="corg, dedupe, base, separate, random or kmeans.")
     ] = "corg",
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    min_snippets: Annotated[
+        int, typer.Option(min=0, help="BioASQ: only questions with at least N gold snippets.")
+    ] = 0,
+    match_corg: Annotated[
+        bool,
+        typer.Option(help="random/kmeans: use the group count CORG finds for each question."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """Answer, entity and entity-answer recall of an organize strategy, with its relation calls."""
@@ -88,14 +95,76 @@ def eval_organize(
         raise CliError(f"unknown --strategy {strategy!r}; choose one of {', '.join(strategies)}")
     if not dataset.is_file():
         raise CliError(f"{dataset}: no such file")
-    cases = load_cases(dataset)[:limit]
+    cases = [c for c in load_cases(dataset) if c.snippets >= min_snippets][:limit]
     settings = settings_for(organize={"strategy": strategy})
-    report = asyncio.run(evaluate_organize(build_context(settings), cases))
+    report = asyncio.run(evaluate_organize(build_context(settings), cases, match_corg=match_corg))
     if as_json:
         sys.stdout.write(json.dumps(report) + "\n")
         return
     for key, value in report.items():
         out.print(f"{key:>22}  {value}")
+
+
+@eval_app.command("ensemble")
+def eval_ensemble(
+    dataset: Annotated[
+        Path,
+        typer.Option(
+            "--dataset", help="NaturalQuestions-open .jsonl(.gz) or BioASQ golden .json (yes/no)."
+        ),
+    ],
+    strategies: Annotated[
+        str,
+        typer.Option(
+            "--strategies",
+            help="Comma-separated: single, self_consistency, permute_vote, cobag, ccv, moi "
+            "(permute_vote always runs, as the reference).",
+        ),
+    ] = "single,permute_vote,cobag,ccv,moi",
+    models: Annotated[
+        int | None,
+        typer.Option(
+            "--models",
+            min=1,
+            help="Ensemble models: the configured list repeated or cut to N (one model "
+            "configured: N copies of it, each answering every view).",
+        ),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    distractors: Annotated[
+        int, typer.Option(min=0, help="NaturalQuestions: BM25 distractors per gold passage.")
+    ] = 9,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """Ensemble strategies on the same contexts: accuracy, cost, agreement, McNemar test."""
+    from graphs.evaluate_ensemble import (
+        STRATEGIES,
+        evaluate_ensemble,
+        load_cases,
+        table,
+        with_models,
+    )
+    from graphs.runtime import build_context
+
+    chosen = [s.strip() for s in strategies.split(",") if s.strip()]
+    if bad := [s for s in chosen if s not in STRATEGIES]:
+        raise CliError(f"unknown strategy {bad[0]!r}; choose from {', '.join(STRATEGIES)}")
+    if not dataset.is_file():
+        raise CliError(f"{dataset}: no such file")
+    settings = settings_for()
+    cases = load_cases(dataset, distractors=distractors, limit=limit, seed=settings.ensemble.seed)
+    if not cases:
+        raise CliError(f"{dataset}: no usable questions")
+    if models is not None:
+        settings = with_models(settings, models)
+    report = asyncio.run(
+        evaluate_ensemble(build_context(settings), cases, chosen, dataset=dataset.name)
+    )
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return
+    for line in table(report):
+        out.print(line, markup=False)
 
 
 @bench_app.command("retrieval", context_settings={"allow_extra_args": True})
@@ -124,3 +193,30 @@ def bench_retrieval_cmd(
         sys.stdout.write(json.dumps(report) + "\n")
         return
     out.print(json.dumps(report, indent=2))
+
+
+@bench_app.command("pipeline")
+def bench_pipeline_cmd(
+    llm_latency: Annotated[
+        float,
+        typer.Option("--llm-latency", min=0.0, max=60.0, help="Seconds every LLM call takes."),
+    ] = 1.0,
+    models: Annotated[int, typer.Option("--models", min=1, max=16, help="Ensemble models.")] = 3,
+    members: Annotated[
+        int, typer.Option("--members", min=1, max=32, help="Views (K) per ensemble model.")
+    ] = 5,
+    runs: Annotated[int, typer.Option(min=1, max=20, help="Runs; the fastest is reported.")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """The whole graph against a simulated OpenAI-compatible endpoint: how calls overlap."""
+    from graphs.bench_pipeline import bench_pipeline
+
+    report = bench_pipeline(
+        settings_for(), latency_s=llm_latency, models=models, members=members, runs=runs
+    )
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return
+    for key in ("wall_s", "llm_calls", "critical_path_calls", "bound_s", "overlap", "failed_calls"):
+        out.print(f"{key:>20}  {report[key]}")
+    out.print(f"{'calls_by_node':>20}  {json.dumps(report['calls_by_node'])}")

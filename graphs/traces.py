@@ -84,5 +84,71 @@ def describe_organize(update: dict[str, Any]) -> list[str]:
     return lines
 
 
-DESCRIBERS = {"organize": (describe_organize, frozenset({"relation_graph", "relations", "groups"}))}
+def describe_ensemble(update: dict[str, Any]) -> list[str]:
+    """Return readable lines for an ensemble update: each member's view and output, the vote."""
+    votes = update.get("votes") or {}
+    members = update.get("members") or []
+    lines = [
+        f"strategy {votes.get('strategy', '?')}: {len(members)} member call(s), agreement "
+        f"{votes.get('agreement', 0):.2f}, {votes.get('distinct', 0)} distinct answer(s)"
+    ]
+    for m in members:
+        said = "; ".join(m.get("answer") or []) or "-"
+        cited = f" cites {', '.join(m['pmids'])}" if m.get("pmids") else ""
+        outcome = f"ERROR {m['error']}" if m.get("error") else f"{said}{cited}"
+        lines.append(
+            f"  {m['model']} view {m['view']} [{' '.join(m['order'])}] "
+            f"t={m.get('temperature', 0):g} {m.get('latency_s', 0):.2f}s: {outcome}"
+        )
+    lines.append("vote table:")
+    for row in votes.get("table", []):
+        variants = f" (as {', '.join(row['variants'])})" if row.get("variants") else ""
+        lines.append(f"  {row['votes']:>3}  {row['answer']}{variants}")
+    if ccv := votes.get("ccv"):
+        lines.append(
+            f"citation-consistent vote ({ccv['evidence']}): winner {ccv['winner']!r}, "
+            f"citation agreement {ccv['citation_agreement']:.2f}"
+        )
+        for row in ccv["table"]:
+            lines.append(
+                f"  score {row['score']} (said {row['frequency']}x, cites {row['pmid']}): "
+                f"{row['answer']}"
+            )
+    for name, fit in (votes.get("moi") or {}).items():
+        weights = ", ".join(f"{w:.2f}" for w in fit["position_weights"])
+        utilities = ", ".join(f"{p} {u:.2f}" for p, u in fit["utilities"].items())
+        lines.append(f"MoI {name}: position weights [{weights}]; utilities {utilities}")
+        lines.append(f"  debiased order: {' '.join(fit['order'])}")
+    lines.append(f"ranked: {'; '.join(votes.get('ranked', [])) or '-'}")
+    return lines
+
+
+def describe_synthesize(update: dict[str, Any]) -> list[str]:
+    """Return readable lines for a synthesis attempt: temperature, answer, confidence, why."""
+    lines = []
+    for attempt in update.get("attempts", []):
+        answer = attempt.get("answer") or {}
+        again = " (again, at temperature 0)" if attempt["temperature"] == 0 else ""
+        lines.append(
+            f"attempt in round {attempt['round']} at temperature {attempt['temperature']:g}"
+            f"{again}: confidence {answer.get('confidence', 0):.2f} from {answer.get('source')}"
+        )
+        if attempt.get("error"):
+            lines.append(f"  error: {attempt['error']}")
+        if answer.get("extracted") and answer.get("extracted") != answer.get("exact"):
+            lines.append(f"  extracted: {'; '.join(answer['extracted'])}")
+        lines.append(f"  exact: {'; '.join(answer.get('exact') or []) or '-'}")
+        lines.append(f"  ideal: {answer.get('ideal') or '-'}")
+        if answer.get("rationale"):
+            lines.append(f"  rationale: {answer['rationale']}")
+        if answer.get("cited"):
+            lines.append(f"  cites: {', '.join(answer['cited'])}")
+    return lines
+
+
+DESCRIBERS = {
+    "organize": (describe_organize, frozenset({"relation_graph", "relations", "groups"})),
+    "ensemble": (describe_ensemble, frozenset({"members", "votes"})),
+    "synthesize": (describe_synthesize, frozenset({"attempts", "answer"})),
+}
 """Nodes whose updates read better as lines than as raw JSON, and the keys the lines cover."""

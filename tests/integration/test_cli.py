@@ -124,3 +124,34 @@ def test_invalid_setting_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.startswith("quorum: error: invalid setting search.index")
     assert "Traceback" not in proc.stderr
+
+
+def test_eval_ensemble_unknown_strategy_is_one_line_and_exit_2(tmp_path):
+    args = ["eval", "ensemble", "--dataset", "x.jsonl", "--strategies", "single,magic"]
+    proc = quorum(tmp_path, *args, timeout=120)
+    assert proc.returncode == 2
+    assert "unknown strategy 'magic'" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_bench_pipeline_prints_one_json_object(home):
+    proc = quorum(
+        home,
+        "bench",
+        "pipeline",
+        "--llm-latency",
+        "0.2",
+        "--models",
+        "2",
+        "--members",
+        "2",
+        "--runs",
+        "1",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert {"wall_s", "llm_calls", "critical_path_calls", "llm_latency_s"} <= set(report)
+    assert report["llm_calls"] == 1 + 1 + 4 + 1 and report["critical_path_calls"] == 4
+    assert report["failed_calls"] == 0 and report["llm_latency_s"] == 0.2

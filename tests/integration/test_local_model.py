@@ -60,8 +60,55 @@ async def test_structured_output_always_matches_the_schema(pool):
 
 
 @pytest.mark.slow
-async def test_greedy_decoding_is_reproducible(pool):
-    model = pool.first("synthesis")
+async def test_greedy_decoding_is_reproducible(quorum_home):
+    settings = load_settings(home=quorum_home, models={"cache": "off"})
+    model = ModelPool(settings).first("synthesis")
     first = await model.structured(Verdict, MESSAGES, temperature=0.0)
     second = await model.structured(Verdict, MESSAGES, temperature=0.0)
-    assert first.raw == second.raw
+    assert first.raw == second.raw and second.output_tokens > 0
+
+
+@pytest.mark.slow
+async def test_greedy_replies_come_back_from_the_cache(pool):
+    model = pool.first("synthesis")
+    question = [*MESSAGES[:-1], HumanMessage(content=MESSAGES[-1].content + " (cached)")]
+    first = await model.structured(Verdict, question, temperature=0.0)
+    again = await model.structured(Verdict, question, temperature=0.0)
+    assert again.raw == first.raw and again.value == first.value
+    assert len(model.cached.cache) >= 1
+
+
+@pytest.mark.slow
+async def test_local_loglikelihood_scores_a_continuation(pool):
+    model = pool.first("synthesis")
+    context = "Mitochondria act early in lace plant programmed cell death.\n\nQuestion: "
+    short, tokens = await model.loglikelihood(context, "Do mitochondria")
+    longer, more = await model.loglikelihood(context, "Do mitochondria play a role in cell death?")
+    assert short < 0 and longer < short  # more tokens, more (negative) log-probability
+    assert 10 < tokens < more
+    assert (await model.loglikelihood(context, "Do mitochondria"))[0] == pytest.approx(short)
+
+
+@pytest.mark.slow
+async def test_moi_runs_on_the_local_model(quorum_home, index, embedder):
+    from langgraph.runtime import Runtime
+
+    from nodes.context import Context
+    from nodes.ensemble import ensemble
+
+    settings = load_settings(
+        home=quorum_home, ensemble={"strategy": "moi", "contexts": 3}, fallback={"enabled": False}
+    )
+    ctx = Context(settings=settings, search=index, embedder=embedder, models=ModelPool(settings))
+    state = {
+        "question": "Do mitochondria play a role in lace plant programmed cell death?",
+        "qtype": "yesno",
+        "organized": index.fetch(["101", "103", "105"]),
+    }
+    update = await ensemble(state, Runtime(context=ctx))
+    (fit,) = update["votes"]["moi"].values()
+    assert len(fit["observations"]) == 3 and all(o < 0 for o in fit["observations"])
+    assert abs(sum(fit["position_weights"]) - 1) < 1e-6
+    assert sorted(fit["order"]) == ["101", "103", "105"]
+    (member,) = update["members"]
+    assert member["order"] == fit["order"] and member["error"] is None

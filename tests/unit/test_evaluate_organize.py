@@ -90,7 +90,9 @@ async def test_evaluate_corg_on_a_conflict(make_context, settings):
 
 async def test_random_matches_corg_group_count_per_question(make_context, settings):
     random = settings.model_copy(
-        update={"organize": settings.organize.model_copy(update={"strategy": "random", "groups": 1})}
+        update={
+            "organize": settings.organize.model_copy(update={"strategy": "random", "groups": 1})
+        }
     )
     triple = {"answer": "harmful", "entity": "coffee", "descriptor": "adults"}
     model = script(

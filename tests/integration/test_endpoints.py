@@ -1,0 +1,158 @@
+"""Models behind a real OpenAI-compatible HTTP endpoint (the local simulator): structured
+output, retries on 429, the rate limiter, prompt log-probabilities for MoI, the response cache,
+and the whole graph's concurrency as `quorum bench pipeline` measures it."""
+
+import asyncio
+import time
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.runtime import Runtime
+from pydantic import BaseModel
+
+from graphs.bench_pipeline import bench_pipeline, chain_length
+from infra.llm_simulator import SimulatedEndpoint
+from infra.models import ModelPool
+from infra.settings import ModelSpec
+from nodes.context import Context
+from nodes.ensemble import StrategyUnavailable, ensemble
+
+HI = [HumanMessage(content="Is it so?")]
+QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
+
+
+class Verdict(BaseModel):
+    answer: str
+    confidence: float
+
+
+def endpoint_settings(settings, url, *, ensemble_models=2, **spec):
+    def one(name):
+        return ModelSpec(provider="openai", model=name, base_url=url, **spec)
+
+    models = settings.models.model_copy(
+        update={
+            "query": one("q"),
+            "ensemble": [one(f"e{i}") for i in range(ensemble_models)],
+        }
+    )
+    return settings.model_copy(update={"models": models})
+
+
+async def test_retries_a_rate_limited_call_then_succeeds(settings):
+    with SimulatedEndpoint(0.0, fail_first=2) as endpoint:
+        chosen = endpoint_settings(settings, endpoint.base_url, max_retries=3)
+        model = ModelPool(chosen).first("query")
+        reply = await model.structured(Verdict, HI)
+        assert reply.error is None and reply.value.confidence == 0.9
+        assert endpoint.rejected == 2 and endpoint.stats.calls == 1
+
+
+async def test_a_call_that_keeps_failing_is_an_error_reply_not_an_exception(settings):
+    with SimulatedEndpoint(0.0, fail_first=10) as endpoint:
+        chosen = endpoint_settings(settings, endpoint.base_url, max_retries=1)
+        reply = await ModelPool(chosen).first("query").structured(Verdict, HI)
+        assert reply.value is None and "RateLimitError" in reply.error
+        assert endpoint.rejected == 2  # the call and its one retry
+
+
+async def test_rate_limiter_spaces_requests(settings):
+    with SimulatedEndpoint(0.0) as endpoint:
+        chosen = endpoint_settings(settings, endpoint.base_url, requests_per_second=20)
+        model = ModelPool(chosen).first("query")
+        began = time.perf_counter()
+        replies = await asyncio.gather(
+            *(model.structured(Verdict, HI, temperature=1.0) for _ in range(6))
+        )
+        assert all(r.error is None for r in replies) and endpoint.stats.calls == 6
+        # A 20/s token bucket of size 1 lets one request through every 50 ms: six need ≥ 0.25 s
+        # (a lower bound on correct behaviour, not a speed target).
+        assert time.perf_counter() - began >= 0.2
+
+
+async def test_greedy_calls_are_cached_across_pools_and_sampled_calls_are_not(settings):
+    with SimulatedEndpoint(0.0) as endpoint:
+        chosen = endpoint_settings(settings, endpoint.base_url)
+        first = await ModelPool(chosen).first("query").structured(Verdict, HI, temperature=0.0)
+        again = await ModelPool(chosen).first("query").structured(Verdict, HI, temperature=0.0)
+        assert endpoint.stats.calls == 1 and again.value == first.value
+        await ModelPool(chosen).first("query").structured(Verdict, HI, temperature=1.0)
+        await ModelPool(chosen).first("query").structured(Verdict, HI, temperature=1.0)
+        assert endpoint.stats.calls == 3
+        other = ModelPool(chosen).role("ensemble")[0]  # another model: its own entries
+        await other.structured(Verdict, HI, temperature=0.0)
+        assert endpoint.stats.calls == 4
+        off = chosen.model_copy(
+            update={"models": chosen.models.model_copy(update={"cache": "off"})}
+        )
+        await ModelPool(off).first("query").structured(Verdict, HI, temperature=0.0)
+        assert endpoint.stats.calls == 5
+    assert settings.llm_cache_path.exists()
+
+
+def endpoint_context(settings, index, embedder, url, **ensemble):
+    chosen = endpoint_settings(settings, url, prompt_logprobs=True)
+    chosen = chosen.model_copy(update={"ensemble": chosen.ensemble.model_copy(update=ensemble)})
+    return Context(settings=chosen, search=index, embedder=embedder, models=ModelPool(chosen))
+
+
+async def test_moi_observes_every_cyclic_order_per_model_then_answers_once(
+    settings, index, embedder
+):
+    with SimulatedEndpoint(0.0) as endpoint:
+        ctx = endpoint_context(
+            settings, index, embedder, endpoint.base_url, strategy="moi", contexts=4
+        )
+        state = {
+            "question": QUESTION,
+            "qtype": "yesno",
+            "organized": index.fetch(["101", "102", "103", "105"]),
+        }
+        update = await ensemble(state, Runtime(context=ctx))
+        assert endpoint.stats.completions == 2 * 4  # 2 models x 4 cyclic orders
+        assert endpoint.stats.calls == 2  # then one answer per model
+        fits = update["votes"]["moi"]
+        assert len(fits) == 2
+        for fit in fits.values():
+            assert len(fit["observations"]) == 4 and all(o < 0 for o in fit["observations"])
+            assert abs(sum(fit["position_weights"]) - 1) < 1e-6
+            assert sorted(fit["order"]) == ["101", "102", "103", "105"]
+        orders = [m["order"] for m in update["members"]]
+        assert orders == [fit["order"] for fit in fits.values()]
+        assert sum(c.get("kind") == "loglikelihood" for c in update["calls"]) == 8
+
+
+async def test_moi_is_refused_on_a_chat_only_endpoint(settings, index, embedder):
+    with SimulatedEndpoint(0.0) as endpoint:
+        chosen = endpoint_settings(settings, endpoint.base_url)  # prompt_logprobs off
+        chosen = chosen.model_copy(
+            update={"ensemble": chosen.ensemble.model_copy(update={"strategy": "moi"})}
+        )
+        ctx = Context(settings=chosen, search=index, embedder=embedder, models=ModelPool(chosen))
+        state = {"question": QUESTION, "qtype": "yesno", "organized": index.fetch(["101", "102"])}
+        with pytest.raises(StrategyUnavailable, match="prompt_logprobs"):
+            await ensemble(state, Runtime(context=ctx))
+        assert endpoint.stats.calls == 0 and endpoint.stats.completions == 0
+
+
+def test_chain_length_counts_waves_of_overlapping_calls():
+    wave = [{"started": 10.0 + i * 0.01, "latency_s": 1.0} for i in range(5)]
+    later = [{"started": 11.05, "latency_s": 1.0}, {"started": 12.1, "latency_s": 1.0}]
+    assert chain_length(wave) == 1
+    assert chain_length(wave + later) == 3
+    assert chain_length([]) == 0
+
+
+def test_bench_pipeline_runs_the_whole_graph_against_the_simulator(quorum_home, tmp_path):
+    from infra.settings import load_settings
+
+    # The embedded demo index and the real MiniLM embedder; only the LLMs are simulated.
+    base = load_settings(home=quorum_home)
+    figures = bench_pipeline(base, latency_s=0.2, models=2, members=3, runs=1)
+    assert figures["calls_by_node"]["ensemble"] == 6  # 2 models x 3 views
+    assert figures["llm_calls"] == sum(figures["calls_by_node"].values())
+    assert figures["failed_calls"] == 0
+    # generate_query, organize, ensemble, synthesize: one wave each.
+    assert figures["critical_path_calls"] == 4
+    assert figures["max_in_flight"] >= 6
+    assert set(figures) >= {"wall_s", "llm_calls", "critical_path_calls", "llm_latency_s"}

@@ -1,0 +1,41 @@
+"""A run read back from its SQLite checkpoints, as `quorum trace show` prints it."""
+
+from conftest import pmids_in, script
+
+from graphs.runtime import run_question
+from graphs.traces import DESCRIBERS, node_updates
+
+QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
+
+
+async def test_trace_shows_members_votes_and_the_greedy_resynthesis(make_context, settings):
+    answers = iter(["yes", "no", "yes"])
+    model = script(
+        query={"query": "mitochondria OR lace OR cell"},
+        organize={"duplicates": []},
+        ensemble=lambda m, kw: {"answer": next(answers), "pmids": pmids_in(m)[:1]},
+        synthesize=lambda m, kw: {
+            "exact_answer": "yes",
+            "ideal_answer": "Mitochondria act early.",
+            "confidence": 0.3 if kw.get("temperature") else 0.8,
+            "cited_pmids": pmids_in(m)[:1],
+            "rationale": "Two of three readers and the first abstract agree.",
+        },
+    )
+    thread, result = await run_question(settings, QUESTION, context=make_context(model))
+    steps = node_updates(settings, thread)
+    shown = {}
+    for step in steps:
+        describe, _ = DESCRIBERS.get(step["node"], (None, None))
+        if describe is not None:
+            shown.setdefault(step["node"], []).append(describe(step["update"]))
+    (ensemble,) = shown["ensemble"]
+    assert ensemble[0].startswith("strategy permute_vote: 3 member call(s), agreement 0.67")
+    member_lines = [line for line in ensemble if " view " in line]
+    assert len(member_lines) == 3 and all(" cites " in line for line in member_lines)
+    assert "vote table:" in ensemble and "    2  yes" in ensemble and "    1  no" in ensemble
+    first, second = shown["synthesize"]  # low confidence, so a second, greedy attempt
+    assert "temperature 0.3" in first[0] and "confidence 0.30" in first[0]
+    assert "(again, at temperature 0)" in second[0] and "confidence 0.80" in second[0]
+    assert "  rationale: Two of three readers and the first abstract agree." in second
+    assert result["exact_answer"] == "yes"
