@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from typer.exceptions import TyperException
 
+from graphs.cli_bioasq import bioasq_app
 from graphs.cli_common import CliError, err, out, settings_for
 from graphs.cli_measure import bench_app, eval_app
 
@@ -25,6 +26,7 @@ trace_app = typer.Typer(no_args_is_help=True, help="Read runs back from their ch
 app.add_typer(trace_app, name="trace")
 app.add_typer(eval_app, name="eval")
 app.add_typer(bench_app, name="bench")
+app.add_typer(bioasq_app, name="bioasq")
 
 QUESTION_TYPES = ("yesno", "factoid", "list", "summary")
 

@@ -19,9 +19,13 @@ def node_updates(settings: Settings, thread_id: str) -> list[dict[str, Any]]:
     path = settings.checkpoint_path
     if not thread_exists(path, thread_id):
         raise UnknownThread(f"no run with thread id {thread_id!r} in {path}")
+    config = {"configurable": {"thread_id": thread_id}}
     with saver(path) as checkpointer:
-        graph = build_graph(checkpointer=checkpointer)
-        history = list(graph.get_state_history({"configurable": {"thread_id": thread_id}}))
+        latest = checkpointer.get_tuple(config)
+        # A BioASQ batch records its phase; its graph is the one that can replay the thread.
+        phase = (latest.metadata or {}).get("phase", "A+") if latest else "A+"
+        graph = build_graph(checkpointer=checkpointer, phase=phase)
+        history = list(graph.get_state_history(config))
     history.reverse()
     steps = []
     for i, snapshot in enumerate(history):

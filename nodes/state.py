@@ -33,6 +33,8 @@ class InputState(TypedDict):
 
     question: str
     qtype: NotRequired[QuestionType | None]
+    given: NotRequired[dict[str, Any] | None]
+    """BioASQ phase B: the organizers' documents (PMIDs) and snippets to answer from."""
 
 
 class QAState(InputState, total=False):

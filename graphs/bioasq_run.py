@@ -1,0 +1,257 @@
+"""`quorum bioasq run`: a BioASQ Task B batch that survives crashes.
+
+Every finished question is appended to a journal next to the output (one JSON line, fsynced)
+before the next result is trusted; a re-run with the same input and phase skips what the journal
+holds, so a batch killed at any point (kill -9 included) and started again answers each question
+once. The submission is written from the journal at the end, atomically (temp file + rename).
+Failures are retried; those that persist are journalled, reported, and make the exit non-zero —
+a re-run tries them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from graphs.qa import build_graph
+from infra.bioasq.answers import pubmed_url
+from infra.bioasq.formats import FormatError, Question, load_questions
+from infra.checkpoints import async_saver
+from nodes.context import Context
+
+JOURNAL_VERSION = 1
+SNIPPET_KEYS = (
+    "document",
+    "text",
+    "offsetInBeginSection",
+    "offsetInEndSection",
+    "beginSection",
+    "endSection",
+)
+
+
+class JournalMismatch(ValueError):
+    """The journal beside the output belongs to another input or phase."""
+
+
+@dataclass
+class BatchReport:
+    """What a batch did: answered now, taken from the journal, failed, and what it cost."""
+
+    answered: int = 0
+    resumed: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    llm_calls: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    output: Path | None = None
+
+
+def journal_path(output: Path) -> Path:
+    """Return the journal file kept beside a submission."""
+    return output.with_name(output.name + ".journal.jsonl")
+
+
+def _fingerprint(input_path: Path, phase: str) -> dict[str, Any]:
+    digest = hashlib.sha256(input_path.read_bytes()).hexdigest()
+    return {"journal": JOURNAL_VERSION, "input_sha256": digest, "phase": phase}
+
+
+class Journal:
+    """Append-only JSON lines: a header, then one record per finished (or failed) question."""
+
+    def __init__(self, path: Path, header: dict[str, Any]):
+        self.path = path
+        self.done: dict[str, dict[str, Any]] = {}
+        self.failed: dict[str, str] = {}
+        if path.exists():
+            self._read(header)
+        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for the batch
+        if path.stat().st_size == 0:
+            self._append(header)
+        elif not path.read_bytes().endswith(b"\n"):
+            # A kill mid-write left half a line: end it, so the next record stands alone.
+            self._fh.write("\n")
+            self._fh.flush()
+
+    def _read(self, header: dict[str, Any]) -> None:
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        if not lines:
+            return
+        try:
+            first = json.loads(lines[0])
+        except json.JSONDecodeError:
+            first = {}
+        if {k: first.get(k) for k in header} != header:
+            raise JournalMismatch(
+                f"{self.path} belongs to another input or phase; choose another --output "
+                "or move that journal away"
+            )
+        for line in lines[1:]:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a kill: that question runs again
+            if record.get("status") == "ok":
+                self.done[record["id"]] = record
+                self.failed.pop(record["id"], None)
+            elif record.get("status") == "failed" and record["id"] not in self.done:
+                self.failed[record["id"]] = record.get("error", "")
+
+    def _append(self, record: dict[str, Any]) -> None:
+        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def record(self, record: dict[str, Any]) -> None:
+        """Durably append a question's outcome."""
+        self._append(record)
+        if record.get("status") == "ok":
+            self.done[record["id"]] = record
+            self.failed.pop(record["id"], None)
+        else:
+            self.failed[record["id"]] = record.get("error", "")
+
+    def close(self) -> None:
+        """Close the file."""
+        self._fh.close()
+
+
+def submission_entry(question: Question, phase: str, result: dict[str, Any]) -> dict[str, Any]:
+    """Shape one answered question as a Task B submission entry for the phase."""
+    entry: dict[str, Any] = {"id": question.id, "body": question.body, "type": question.type}
+    if phase in ("A", "A+"):
+        entry["documents"] = [pubmed_url(p) for p in result.get("documents", [])][:10]
+        entry["snippets"] = [{k: s[k] for k in SNIPPET_KEYS} for s in result.get("snippets", [])][
+            :10
+        ]
+    if phase in ("A+", "B"):
+        if question.type != "summary":
+            entry["exact_answer"] = result.get("exact_answer")
+        entry["ideal_answer"] = result.get("ideal_answer") or ""
+    return entry
+
+
+def write_submission(output: Path, questions: list[Question], done: dict[str, dict]) -> int:
+    """Write the answered questions, in test-set order, atomically; return how many."""
+    entries = [done[q.id]["entry"] for q in questions if q.id in done]
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump({"questions": entries}, fh, ensure_ascii=False, indent=1)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, output)
+    return len(entries)
+
+
+async def run_batch(
+    context: Context,
+    input_path: Path,
+    output: Path,
+    *,
+    phase: str,
+    concurrency: int = 1,
+    limit: int | None = None,
+    attempts: int = 2,
+    progress: bool | None = None,
+    on_question: Callable[[str], None] | None = None,
+) -> BatchReport:
+    """Answer a test set's questions into `output`, resuming from its journal."""
+    questions = load_questions(input_path)[:limit]
+    if phase == "B" and not any(q.snippets for q in questions):
+        raise FormatError(f"{input_path}: phase B needs the given snippets; this file has none")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    journal = Journal(journal_path(output), _fingerprint(input_path, phase))
+    report = BatchReport(resumed=sum(q.id in journal.done for q in questions), output=output)
+    todo = [q for q in questions if q.id not in journal.done]
+    started = time.perf_counter()
+    bar = tqdm(
+        total=len(questions),
+        initial=report.resumed,
+        unit=" q",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        disable=None if progress is None else not progress,
+    )
+    gate = asyncio.Semaphore(concurrency)
+    settings = context.settings
+    try:
+        async with async_saver(settings.checkpoint_path) as saver:
+            graph = build_graph(checkpointer=saver, phase=phase)
+
+            async def one(question: Question) -> None:
+                async with gate:
+                    if on_question is not None:
+                        on_question(question.id)
+                    record = await _answer(graph, context, question, phase, attempts)
+                journal.record(record)
+                if record["status"] == "ok":
+                    report.answered += 1
+                report.llm_calls += record.get("llm_calls", 0)
+                report.tokens += record.get("tokens", 0)
+                bar.update(1)
+                bar.set_postfix(
+                    failed=len([q for q in questions if q.id in journal.failed]),
+                    calls=report.llm_calls,
+                    tokens=report.tokens,
+                    refresh=False,
+                )
+
+            await asyncio.gather(*(one(q) for q in todo))
+    finally:
+        bar.close()
+        journal.close()
+    report.failed = {q.id: journal.failed[q.id] for q in questions if q.id in journal.failed}
+    write_submission(output, questions, journal.done)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+async def _answer(
+    graph: Any, context: Context, question: Question, phase: str, attempts: int
+) -> dict[str, Any]:
+    inputs: dict[str, Any] = {"question": question.body, "qtype": question.type}
+    if phase == "B":
+        inputs["given"] = {"documents": question.documents, "snippets": question.snippets}
+    error = ""
+    calls = tokens = 0
+    began = time.perf_counter()
+    for attempt in range(1, attempts + 1):
+        thread_id = f"bioasq-{uuid.uuid4().hex}"
+        config = {
+            "configurable": {"thread_id": thread_id},
+            "metadata": {"question": question.body[:300], "bioasq_id": question.id, "phase": phase},
+        }
+        try:
+            final = await graph.ainvoke(inputs, config, context=context)
+            state = (await graph.aget_state(config)).values
+        except Exception as exc:  # one question must not sink the batch
+            error = f"attempt {attempt}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            continue
+        made = state.get("calls", [])
+        calls += len(made)
+        tokens += sum(c.get("input_tokens", 0) + c.get("output_tokens", 0) for c in made)
+        result = final.get("result") or {}
+        return {
+            "status": "ok",
+            "id": question.id,
+            "thread_id": thread_id,
+            "attempt": attempt,
+            "entry": submission_entry(question, phase, result),
+            "confidence": result.get("confidence"),
+            "llm_calls": calls,
+            "tokens": tokens,
+            "seconds": round(time.perf_counter() - began, 3),
+        }
+    return {"status": "failed", "id": question.id, "error": error, "llm_calls": calls}

@@ -1,0 +1,277 @@
+"""`quorum bioasq run`: phases A, A+ and B, the journal, resume after failures and after kill -9."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import pmids_in, script
+
+from graphs.bioasq_run import JournalMismatch, journal_path, run_batch
+from infra.llm_simulator import SimulatedEndpoint
+
+QUESTIONS = [
+    ("q1", "Do mitochondria play a role in lace plant programmed cell death?", "yesno"),
+    ("q2", "Which organelles act in lace plant cell death?", "list"),
+    ("q3", "What forms the perforations of lace plant leaves?", "factoid"),
+    ("q4", "Describe programmed cell death in lace plant leaves.", "summary"),
+]
+
+
+def write_testset(path: Path, *, snippets: bool = False, count: int = 4) -> Path:
+    questions = []
+    for i in range(count):
+        qid, body, qtype = QUESTIONS[i % len(QUESTIONS)]
+        item = {"id": f"{qid}-{i}", "body": body, "type": qtype}
+        if snippets:
+            item["documents"] = ["http://www.ncbi.nlm.nih.gov/pubmed/101"]
+            item["snippets"] = [
+                {
+                    "document": "http://www.ncbi.nlm.nih.gov/pubmed/101",
+                    "text": "Mitochondrial dynamics change early during programmed cell death.",
+                    "offsetInBeginSection": 0,
+                    "offsetInEndSection": 66,
+                    "beginSection": "abstract",
+                    "endSection": "abstract",
+                }
+            ]
+        questions.append(item)
+    path.write_text(json.dumps({"questions": questions}))
+    return path
+
+
+def answering_model():
+    def member(m, kw):
+        text = m[-1].content
+        if "Answer yes or no" in " ".join(x.content for x in m):
+            return {"answer": "yes", "pmids": pmids_in(m)[:1]}
+        if "Answer in one or two sentences" in " ".join(x.content for x in m):
+            return {"answer": "Areole cells die.", "pmids": pmids_in(m)[:1]}
+        return {"answer": ["mitochondria"], "pmids": pmids_in(m)[:1] if text else []}
+
+    def synth(m, kw):
+        system = " ".join(x.content for x in m)
+        out = {
+            "ideal_answer": "Mitochondria act early.",
+            "confidence": 0.9,
+            "cited_pmids": pmids_in(m)[:1],
+        }
+        if "Answer yes or no" in system:
+            out["exact_answer"] = "yes"
+        elif "Answer in one or two sentences" not in system:
+            out["exact_answer"] = ["mitochondria", "the vacuole"]
+        return out
+
+    return script(
+        query={"query": "mitochondria OR lace OR cell OR perforation"},
+        organize={"duplicates": []},
+        ensemble=member,
+        synthesize=synth,
+    )
+
+
+async def test_phase_a_writes_documents_and_snippets_only(make_context, tmp_path):
+    model = answering_model()
+    out = tmp_path / "out" / "submission.json"
+    report = await run_batch(
+        make_context(model), write_testset(tmp_path / "t.json"), out, phase="A", progress=False
+    )
+    assert report.answered == 4 and not report.failed
+    entries = json.loads(out.read_text())["questions"]
+    assert [e["id"] for e in entries] == ["q1-0", "q2-1", "q3-2", "q4-3"]
+    for e in entries:
+        assert "exact_answer" not in e and "ideal_answer" not in e
+        assert 0 < len(e["documents"]) <= 10 and len(e["snippets"]) <= 10
+        assert all(d.startswith("http://www.ncbi.nlm.nih.gov/pubmed/") for d in e["documents"])
+        assert all(
+            set(s)
+            == {
+                "document",
+                "text",
+                "offsetInBeginSection",
+                "offsetInEndSection",
+                "beginSection",
+                "endSection",
+            }
+            for s in e["snippets"]
+        )
+    # Phase A asks no answering model: only the query writer ran.
+    assert not any("You are the final judge" in c["messages"][0].content for c in model.calls)
+
+
+async def test_phase_a_plus_answers_by_type(make_context, tmp_path):
+    out = tmp_path / "sub.json"
+    await run_batch(
+        make_context(answering_model()),
+        write_testset(tmp_path / "t.json"),
+        out,
+        phase="A+",
+        progress=False,
+    )
+    by_id = {e["id"]: e for e in json.loads(out.read_text())["questions"]}
+    assert by_id["q1-0"]["exact_answer"] == "yes"
+    assert by_id["q2-1"]["exact_answer"] == [["mitochondria"], ["the vacuole"]]
+    assert by_id["q3-2"]["exact_answer"][0] == ["mitochondria"]
+    assert "exact_answer" not in by_id["q4-3"] and by_id["q4-3"]["ideal_answer"]
+    assert all(e["documents"] for e in by_id.values())
+
+
+async def test_phase_b_answers_from_the_given_snippets_without_searching(make_context, tmp_path):
+    model = answering_model()
+    out = tmp_path / "b.json"
+    await run_batch(
+        make_context(model),
+        write_testset(tmp_path / "t.json", snippets=True),
+        out,
+        phase="B",
+        progress=False,
+    )
+    entries = json.loads(out.read_text())["questions"]
+    assert entries[0]["exact_answer"] == "yes" and "documents" not in entries[0]
+    assert not any(
+        "You write PubMed search queries" in c["messages"][0].content for c in model.calls
+    )
+    shown = [c for c in model.calls if "You are the final judge" in c["messages"][0].content]
+    assert all("Mitochondrial dynamics change early" in c["messages"][-1].content for c in shown)
+
+
+async def test_phase_b_needs_snippets(make_context, tmp_path):
+    from infra.bioasq.formats import FormatError
+
+    with pytest.raises(FormatError, match="phase B needs the given snippets"):
+        await run_batch(
+            make_context(answering_model()),
+            write_testset(tmp_path / "t.json"),
+            tmp_path / "o.json",
+            phase="B",
+            progress=False,
+        )
+
+
+class FailingSearch:
+    """The real index, except that searching fails while `broken` holds."""
+
+    def __init__(self, index):
+        self._index = index
+        self.broken = True
+
+    def __getattr__(self, name):
+        return getattr(self._index, name)
+
+    def search(self, query, limit):
+        if self.broken:
+            raise ConnectionError("search backend down")
+        return self._index.search(query, limit)
+
+
+async def test_failures_are_journalled_reported_and_retried_by_a_rerun(
+    make_context, index, tmp_path
+):
+    ctx = make_context(answering_model())
+    ctx.search = FailingSearch(index)
+    t, out = write_testset(tmp_path / "t.json", count=2), tmp_path / "sub.json"
+    report = await run_batch(ctx, t, out, phase="A", progress=False)
+    assert set(report.failed) == {"q1-0", "q2-1"} and report.answered == 0
+    assert "ConnectionError: search backend down" in report.failed["q1-0"]
+    assert "attempt 2" in report.failed["q1-0"]  # retried before giving up
+    assert json.loads(out.read_text()) == {"questions": []}
+    ctx.search.broken = False
+    again = await run_batch(ctx, t, out, phase="A", progress=False)
+    assert again.answered == 2 and not again.failed
+    assert len(json.loads(out.read_text())["questions"]) == 2
+
+
+async def test_rerun_skips_journalled_questions_and_survives_a_torn_line(make_context, tmp_path):
+    t, out = write_testset(tmp_path / "t.json"), tmp_path / "sub.json"
+    first = answering_model()
+    await run_batch(make_context(first), t, out, phase="A", limit=2, progress=False)
+    with open(journal_path(out), "a") as fh:
+        fh.write('{"status": "ok", "id": "q3-2", "entr')  # a kill in the middle of a write
+    second = answering_model()
+    report = await run_batch(make_context(second), t, out, phase="A", progress=False)
+    assert report.resumed == 2 and report.answered == 2
+    assert len(second.calls) == 2  # one query per question not yet journalled
+    ids = [e["id"] for e in json.loads(out.read_text())["questions"]]
+    assert ids == ["q1-0", "q2-1", "q3-2", "q4-3"]
+    third = answering_model()
+    report = await run_batch(make_context(third), t, out, phase="A", progress=False)
+    assert report.resumed == 4 and third.calls == []
+
+
+async def test_a_journal_of_another_input_is_refused(make_context, tmp_path):
+    out = tmp_path / "sub.json"
+    await run_batch(
+        make_context(answering_model()),
+        write_testset(tmp_path / "t.json", count=1),
+        out,
+        phase="A",
+        progress=False,
+    )
+    with pytest.raises(JournalMismatch, match="belongs to another input or phase"):
+        await run_batch(
+            make_context(answering_model()),
+            write_testset(tmp_path / "t.json", count=1),
+            out,
+            phase="A+",
+            progress=False,
+        )
+
+
+QUORUM = str(Path(sys.executable).parent / "quorum")
+
+
+@pytest.mark.slow
+def test_kill_9_twice_then_resume_answers_every_question_once(quorum_home, tmp_path):
+    count = 16
+    t, out = write_testset(tmp_path / "t.json", count=count), tmp_path / "sub.json"
+    with SimulatedEndpoint(0.05) as endpoint:
+        spec = {"provider": "openai", "model": "sim", "base_url": endpoint.base_url}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
+        env |= {
+            "QUORUM_HOME": str(quorum_home),
+            "QUORUM_MODELS__QUERY": json.dumps(spec),
+            "QUORUM_MODELS__ENSEMBLE": json.dumps([spec]),
+            "QUORUM_FALLBACK__ENABLED": "false",
+        }
+        args = [QUORUM, "bioasq", "run", "--input", str(t), "--output", str(out), "--phase", "A+"]
+        journal = journal_path(out)
+        for kill_after in (3, 8):
+            proc = subprocess.Popen(
+                args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            )
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                lines = journal.read_text().count("\n") if journal.exists() else 0
+                if lines - 1 >= kill_after or proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        finished = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+        assert finished.returncode == 0, finished.stderr
+    records = [json.loads(line) for line in journal.read_text().splitlines()[1:] if line.strip()]
+    answered = [r["id"] for r in records if r.get("status") == "ok"]
+    assert sorted(answered) == sorted(set(answered))  # no question answered twice
+    entries = json.loads(out.read_text())["questions"]
+    assert len(entries) == count and len({e["id"] for e in entries}) == count
+    assert "from the journal" in finished.stderr
+
+
+async def test_a_phase_b_thread_reads_back_as_a_trace(make_context, settings, tmp_path):
+    from graphs.traces import node_updates
+
+    out = tmp_path / "b.json"
+    await run_batch(
+        make_context(answering_model()),
+        write_testset(tmp_path / "t.json", snippets=True, count=1),
+        out,
+        phase="B",
+        progress=False,
+    )
+    record = json.loads(journal_path(out).read_text().splitlines()[1])
+    nodes = [s["node"] for s in node_updates(settings, record["thread_id"])]
+    assert nodes[0] == "given_evidence" and nodes[-1] == "finalize"
