@@ -227,8 +227,9 @@ def main() -> None:
     from infra.settings import SettingsError
 
     try:
-        app(standalone_mode=False)
-        _exit(0)
+        # Without standalone mode click returns a typer.Exit's code instead of raising it.
+        code = app(standalone_mode=False)
+        _exit(code if isinstance(code, int) else 0)
     except typer.Exit as exc:
         _exit(exc.exit_code)
     except typer.Abort:

@@ -64,3 +64,70 @@ def bioasq_run(
         err.print(f"failed {qid}: {why}")
     if report.failed:
         raise typer.Exit(1)
+
+
+@bioasq_app.command("validate")
+def bioasq_validate(
+    submission: Annotated[Path, typer.Argument(help="The submission JSON to check.")],
+    input_path: Annotated[
+        Path | None,
+        typer.Option("--input", help="The test set: every question answered exactly once."),
+    ] = None,
+    phase: Annotated[
+        str | None, typer.Option("--phase", help="A, A+ or B: what each answer must hold.")
+    ] = None,
+    check_texts: Annotated[
+        bool,
+        typer.Option(
+            "--texts/--no-texts",
+            help="Check snippet offsets and text against the configured index's stored text.",
+        ),
+    ] = True,
+) -> None:
+    """One line per problem, exit 1 when there is any; silence and exit 0 when it is valid."""
+    from infra.bioasq.validate import validate_file
+
+    if phase is not None and phase not in PHASES:
+        raise CliError(f"unknown --phase {phase!r}; choose one of {', '.join(PHASES)}")
+    if not submission.is_file():
+        raise CliError(f"{submission}: no such file")
+    if input_path is not None and not input_path.is_file():
+        raise CliError(f"{input_path}: no such file")
+    texts = _stored_texts(submission) if check_texts else None
+    problems = validate_file(submission, testset_path=input_path, phase=phase, texts=texts)
+    for problem in problems:
+        line = str(problem)
+        typer.echo(line if line.startswith(str(submission)) else f"{submission}: {line}")
+    if problems:
+        err.print(f"{len(problems)} problem(s)")
+        raise typer.Exit(1)
+    err.print(f"{submission}: valid")
+
+
+def _stored_texts(submission: Path) -> dict[str, dict[str, str]] | None:
+    """Return title/abstract of the submission's snippet documents the index holds, if any."""
+    import json
+
+    from infra.backends import open_backend
+    from infra.bioasq.formats import pmid_of
+
+    settings = settings_for()
+    if settings.search.backend == "embedded" and not settings.index_dir.exists():
+        return None
+    try:
+        data = json.loads(submission.read_text(encoding="utf-8"))
+        pmids = {
+            pmid_of(s["document"])
+            for q in data.get("questions", [])
+            if isinstance(q, dict)
+            for s in q.get("snippets") or []
+            if isinstance(s, dict) and isinstance(s.get("document"), str)
+        }
+    except (ValueError, OSError, AttributeError, TypeError, KeyError):
+        return None  # the validator reports what is wrong with the file itself
+    backend = open_backend(settings, None)
+    found = backend.fetch(sorted(pmids)) if pmids else []
+    return {
+        d["pmid"]: {"title": d.get("title") or "", "abstract": d.get("abstract") or ""}
+        for d in found
+    }

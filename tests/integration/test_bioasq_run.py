@@ -2,6 +2,7 @@
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -225,8 +226,9 @@ QUORUM = str(Path(sys.executable).parent / "quorum")
 
 
 @pytest.mark.slow
-def test_kill_9_twice_then_resume_answers_every_question_once(quorum_home, tmp_path):
-    count = 16
+def test_killed_three_times_then_resumed_answers_every_question_once(quorum_home, tmp_path):
+    # The drill: 100 questions, kill -9 at three random points, then run to the end.
+    count = 100
     t, out = write_testset(tmp_path / "t.json", count=count), tmp_path / "sub.json"
     with SimulatedEndpoint(0.05) as endpoint:
         spec = {"provider": "openai", "model": "sim", "base_url": endpoint.base_url}
@@ -239,7 +241,7 @@ def test_kill_9_twice_then_resume_answers_every_question_once(quorum_home, tmp_p
         }
         args = [QUORUM, "bioasq", "run", "--input", str(t), "--output", str(out), "--phase", "A+"]
         journal = journal_path(out)
-        for kill_after in (3, 8):
+        for kill_after in sorted(random.Random(6).sample(range(5, 95), 3)):
             proc = subprocess.Popen(
                 args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
             )
@@ -259,6 +261,9 @@ def test_kill_9_twice_then_resume_answers_every_question_once(quorum_home, tmp_p
     entries = json.loads(out.read_text())["questions"]
     assert len(entries) == count and len({e["id"] for e in entries}) == count
     assert "from the journal" in finished.stderr
+    from infra.bioasq.validate import validate_file
+
+    assert validate_file(out, testset_path=t, phase="A+") == []
 
 
 async def test_a_phase_b_thread_reads_back_as_a_trace(make_context, settings, tmp_path):

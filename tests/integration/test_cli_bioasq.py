@@ -1,0 +1,68 @@
+"""`quorum bioasq validate` and `quorum bioasq run` from the command line."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import SHARED
+
+QUORUM = str(Path(sys.executable).parent / "quorum")
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bioasq_submissions"
+
+
+def quorum(home: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
+    env["QUORUM_HOME"] = str(home)
+    return subprocess.run([QUORUM, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_validate_prints_one_line_per_problem_and_exits_1(tmp_path):
+    bad = tmp_path / "bad.json"
+    submission = json.loads((FIXTURES / "valid.json").read_text())
+    submission["questions"][0]["documents"] = ["31000001", "https://www.ncbi.nlm.nih.gov/pubmed/2"]
+    bad.write_text(json.dumps(submission))
+    proc = quorum(
+        tmp_path,
+        "bioasq",
+        "validate",
+        str(bad),
+        "--input",
+        str(FIXTURES / "testset.json"),
+        "--phase",
+        "B",
+        "--no-texts",
+    )
+    assert proc.returncode == 1
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 2 and all(
+        line.startswith(f"{bad}: questions[0].documents[") for line in lines
+    )
+    assert "2 problem(s)" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_validate_accepts_a_golden_file(tmp_path):
+    proc = quorum(tmp_path, "bioasq", "validate", str(SHARED / "bioasq" / "11B1_golden.json"))
+    assert proc.returncode == 0 and proc.stdout == "" and "valid" in proc.stderr
+
+
+def test_bioasq_bad_input_is_one_line_and_exit_2(tmp_path):
+    for args, message in (
+        (["validate", "nope.json"], "nope.json: no such file"),
+        (["validate", str(FIXTURES / "valid.json"), "--phase", "C"], "unknown --phase 'C'"),
+        (["run", "--input", "nope.json", "--output", "o.json"], "nope.json: no such file"),
+        (
+            [
+                "run",
+                "--input",
+                str(FIXTURES / "not_json.json"),
+                "--output",
+                str(tmp_path / "o.json"),
+            ],
+            "not JSON",
+        ),
+    ):
+        proc = quorum(tmp_path, "bioasq", *args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and message in proc.stderr

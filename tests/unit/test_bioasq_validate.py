@@ -1,0 +1,230 @@
+"""BioASQ Task B submission validator: one fixture per mistake, the golden files, the phases."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.bioasq.answers import exact_answer_shape, pubmed_url
+from infra.bioasq.formats import FormatError, load_questions
+from infra.bioasq.validate import Problem, validate_file, validate_submission
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bioasq_submissions"
+GOLDEN = Path(__file__).resolve().parents[3] / "shared" / "data" / "bioasq"
+TESTSET_PATH = FIXTURES / "testset.json"
+TESTSET = json.loads(TESTSET_PATH.read_text())
+VALID = json.loads((FIXTURES / "valid.json").read_text())
+TEXTS = json.loads((FIXTURES / "texts.json").read_text())
+EXPECTED = json.loads((FIXTURES / "expected.json").read_text())
+NOT_MISTAKES = {"README.md", "expected.json", "testset.json", "texts.json", "valid.json"}
+
+
+def valid() -> dict:
+    return copy.deepcopy(VALID)
+
+
+def messages(problems: list[Problem]) -> list[str]:
+    return [str(p) for p in problems]
+
+
+# --- one fixture per mistake ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_malformed_fixture_is_rejected_with_one_precise_problem(name):
+    problems = validate_file(FIXTURES / name, testset_path=TESTSET_PATH, phase="B", texts=TEXTS)
+    assert len(problems) == 1, messages(problems)
+    assert EXPECTED[name] in str(problems[0])
+
+
+def test_every_fixture_file_is_a_listed_mistake():
+    files = {p.name for p in FIXTURES.iterdir()} - NOT_MISTAKES
+    assert files == set(EXPECTED)
+    assert len(files) >= 20
+
+
+@pytest.mark.parametrize("phase", [None, "A", "A+", "B", "a+"])
+def test_the_valid_submission_passes_in_every_phase(phase):
+    assert validate_submission(VALID, testset=TESTSET, phase=phase, texts=TEXTS) == []
+    assert validate_file(FIXTURES / "valid.json", testset_path=TESTSET_PATH, phase=phase) == []
+
+
+def test_problem_reads_as_where_then_message():
+    problem = Problem("questions[3].snippets[2] (id q1)", "missing 'text'")
+    assert str(problem) == "questions[3].snippets[2] (id q1): missing 'text'"
+
+
+# --- files, test sets, arguments --------------------------------------------------------------
+
+
+def test_a_missing_file_is_one_problem_naming_it(tmp_path):
+    problems = validate_file(tmp_path / "absent.json")
+    assert len(problems) == 1
+    assert problems[0].where == str(tmp_path / "absent.json")
+    assert problems[0].message.startswith("cannot read")
+
+
+def test_not_json_names_line_and_column(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text('{"questions": []\n,,}')
+    [problem] = validate_file(path)
+    assert problem.where == str(path)
+    assert "(line 2, column 2)" in problem.message
+
+
+def test_an_unknown_phase_is_a_caller_error():
+    with pytest.raises(ValueError, match="unknown phase 'C'"):
+        validate_submission(VALID, phase="C")
+
+
+def test_a_broken_test_set_is_a_caller_error(tmp_path):
+    with pytest.raises(FormatError, match=r"questions\[0\] needs an 'id' and a BioASQ 'type'"):
+        validate_submission(VALID, testset={"questions": [{"id": "q1", "type": "essay"}]})
+    broken = tmp_path / "testset.json"
+    broken.write_text("{")
+    with pytest.raises(FormatError, match="cannot read the test set"):
+        validate_file(FIXTURES / "valid.json", testset_path=broken)
+
+
+# --- phases -----------------------------------------------------------------------------------
+
+
+def test_phase_a_needs_documents_and_snippets_but_no_answers():
+    submission = valid()
+    for question in submission["questions"]:
+        question.pop("exact_answer", None)
+        question.pop("ideal_answer")
+    assert validate_submission(submission, testset=TESTSET, phase="A") == []
+    del submission["questions"][0]["documents"]
+    submission["questions"][1]["snippets"] = None
+    assert messages(validate_submission(submission, testset=TESTSET, phase="A")) == [
+        "questions[0] (id 6415a2c1690f196b51000001): phase A needs 'documents' (a list, possibly empty)",
+        "questions[1] (id 6415a2c1690f196b51000002): phase A needs 'snippets' (a list, possibly empty)",
+    ]
+
+
+def test_phase_a_plus_needs_answers_except_a_summary_exact_answer():
+    submission = {"questions": [{"id": q["id"]} for q in TESTSET["questions"]]}
+    problems = validate_submission(submission, testset=TESTSET, phase="A+")
+    needs = [p.message for p in problems]
+    assert needs.count("phase A+ needs an ideal_answer") == 4
+    assert [n for n in needs if "exact_answer" in n] == [
+        "phase A+ needs an exact_answer for a yesno question",
+        "phase A+ needs an exact_answer for a factoid question",
+        "phase A+ needs an exact_answer for a list question",
+    ]
+
+
+def test_without_a_phase_answers_and_retrieval_are_optional():
+    bare = {"questions": [{"id": q["id"]} for q in TESTSET["questions"]]}
+    assert validate_submission(bare, testset=TESTSET) == []
+
+
+# --- details that the fixtures do not pin -----------------------------------------------------
+
+
+def test_what_quorum_writes_is_accepted():
+    # exact_answer_shape gives the answers; best_snippets adds a "score" key BioASQ ignores.
+    submission = valid()
+    answers = {"yesno": ["Yes, it is."], "factoid": ["serine protease"], "list": ["a", "b"]}
+    for question in submission["questions"]:
+        qtype = question["type"]
+        question["exact_answer"] = exact_answer_shape(qtype, answers.get(qtype, []))
+        question["snippets"][0]["score"] = 0.87
+    assert validate_submission(submission, testset=TESTSET, phase="B", texts=TEXTS) == []
+
+
+def test_stored_text_checks_skip_unknown_pmids_and_read_both_sections():
+    submission = valid()
+    snippet = submission["questions"][0]["snippets"][0]
+    assert validate_submission(submission, texts={"99": {"title": "", "abstract": ""}}) == []
+    # From the end of the title into the abstract: offsets are checked, the text cannot be.
+    title = TEXTS["31000001"]["title"]
+    snippet.update(beginSection="title", offsetInBeginSection=len(title), offsetInEndSection=40)
+    assert validate_submission(submission, texts=TEXTS) == []
+    snippet["offsetInBeginSection"] = len(title) + 1
+    [problem] = validate_submission(submission, texts=TEXTS)
+    assert "offsetInBeginSection 65 is past the end of the stored title (64 characters)" in str(
+        problem
+    )
+
+
+def test_without_a_type_the_answer_is_judged_by_its_shape():
+    submission = {"questions": [{"id": "q1", "exact_answer": ["TNF", "IL-6"]}, {"id": "q2"}]}
+    submission["questions"][1]["exact_answer"] = "YES"
+    assert messages(validate_submission(submission)) == [
+        "questions[0] (id q1): list exact_answer is a flat list of strings; wrap each item in "
+        'its own list of synonyms: [["TNF"], ["IL-6"]]'
+    ]
+    for question in submission["questions"]:
+        question["ideal_answer"] = "An answer."
+    assert [p.message for p in validate_submission(submission, phase="B")][1:] == [
+        "yesno exact_answer must be lower case 'yes', got 'YES'"
+    ]
+
+
+def test_several_mistakes_are_all_reported_in_order():
+    submission = valid()
+    submission["questions"][0]["documents"] = ["123", "https://www.ncbi.nlm.nih.gov/pubmed/4"]
+    submission["questions"][2]["exact_answer"] = [["casirivimab"], []]
+    problems = validate_submission(submission, testset=TESTSET, phase="B")
+    assert [p.where for p in problems] == [
+        "questions[0].documents[0] (id 6415a2c1690f196b51000001)",
+        "questions[0].documents[1] (id 6415a2c1690f196b51000001)",
+        "questions[2].exact_answer[1] (id 6415a2c1690f196b51000003)",
+    ]
+
+
+# --- the organisers' golden files -------------------------------------------------------------
+
+GOLDEN_FILES = sorted(GOLDEN.glob("*_golden.json"))
+
+
+def test_all_shared_golden_files_are_there():
+    assert len(GOLDEN_FILES) == 25
+
+
+@pytest.mark.parametrize("path", GOLDEN_FILES, ids=lambda p: p.name)
+def test_every_golden_file_passes_the_format_check(path):
+    assert messages(validate_file(path)) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "slip"),
+    [
+        ("8B5_golden.json", "yesno exact_answer must be lower case 'yes', got 'Yes'"),
+        ("7B2_golden.json", "offsetInBeginSection must be non-negative, got -1"),
+        ("9B2_golden.json", "empty string as a synonym"),
+    ],
+)
+def test_golden_slips_are_problems_in_a_submission(name, slip):
+    problems = validate_file(GOLDEN / name, phase="B")
+    over_limit = [p for p in problems if "are allowed" in p.message]
+    assert over_limit  # golden files list every relevant document and snippet
+    assert [p.message for p in problems if p not in over_limit] == [slip]
+
+
+def test_a_submission_built_from_a_golden_file_passes():
+    path = GOLDEN / "11B1_golden.json"
+    questions = load_questions(path)  # documents come back as bare PMIDs
+    testset = {"questions": [{"id": q.id, "body": q.body, "type": q.type} for q in questions]}
+    submission = {
+        "questions": [
+            {
+                "id": q.id,
+                "documents": [pubmed_url(pmid) for pmid in q.documents[:10]],
+                "snippets": q.snippets[:10],
+                "exact_answer": q.exact_answer,
+                "ideal_answer": q.ideal_answer,
+            }
+            for q in questions
+        ]
+    }
+    assert validate_submission(submission, testset=testset, phase="A") == []
+    assert validate_submission(submission, testset=testset, phase="B") == []
+    submission["questions"][0]["documents"] = questions[0].documents[:10]
+    problems = validate_submission(submission, testset=testset, phase="B")
+    assert problems and all("bare PMID" in p.message for p in problems)
