@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from graphs.cli_common import CliError, err, settings_for
+from graphs.cli_common import CliError, err, out, settings_for
 
 bioasq_app = typer.Typer(no_args_is_help=True, help="BioASQ Task B: run, validate, evaluate.")
 
@@ -131,3 +131,97 @@ def _stored_texts(submission: Path) -> dict[str, dict[str, str]] | None:
         d["pmid"]: {"title": d.get("title") or "", "abstract": d.get("abstract") or ""}
         for d in found
     }
+
+
+PHASE_A_KEYS = ("documents_map", "documents_recall", "snippets_map", "snippets_recall")
+PHASE_B_KEYS = (
+    "yesno_accuracy",
+    "yesno_macro_f1",
+    "factoid_strict_accuracy",
+    "factoid_lenient_accuracy",
+    "factoid_mrr",
+    "list_precision",
+    "list_recall",
+    "list_f1",
+)
+
+
+@bioasq_app.command("eval")
+def bioasq_eval(
+    gold: Annotated[Path, typer.Option("--gold", help="The golden file (BioASQ JSON).")],
+    submission: Annotated[Path, typer.Option("--submission", help="The submission to score.")],
+    phase: Annotated[
+        str, typer.Option("--phase", help="A (documents, snippets) or B (answers).")
+    ] = "B",
+    edition: Annotated[
+        int, typer.Option(min=1, max=99, help="BioASQ edition whose measure definitions apply.")
+    ] = 11,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """The official Task B measures (the organizers' EvaluatorTask1b definitions)."""
+    import json
+    import math
+    import sys
+
+    from infra.bioasq.formats import FormatError
+    from infra.bioasq.measures import evaluate_phase_a, evaluate_phase_b
+
+    if phase not in ("A", "B"):
+        raise CliError(f"unknown --phase {phase!r}; choose A or B")
+    data = []
+    for path in (gold, submission):
+        if not path.is_file():
+            raise CliError(f"{path}: no such file")
+        try:
+            data.append(json.loads(path.read_text(encoding="utf-8")))
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno})") from None
+    scorer = evaluate_phase_a if phase == "A" else evaluate_phase_b
+    report = scorer(data[0], data[1], edition=edition)
+    # JSON has no NaN: the evaluator's 0/0 cases (no question of a kind) become null.
+    report = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in report.items()}
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return
+    main = PHASE_A_KEYS if phase == "A" else PHASE_B_KEYS
+    for key in [*main, *(k for k in report if k not in main)]:
+        value = report.get(key)
+        shown = f"{value:.4f}" if isinstance(value, float) else str(value)
+        out.print(f"{key:>28}  {shown}")
+
+
+@bioasq_app.command("report")
+def bioasq_report(
+    run_dir: Annotated[Path, typer.Argument(help="A run's directory (or its submission file).")],
+    gold: Annotated[Path, typer.Option("--gold", help="The golden file to score against.")],
+    compare: Annotated[
+        Path | None, typer.Option("--compare", help="Another run, compared question by question.")
+    ] = None,
+    output_dir: Annotated[
+        Path | None, typer.Option("--output-dir", help="Where to write (default: RUN_DIR/report).")
+    ] = None,
+) -> None:
+    """Markdown and HTML report with PNG plots; McNemar and paired bootstrap against --compare."""
+    import json
+
+    from graphs.bioasq_report import load_run, score_run, write_report
+    from infra.bioasq.formats import FormatError
+
+    if not gold.is_file():
+        raise CliError(f"{gold}: no such file")
+    try:
+        gold_data = json.loads(gold.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{gold}: not JSON (line {exc.lineno}, column {exc.colno})") from None
+    run = load_run(run_dir)
+    score_run(run, gold_data)
+    other = None
+    if compare is not None:
+        other = load_run(compare)
+        score_run(other, gold_data)
+    base = run_dir if run_dir.is_dir() else run_dir.parent
+    target = output_dir or base / "report"
+    figures = write_report(run, gold_data, target, other)
+    err.print(
+        f"report for {figures['questions']} question(s) in {target}: {', '.join(figures['files'])}"
+    )

@@ -280,3 +280,49 @@ async def test_a_phase_b_thread_reads_back_as_a_trace(make_context, settings, tm
     record = json.loads(journal_path(out).read_text().splitlines()[1])
     nodes = [s["node"] for s in node_updates(settings, record["thread_id"])]
     assert nodes[0] == "given_evidence" and nodes[-1] == "finalize"
+
+
+async def test_report_scores_by_type_plots_and_compares_two_runs(make_context, tmp_path):
+    from graphs.bioasq_report import load_run, score_run, write_report
+
+    t = write_testset(tmp_path / "t.json")
+    gold = json.loads(t.read_text())
+    for q in gold["questions"]:
+        q["documents"] = ["http://www.ncbi.nlm.nih.gov/pubmed/101"]
+        q["snippets"] = []
+        q["ideal_answer"] = ["Mitochondria act early in lace plant cell death."]
+        q["exact_answer"] = {
+            "yesno": "yes",
+            "list": [["mitochondria"], ["vacuole"]],
+            "factoid": [["areole cells"]],
+        }.get(q["type"])
+    for name in ("first", "second"):
+        await run_batch(
+            make_context(answering_model()),
+            t,
+            tmp_path / name / "submission.json",
+            phase="A+",
+            progress=False,
+        )
+    first, second = load_run(tmp_path / "first"), load_run(tmp_path / "second")
+    for run in (first, second):
+        score_run(run, gold)
+    assert first.phase == "A+" and set(first.records) == {"q1-0", "q2-1", "q3-2", "q4-3"}
+    assert first.scores["q1-0"]["score"] == 1.0  # yes/no right
+    assert first.scores["q2-1"]["score"] == pytest.approx(0.5)  # list: 1 of 2 right, 1 of 2 found
+    assert first.scores["q3-2"]["score"] == 0.0  # factoid wrong
+    figures = write_report(first, gold, tmp_path / "report", second)
+    assert {
+        "report.md",
+        "report.html",
+        "score_by_type.png",
+        "confidence_vs_score.png",
+        "latency_cost.png",
+    } <= set(figures["files"])
+    for name in figures["files"]:
+        assert (tmp_path / "report" / name).stat().st_size > 100
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "| yesno | 1 | accuracy 1.0000 |" in md and "first vs second" in md
+    comparison = figures["comparison"]
+    assert comparison["yesno_mcnemar"] == {"b": 0, "c": 0, "p_value": 1.0}  # identical runs
+    assert comparison["list_f1_bootstrap"]["difference"] == 0.0

@@ -66,3 +66,36 @@ def test_bioasq_bad_input_is_one_line_and_exit_2(tmp_path):
         proc = quorum(tmp_path, "bioasq", *args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stderr.count("\n") == 1 and message in proc.stderr
+
+
+def test_eval_json_prints_the_official_keys(tmp_path):
+    golden = str(SHARED / "bioasq" / "11B1_golden.json")
+    proc = quorum(tmp_path, "bioasq", "eval", "--gold", golden, "--submission", golden, "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    for key in (
+        "yesno_accuracy",
+        "yesno_macro_f1",
+        "factoid_strict_accuracy",
+        "factoid_lenient_accuracy",
+        "factoid_mrr",
+        "list_precision",
+        "list_recall",
+        "list_f1",
+    ):
+        assert report[key] == 1.0
+    proc = quorum(
+        tmp_path,
+        "bioasq",
+        "eval",
+        "--gold",
+        golden,
+        "--submission",
+        golden,
+        "--phase",
+        "A",
+        "--json",
+    )
+    report = json.loads(proc.stdout)
+    assert {"documents_map", "documents_recall", "snippets_map", "snippets_recall"} <= set(report)
+    assert report["documents_recall"] == 1.0 == report["snippets_recall"]
