@@ -95,22 +95,53 @@ async def run_question(
     context: Context | None = None,
     thread_id: str | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    on_token: Callable[[str, str], None] | None = None,
+    inputs: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Answer one question in a checkpointed thread; return (thread_id, result)."""
+    """Answer one question in a checkpointed thread; return (thread_id, result).
+
+    Args:
+        settings: Settings of the run.
+        question: The question.
+        qtype: BioASQ type, detected when None.
+        context: Dependencies; built from settings when None.
+        thread_id: The checkpoint thread (a new one when None; a used one is refused).
+        on_event: Called with (node, update) as each node finishes.
+        on_progress: Called with what nodes report while they run (e.g. ensemble members done).
+        on_token: Called with (node, text) as a streaming model produces text.
+        inputs: More input fields (e.g. the conversation history).
+        metadata: Stored with the thread's checkpoints (e.g. the conversation it belongs to).
+    """
     question = check_question(question)
     context = context or build_context(settings)
     if thread_id and thread_exists(settings.checkpoint_path, thread_id):
         # A run's state accumulates (queries, attempts, fallback pool): one question per thread.
         raise InputProblem(f"thread {thread_id!r} already holds a run; use a new thread id")
     thread_id = thread_id or uuid.uuid4().hex
-    config = {"configurable": {"thread_id": thread_id}, "metadata": {"question": question[:300]}}
-    inputs: dict[str, Any] = {"question": question, "qtype": qtype}
+    config = {
+        "configurable": {"thread_id": thread_id},
+        "metadata": {"question": question[:300], **(metadata or {})},
+    }
+    state: dict[str, Any] = {"question": question, "qtype": qtype, **(inputs or {})}
+    modes = ["updates"] + (["custom"] if on_progress else []) + (["messages"] if on_token else [])
     async with async_saver(settings.checkpoint_path) as saver:
         graph = build_graph(checkpointer=saver)
-        async for update in graph.astream(inputs, config, context=context, stream_mode="updates"):
-            for node, values in update.items():
-                if on_event is not None:
-                    on_event(node, values or {})
+        async for mode, chunk in graph.astream(
+            state, config, context=context, stream_mode=modes
+        ):
+            if mode == "updates":
+                for node, values in chunk.items():
+                    if on_event is not None:
+                        on_event(node, values or {})
+            elif mode == "custom" and on_progress is not None:
+                on_progress(chunk)
+            elif mode == "messages" and on_token is not None:
+                message, info = chunk
+                text = message.content if isinstance(message.content, str) else ""
+                if text:
+                    on_token(info.get("langgraph_node", ""), text)
         final = await graph.aget_state(config)
     result = dict(final.values.get("result") or {})
     result["thread_id"] = thread_id

@@ -253,12 +253,17 @@ class Reply:
     error: str | None = None
     started: float = 0.0
     """Wall-clock time (epoch seconds) the call left quorum, after any concurrency wait."""
+    prompt: list[dict[str, str]] = field(default_factory=list)
+    """The messages sent, as role and content (traces show what the model was asked)."""
+    temperature: float | None = None
 
     def record(self, node: str) -> dict[str, Any]:
         """Return the call as a JSON-able trace entry."""
         return {
             "node": node,
             "model": self.model,
+            "prompt": self.prompt,
+            "temperature": self.temperature,
             "started": round(self.started, 4),
             "latency_s": round(self.latency_s, 3),
             "input_tokens": self.input_tokens,
@@ -328,6 +333,8 @@ class ChatModel:
             output_tokens=int(usage.get("output_tokens", 0)),
             error=error,
             started=wall,
+            prompt=[{"role": m.type, "content": str(m.content)} for m in messages],
+            temperature=temperature,
         )
 
     def _llm_for(self, params: dict) -> BaseChatModel:

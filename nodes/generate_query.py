@@ -15,6 +15,33 @@ from nodes.state import Limits, QAState
 from prompts import render
 
 
+class Standalone(BaseModel):
+    """A follow-up question rewritten to stand on its own."""
+
+    question: str = Field(
+        description="The question, understandable without the conversation", max_length=600
+    )
+
+
+HISTORY_TURNS = 3
+"""Earlier turns a follow-up is read against."""
+
+
+async def standalone_question(
+    ctx: Context, question: str, history: list[dict[str, Any]]
+) -> tuple[str, dict[str, Any] | None]:
+    """Rewrite a follow-up into a standalone question from the last turns; return it and the call."""
+    turns = "\n".join(
+        f"Q: {t.get('question', '')}\nA: {t.get('answer', '')}" for t in history[-HISTORY_TURNS:]
+    )
+    model = ctx.models.first("query")
+    reply = await model.structured(
+        Standalone, render("rewrite_question", history=turns, question=question), temperature=0.0
+    )
+    rewritten = reply.value.question.strip() if reply.value else ""
+    return (rewritten or question), reply.record("generate_query")
+
+
 class BooleanQuery(BaseModel):
     """A search query in quorum's boolean syntax."""
 
@@ -28,6 +55,13 @@ async def generate_query(state: QAState, runtime: Runtime[Context]) -> dict[str,
     given = state.get("qtype")
     model = ctx.models.first("query")
     proposals, calls = [], []
+    rewritten: dict[str, Any] = {}
+    if history := state.get("history"):
+        # A follow-up ("which study said that?") is answered as the question it stands for.
+        question, call = await standalone_question(ctx, question, history)
+        calls.append(call)
+        if question != state["question"]:
+            rewritten = {"question": question, "asked": state["question"]}
 
     reply = await model.structured(BooleanQuery, render("generate_query", question=question))
     calls.append(reply.record("generate_query"))
@@ -61,6 +95,7 @@ async def generate_query(state: QAState, runtime: Runtime[Context]) -> dict[str,
         "calls": calls,
         "notes": notes,
         "refinements": 0,
+        **rewritten,
     }
 
 

@@ -35,11 +35,15 @@ class InputState(TypedDict):
     qtype: NotRequired[QuestionType | None]
     given: NotRequired[dict[str, Any] | None]
     """BioASQ phase B: the organizers' documents (PMIDs) and snippets to answer from."""
+    history: NotRequired[list[dict[str, Any]] | None]
+    """Chat: earlier turns (question, answer) a follow-up is rewritten against."""
 
 
 class QAState(InputState, total=False):
     """Everything the nodes share while answering one question."""
 
+    asked: str
+    """The user's own words when a follow-up was rewritten into `question`."""
     qtype_source: Literal["given", "detected"]
     """Whether the type came from the caller or was detected from the question's form."""
     limits: Limits

@@ -88,6 +88,7 @@ def node_of(messages: list[BaseMessage]) -> str:
         ("refine", "You relax PubMed search queries"),
         ("organize", "You compare numbered passages"),
         ("relation", "You compare two PubMed passages"),
+        ("standalone", "You turn follow-up questions"),
         ("pluralize", "You rewrite questions"),
         ("group", "You answer for one group"),
         ("synthesize", "You are the final judge"),

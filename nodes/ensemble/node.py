@@ -37,6 +37,7 @@ from nodes.ensemble.strategies import (
 from nodes.ensemble.views import permuted_views, view_seed
 from nodes.ensemble.vote import candidate_keys, synonym_clusters, vote
 from nodes.evidence import TYPE_INSTRUCTIONS, as_answers, exact_field, passages, pmid_type
+from nodes.progress import report
 from nodes.state import QAState
 from prompts import render
 
@@ -178,11 +179,17 @@ async def _answer_views(
 ) -> list[dict[str, Any]]:
     # Each model bounds its own calls in flight (per endpoint, from its spec), so views of
     # different endpoints never wait for one another.
-    return list(
-        await asyncio.gather(
-            *(_member(view, question, qtype, contexts, cited=cited) for view in views)
-        )
-    )
+    done = 0
+
+    async def counted(view: View) -> dict[str, Any]:
+        nonlocal done
+        member = await _member(view, question, qtype, contexts, cited=cited)
+        done += 1
+        report("ensemble", done=done, total=len(views))
+        return member
+
+    report("ensemble", done=0, total=len(views))
+    return list(await asyncio.gather(*(counted(view) for view in views)))
 
 
 async def _member(

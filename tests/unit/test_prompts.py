@@ -20,6 +20,7 @@ EXPECTED = {
     "refine_query": {"question", "query", "hits", "min_hits"},
     "organize": {"question", "contexts"},
     "organize_relation": {"question", "first", "second"},
+    "rewrite_question": {"history", "question"},
     "organize_pluralize": {"question"},
     "organize_group": {"contexts", "question"},
     "ensemble": {"instructions", "contexts", "question"},
