@@ -1,0 +1,241 @@
+"""`quorum chat`: a terminal conversation over a corpus, every turn a traceable run.
+
+Each line is a turn (graphs/conversation.py): follow-ups are rewritten into standalone
+questions from the history, progress shows live while the graph runs ("searching… 8,412 hits",
+"ensemble 12/15"), the answer's text streams when the model streams it, citations come with
+titles. Commands: /open PMID, /trace, /new, /quit. Ctrl-C during a turn cancels that turn and
+keeps the conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from graphs.conversation import Conversations, Turn, run_turn
+from graphs.traces import DESCRIBERS, node_updates
+from infra.settings import Settings
+from nodes.context import Context
+
+HELP = "commands: /open PMID · /trace · /new · /quit (Ctrl-C cancels a running turn)"
+DONE = {
+    "generate_query": "query written",
+    "refine_query": "query relaxed",
+    "rerank": "reranked",
+    "synthesize": "synthesized",
+    "fallback_search": "searched PubMed",
+}
+NEXT = {
+    "generate_query": "searching…",
+    "search": "reranking…",
+    "refine_query": "searching again…",
+    "rerank": "organizing contexts…",
+    "organize": "ensemble answering…",
+    "ensemble": "synthesizing…",
+    "synthesize": "finalizing…",
+    "fallback_search": "reranking…",
+}
+
+
+def progress_line(node: str, update: dict[str, Any]) -> str:
+    """Say what a finished node did, in a few words."""
+    if node == "search":
+        return f"searched: {update.get('hits', 0):,} hits"
+    if node == "organize":
+        kept = len(update.get("organized") or [])
+        groups = update.get("groups") or []
+        return f"organized {kept} contexts" + (f" into {len(groups)} groups" if groups else "")
+    if node == "ensemble":
+        votes = update.get("votes") or {}
+        members, agreement = votes.get("members", 0), votes.get("agreement", 0)
+        return f"ensemble: {members} answers, agreement {agreement:.2f}"
+    return DONE.get(node, node)
+
+
+class IdealStream:
+    """Pull the ideal answer's text out of a streamed JSON reply, as it arrives."""
+
+    KEY = '"ideal_answer"'
+
+    def __init__(self) -> None:
+        self._buffer = ""
+        self._shown = 0
+
+    def feed(self, text: str) -> str:
+        """Add streamed text; return the new characters of the ideal answer, if any."""
+        self._buffer += text
+        start = self._buffer.find(self.KEY)
+        if start < 0:
+            return ""
+        quote = self._buffer.find('"', start + len(self.KEY) + 1)
+        if quote < 0:
+            return ""
+        body, i, escaped = [], quote + 1, False
+        while i < len(self._buffer):
+            ch = self._buffer[i]
+            if escaped:
+                body.append({"n": "\n", "t": "\t"}.get(ch, ch))
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                break
+            else:
+                body.append(ch)
+            i += 1
+        text = "".join(body)
+        new, self._shown = text[self._shown :], len(text)
+        return new
+
+
+class Chat:
+    """One terminal conversation; `handle` takes a line and returns False to stop."""
+
+    def __init__(self, settings: Settings, context: Context, console: Console):
+        self.settings = settings
+        self.context = context
+        self.console = console
+        self.store = Conversations.for_settings(settings)
+        self.conversation = self.store.new_id()
+        self.last: Turn | None = None
+
+    def handle(self, line: str) -> bool:
+        """Act on one input line: a command or a question."""
+        line = line.strip()
+        if not line:
+            return True
+        if line in ("/quit", "/exit"):
+            return False
+        if line == "/new":
+            self.conversation, self.last = self.store.new_id(), None
+            self.console.print(f"[dim]new conversation {self.conversation}[/dim]")
+        elif line == "/trace":
+            self.show_trace()
+        elif line.startswith("/open"):
+            self.open(line.removeprefix("/open").strip())
+        elif line.startswith("/"):
+            self.console.print(f"[red]unknown command {escape(line.split()[0])}[/red] — {HELP}")
+        else:
+            self.ask(line)
+        return True
+
+    def ask(self, question: str) -> None:
+        """Run one turn with live progress; Ctrl-C cancels it and keeps the conversation."""
+        stream = IdealStream()
+        streamed: list[str] = []
+        with self.console.status("writing the search query…") as status:
+
+            def on_event(node: str, update: dict[str, Any]) -> None:
+                self.console.print(f"[dim]✓ {escape(progress_line(node, update))}[/dim]")
+                status.update(NEXT.get(node, "working…"))
+
+            def on_progress(event: dict[str, Any]) -> None:
+                if event.get("node") == "ensemble" and "total" in event:
+                    status.update(f"ensemble {event['done']}/{event['total']}")
+
+            def on_token(node: str, text: str) -> None:
+                if node == "synthesize" and (new := stream.feed(text)):
+                    streamed.append(new)
+                    status.update(f"answering: {''.join(streamed)[-60:]}")
+
+            try:
+                turn = asyncio.run(self._turn(question, on_event, on_progress, on_token))
+            except KeyboardInterrupt:
+                self.console.print("[yellow]turn cancelled; the conversation goes on[/yellow]")
+                return
+        self.last = turn
+        self.show_answer(turn)
+
+    async def _turn(
+        self,
+        question: str,
+        on_event: Callable[[str, dict[str, Any]], None],
+        on_progress: Callable[[dict[str, Any]], None],
+        on_token: Callable[[str, str], None],
+    ) -> Turn:
+        return await run_turn(
+            self.settings,
+            self.context,
+            self.store,
+            self.conversation,
+            question,
+            on_event=on_event,
+            on_progress=on_progress,
+            on_token=on_token,
+        )
+
+    def show_answer(self, turn: Turn) -> None:
+        """Print the answer, its citations with titles, and how to see every step."""
+        result = turn.result
+        if turn.question != turn.asked:
+            self.console.print(f"[dim]asked as: {escape(turn.question)}[/dim]")
+        exact = result.get("exact_answer")
+        if isinstance(exact, list):
+            exact = "; ".join(item[0] for item in exact if item) or "(none)"
+        if exact is not None:
+            self.console.print(f"[bold]{escape(str(exact))}[/bold]")
+        if result.get("ideal_answer"):
+            self.console.print(escape(result["ideal_answer"]))
+        titles = result.get("titles", {})
+        for pmid in result.get("documents", [])[:5]:
+            self.console.print(f"  [cyan]\\[{pmid}][/cyan] {escape(titles.get(pmid, ''))}")
+        self.console.print(
+            f"[dim]confidence {result.get('confidence', 0):.2f} · thread {turn.thread_id} · "
+            "/trace for every step[/dim]"
+        )
+
+    def open(self, pmid: str) -> None:
+        """Show a document's title and abstract."""
+        if not pmid.isdigit():
+            self.console.print("[red]usage: /open PMID[/red]")
+            return
+        docs = self.context.search.fetch([pmid])
+        if not docs:
+            self.console.print(f"[red]PMID {pmid} is not in the index[/red]")
+            return
+        doc = docs[0]
+        self.console.print(f"[bold][{pmid}] {escape(doc.get('title') or '')}[/bold]")
+        self.console.print(escape(doc.get("abstract") or ""))
+
+    def show_trace(self) -> None:
+        """Print the last turn's nodes, with the readable lines of those that have them."""
+        if self.last is None:
+            self.console.print("[dim]no turn yet[/dim]")
+            return
+        for step in node_updates(self.settings, self.last.thread_id):
+            took = f" {step['seconds']:.2f}s" if step["seconds"] is not None else ""
+            self.console.print(f"[bold]{step['node']}[/bold][dim]{took}[/dim]")
+            describe, shown = DESCRIBERS.get(step["node"], (None, frozenset()))
+            if describe is not None:
+                for line in describe(step["update"]):
+                    self.console.print(f"    {line}", markup=False, highlight=False)
+            for key, value in step["update"].items():
+                if key in shown or key in ("calls",):
+                    continue
+                text = json.dumps(value, ensure_ascii=False, default=str)
+                shown_text = text if len(text) <= 160 else text[:160] + "…"
+                self.console.print(f"    {key}: {shown_text}", markup=False, highlight=False)
+
+
+def run_chat(
+    settings: Settings, context: Context, console: Console, read: Callable[[], str]
+) -> None:
+    """Read lines until /quit or end of input."""
+    chat = Chat(settings, context, console)
+    console.print(f"[bold]quorum chat[/bold] — {HELP}")
+    while True:
+        try:
+            line = read()
+        except EOFError:
+            break
+        except KeyboardInterrupt:
+            console.print()
+            continue
+        if not chat.handle(line):
+            break
+    chat.store.close()

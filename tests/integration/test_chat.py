@@ -1,0 +1,86 @@
+"""`quorum chat` driven line by line with a scripted model: turns, follow-ups and commands."""
+
+import io
+
+from conftest import pmids_in, script
+from rich.console import Console
+
+from graphs.chat import Chat, IdealStream, run_chat
+
+
+def chat_model():
+    return script(
+        standalone={"question": "Which study showed mitochondria act in lace plant cell death?"},
+        query={"query": "mitochondria OR lace OR cell"},
+        organize={"duplicates": []},
+        ensemble=lambda m, kw: {"answer": answer(m), "pmids": pmids_in(m)[:1]},
+        synthesize=lambda m, kw: {
+            "exact_answer": answer(m),
+            "ideal_answer": "Mitochondria act early in lace plant cell death.",
+            "confidence": 0.9,
+            "cited_pmids": pmids_in(m)[:1],
+        },
+    )
+
+
+def answer(messages):
+    """Answer in the shape the prompt asks for: yes/no, or entity names."""
+    if "Answer yes or no" in " ".join(m.content for m in messages):
+        return "yes"
+    return ["the 2011 lace plant study"]
+
+
+def console():
+    return Console(file=io.StringIO(), width=120, record=True, force_terminal=False)
+
+
+def test_two_turns_a_follow_up_trace_open_and_new(make_context, settings):
+    screen = console()
+    lines = iter(
+        [
+            "Do mitochondria play a role in lace plant programmed cell death?",
+            "Which study said that?",
+            "/trace",
+            "/open 101",
+            "/open 999999",
+            "/frobnicate",
+            "/new",
+            "/quit",
+            "never read",
+        ]
+    )
+    run_chat(settings, make_context(chat_model()), screen, lambda: next(lines))
+    text = screen.export_text()
+    assert "searched:" in text and "hits" in text and "ensemble: 3 answers" in text
+    assert "asked as: Which study showed mitochondria act in lace plant cell death?" in text
+    assert "the 2011 lace plant study" in text
+    assert text.count("Mitochondria act early in lace plant cell death.") >= 2
+    assert "[101] Mitochondria drive programmed cell death in lace plant leaves" in text
+    assert "generate_query" in text and "vote table:" in text  # /trace of the last turn
+    assert "Mitochondrial dynamics change early" in text  # /open 101
+    assert "PMID 999999 is not in the index" in text
+    assert "unknown command /frobnicate" in text and "new conversation chat-" in text
+
+
+def test_a_cancelled_turn_keeps_the_conversation(make_context, settings):
+    screen = console()
+    chat = Chat(settings, make_context(chat_model()), screen)
+
+    async def cancelled(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    chat._turn = cancelled
+    assert chat.handle("Do mitochondria matter?") is True
+    assert "turn cancelled" in screen.export_text()
+    assert chat.store.turns(chat.conversation) == []
+
+
+def test_ideal_answer_streams_out_of_partial_json():
+    stream = IdealStream()
+    pieces = [
+        '{"exact_answer": "yes", "ideal',
+        '_answer": "Mito',
+        'chondria \\"act\\"',
+        ' early.", "conf',
+    ]
+    assert "".join(stream.feed(p) for p in pieces) == 'Mitochondria "act" early.'
