@@ -7,7 +7,10 @@ generate_query → search ⇄ refine_query (while hits < min_hits, bounded) → 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer
 
 from graphs.routers import after_fallback, after_synthesis, needs_refinement
@@ -41,40 +44,63 @@ PHASES = ("A", "A+", "B")
 """BioASQ Task B phases: A retrieves, A+ retrieves and answers, B answers from given snippets."""
 
 
-def build_graph(checkpointer: Checkpointer = None, *, phase: str = "A+"):
+def _with_default(fn: Callable, factory: Callable[[], Context]) -> Callable:
+    """Give a node the default Context when the caller passed none (LangGraph's own server)."""
+
+    async def node(state: QAState, runtime: Runtime[Context]) -> dict:
+        if not isinstance(runtime.context, Context):
+            runtime = runtime.override(context=factory())
+        return await fn(state, runtime)
+
+    node.__name__ = fn.__name__
+    node.__doc__ = fn.__doc__
+    return node
+
+
+def build_graph(
+    checkpointer: Checkpointer = None,
+    *,
+    phase: str = "A+",
+    default_context: Callable[[], Context] | None = None,
+):
     """Compile the QA graph, optionally with a checkpointer (every run then becomes a trace).
 
     Args:
         checkpointer: Where runs are checkpointed.
         phase: "A+" (default) is the whole graph; "A" stops after rerank (documents and
             snippets only); "B" starts from the question's given snippets (no search).
+        default_context: Builds the Context for runs started without one (`langgraph dev`).
     """
     if phase not in PHASES:
         raise ValueError(f"unknown phase {phase!r}; choose one of {', '.join(PHASES)}")
     builder = StateGraph(
         QAState, context_schema=Context, input_schema=InputState, output_schema=OutputState
     )
+
+    def add(fn: Callable) -> None:
+        builder.add_node(fn.__name__, _with_default(fn, default_context) if default_context else fn)
+
     if phase in ("A", "A+"):
-        builder.add_node(generate_query)
-        builder.add_node(search)
-        builder.add_node(refine_query)
-        builder.add_node(rerank)
+        add(generate_query)
+        add(search)
+        add(refine_query)
+        add(rerank)
         builder.add_edge(START, "generate_query")
         builder.add_edge("generate_query", "search")
         builder.add_conditional_edges("search", needs_refinement)
         builder.add_edge("refine_query", "search")
-    builder.add_node(finalize)
+    add(finalize)
     builder.add_edge("finalize", END)
     if phase == "A":
         builder.add_edge("rerank", "finalize")
         return builder.compile(checkpointer=checkpointer, name="quorum-qa-phase-a")
-    builder.add_node(organize)
-    builder.add_node(ensemble)
-    builder.add_node(synthesize)
+    add(organize)
+    add(ensemble)
+    add(synthesize)
     builder.add_edge("organize", "ensemble")
     builder.add_edge("ensemble", "synthesize")
     if phase == "B":
-        builder.add_node(given_evidence)
+        add(given_evidence)
         builder.add_edge(START, "given_evidence")
         builder.add_edge("given_evidence", "organize")
         # Phase B never searches elsewhere (its bounds allow no fallback round).
@@ -84,7 +110,7 @@ def build_graph(checkpointer: Checkpointer = None, *, phase: str = "A+"):
             {"synthesize": "synthesize", "finalize": "finalize", "fallback_search": "finalize"},
         )
         return builder.compile(checkpointer=checkpointer, name="quorum-qa-phase-b")
-    builder.add_node(fallback_search)
+    add(fallback_search)
     builder.add_edge("rerank", "organize")
     builder.add_conditional_edges("synthesize", after_synthesis)
     builder.add_conditional_edges("fallback_search", after_fallback)

@@ -1,5 +1,6 @@
-"""Driving a run by hand: step through the graph one node at a time, or replay a finished run
-from any node, optionally with an edited state (LangGraph time travel).
+"""Driving a run by hand: step through it node by node, or replay it from any node.
+
+Replays may edit the state first (LangGraph time travel).
 
 A replay copies the state as it stood just before the chosen node into a new thread and runs
 from there: the earlier nodes' results are reused as they were (no new search, no new model
@@ -113,8 +114,11 @@ async def step_through(
     *,
     qtype: str | None = None,
 ) -> tuple[str, dict[str, Any] | None, list[str]]:
-    """Run a question one node at a time, asking `decide` before each; return (thread, result,
-    nodes run)."""
+    """Run a question one node at a time, asking `decide` before each.
+
+    Returns:
+        The thread id, the result (None when quit before the end) and the nodes run.
+    """
     question = check_question(question)
     thread_id = f"step-{uuid.uuid4().hex[:12]}"
     config = {"configurable": {"thread_id": thread_id}, "metadata": {"question": question[:300]}}

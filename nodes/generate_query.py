@@ -30,7 +30,7 @@ HISTORY_TURNS = 3
 async def standalone_question(
     ctx: Context, question: str, history: list[dict[str, Any]]
 ) -> tuple[str, dict[str, Any] | None]:
-    """Rewrite a follow-up into a standalone question from the last turns; return it and the call."""
+    """Rewrite a follow-up as a standalone question from the last turns; return it and the call."""
     turns = "\n".join(
         f"Q: {t.get('question', '')}\nA: {t.get('answer', '')}" for t in history[-HISTORY_TURNS:]
     )

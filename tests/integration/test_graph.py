@@ -223,3 +223,35 @@ async def test_corg_strategy_runs_through_the_graph_and_checkpoints(make_context
     )  # nothing to mirror when every pair is distracting
     assert state["groups"] and all(g["answer"] == "yes" for g in state["groups"])
     assert state["result"]["exact_answer"] == "yes"
+
+
+async def test_a_run_without_context_gets_the_default_one(make_context):
+    # What `langgraph dev` does: it starts runs with no quorum Context.
+    model = script(
+        query={"query": "mitochondria OR lace OR cell"},
+        organize={"duplicates": []},
+        ensemble=member,
+        synthesize=answer(0.9),
+    )
+    built = []
+
+    def factory():
+        built.append(1)
+        return make_context(model)
+
+    graph = build_graph(checkpointer=InMemorySaver(), default_context=factory)
+    config = {"configurable": {"thread_id": "studio"}}
+    final = await graph.ainvoke({"question": QUESTION}, config)
+    assert final["result"]["exact_answer"] == "yes" and built
+
+
+def test_langgraph_json_points_at_a_graph_with_a_default_context():
+    import json
+    from pathlib import Path
+
+    config = json.loads((Path(__file__).resolve().parents[2] / "langgraph.json").read_text())
+    module, _, name = config["graphs"]["quorum"].removeprefix("./").partition(":")
+    assert module == "graphs/studio.py" and name == "graph"
+    from graphs import studio
+
+    assert {"generate_query", "finalize"} <= set(studio.graph.nodes)
