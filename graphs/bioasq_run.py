@@ -75,6 +75,9 @@ class Journal:
         self.path = path
         self.done: dict[str, dict[str, Any]] = {}
         self.failed: dict[str, str] = {}
+        self.stand_ins: dict[str, dict[str, Any]] = {}
+        """Failed questions' explicit 'insufficient evidence' entries, kept in the file until
+        a later run answers them."""
         if path.exists():
             self._read(header)
         self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for the batch
@@ -108,6 +111,8 @@ class Journal:
                 self.failed.pop(record["id"], None)
             elif record.get("status") == "failed" and record["id"] not in self.done:
                 self.failed[record["id"]] = record.get("error", "")
+                if record.get("entry"):
+                    self.stand_ins[record["id"]] = record["entry"]
 
     def _append(self, record: dict[str, Any]) -> None:
         self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -120,8 +125,11 @@ class Journal:
         if record.get("status") == "ok":
             self.done[record["id"]] = record
             self.failed.pop(record["id"], None)
+            self.stand_ins.pop(record["id"], None)
         else:
             self.failed[record["id"]] = record.get("error", "")
+            if record.get("entry"):
+                self.stand_ins[record["id"]] = record["entry"]
 
     def close(self) -> None:
         """Close the file."""
@@ -143,9 +151,23 @@ def submission_entry(question: Question, phase: str, result: dict[str, Any]) -> 
     return entry
 
 
-def write_submission(output: Path, questions: list[Question], done: dict[str, dict]) -> int:
-    """Write the answered questions, in test-set order, atomically; return how many."""
-    entries = [done[q.id]["entry"] for q in questions if q.id in done]
+def write_submission(
+    output: Path,
+    questions: list[Question],
+    done: dict[str, dict],
+    stand_ins: dict[str, dict] | None = None,
+) -> int:
+    """Write the answered questions, in test-set order, atomically; return how many.
+
+    A question that failed with an explicit 'insufficient evidence' answer is written with it
+    (so the file stays complete) until a later run answers it.
+    """
+    stand_ins = stand_ins or {}
+    entries = [
+        done[q.id]["entry"] if q.id in done else stand_ins[q.id]
+        for q in questions
+        if q.id in done or q.id in stand_ins
+    ]
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump({"questions": entries}, fh, ensure_ascii=False, indent=1)
@@ -213,7 +235,7 @@ async def run_batch(
         bar.close()
         journal.close()
     report.failed = {q.id: journal.failed[q.id] for q in questions if q.id in journal.failed}
-    write_submission(output, questions, journal.done)
+    write_submission(output, questions, journal.done, journal.stand_ins)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -226,6 +248,7 @@ async def _answer(
         inputs["given"] = {"documents": question.documents, "snippets": question.snippets}
     error = ""
     calls = tokens = 0
+    stand_in: dict[str, Any] | None = None
     began = time.perf_counter()
     for attempt in range(1, attempts + 1):
         thread_id = f"bioasq-{uuid.uuid4().hex}"
@@ -243,6 +266,12 @@ async def _answer(
         calls += len(made)
         tokens += sum(c.get("input_tokens", 0) + c.get("output_tokens", 0) for c in made)
         result = final.get("result") or {}
+        if result.get("insufficient"):
+            # Every model failed: keep the explicit answer, but journal it as failed so the
+            # next run tries the question again.
+            error = f"attempt {attempt}: insufficient evidence (every model failed)"
+            stand_in = submission_entry(question, phase, result)
+            continue
         return {
             "status": "ok",
             "id": question.id,
@@ -254,4 +283,7 @@ async def _answer(
             "tokens": tokens,
             "seconds": round(time.perf_counter() - began, 3),
         }
-    return {"status": "failed", "id": question.id, "error": error, "llm_calls": calls}
+    failed = {"status": "failed", "id": question.id, "error": error, "llm_calls": calls}
+    if stand_in is not None:
+        failed |= {"entry": stand_in, "thread_id": thread_id}
+    return failed

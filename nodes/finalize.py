@@ -13,6 +13,9 @@ from nodes.context import Context
 from nodes.state import QAState
 
 MAX_DOCUMENTS = 10
+INSUFFICIENT = (
+    "Insufficient evidence: no model could answer this question from the evidence found."
+)
 
 
 async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -29,8 +32,19 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     snippet_docs = [by_pmid[p] for p in documents if p in by_pmid][:5]
     snippets = await asyncio.to_thread(best_snippets, state["question"], snippet_docs, ctx.embedder)
     ideal = answer.get("ideal") or "; ".join(answer.get("exact", []))
+    members = state.get("members") or []
+    # Every model failed (no member answered and synthesis fell back to an empty vote): say so
+    # in the answer itself rather than pass an empty vote off as an answer.
+    insufficient = (
+        answer.get("source") != "synthesis"
+        and not answer.get("exact")
+        and all(m.get("error") for m in members)
+    )
+    if insufficient:
+        ideal = INSUFFICIENT
     return {
         "result": {
+            "insufficient": insufficient,
             "question": state["question"],
             "type": qtype,
             "exact_answer": exact_answer_shape(qtype, answer.get("exact", [])),

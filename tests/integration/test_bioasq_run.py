@@ -329,3 +329,23 @@ async def test_report_scores_by_type_plots_and_compares_two_runs(make_context, t
     comparison = figures["comparison"]
     assert comparison["yesno_mcnemar"] == {"b": 0, "c": 0, "p_value": 1.0}  # identical runs
     assert comparison["list_f1_bootstrap"]["difference"] == 0.0
+
+
+async def test_when_every_model_fails_the_answer_says_so_and_the_rerun_retries(
+    make_context, tmp_path
+):
+    broken = script(
+        query={"query": "mitochondria OR lace OR cell"},
+        organize={"duplicates": []},
+        ensemble=ConnectionError("endpoint down"),
+        synthesize=ConnectionError("endpoint down"),
+    )
+    t, out = write_testset(tmp_path / "t.json", count=1), tmp_path / "sub.json"
+    report = await run_batch(make_context(broken), t, out, phase="A+", progress=False)
+    assert "insufficient evidence (every model failed)" in report.failed["q1-0"]
+    (entry,) = json.loads(out.read_text())["questions"]
+    assert entry["ideal_answer"].startswith("Insufficient evidence")  # explicit, not a guess
+    again = await run_batch(make_context(answering_model()), t, out, phase="A+", progress=False)
+    assert again.answered == 1 and not again.failed
+    (entry,) = json.loads(out.read_text())["questions"]
+    assert entry["exact_answer"] == "yes" and entry["ideal_answer"] == "Mitochondria act early."
