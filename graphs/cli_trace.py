@@ -4,38 +4,110 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
-from graphs.cli_common import CliError, out, settings_for
+from graphs.cli_common import CliError, err, out, settings_for
 
 trace_app = typer.Typer(no_args_is_help=True, help="Read runs back from their checkpoints.")
+
+
+def _write_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str) + "\n")
+
+
+def _steps(settings: Any, thread_id: str) -> list[dict[str, Any]]:
+    from graphs.traces import UnknownThread, node_updates
+
+    try:
+        return node_updates(settings, thread_id)
+    except UnknownThread as exc:
+        raise CliError(str(exc)) from None
+
+
+def _clip(text: str | None, width: int) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@trace_app.command("list")
+def trace_list(
+    limit: Annotated[int, typer.Option("--limit", min=1, help="How many runs to show.")] = 20,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list of run summaries.")
+    ] = False,
+) -> None:
+    """List recent runs, newest first: question, status, answer, calls, tokens, wall time."""
+    from graphs.traces import list_threads
+
+    settings = settings_for()
+    threads = list_threads(settings, limit=limit)
+    if as_json:
+        _write_json(threads)
+        return
+    if not threads:
+        out.print(f"No runs recorded in {settings.checkpoint_path} yet: `quorum ask` makes one.")
+        return
+    width = max(len(t["thread_id"]) for t in threads)
+    out.print(
+        f"{'thread':<{width}}  {'started':<16}  {'status':<11}  {'calls':>5}  {'tokens':>8}  "
+        f"{'wall':>7}  question → answer",
+        style="bold",
+        markup=False,
+    )
+    for t in threads:
+        started = (
+            datetime.fromisoformat(t["started"]).astimezone().strftime("%Y-%m-%d %H:%M")
+            if t["started"]
+            else "?"
+        )
+        wall = f"{t['seconds']:.1f}s" if t["seconds"] is not None else "-"
+        answer = f" → {_clip(t['answer'], 40)}" if t["answer"] else ""
+        out.print(
+            f"{t['thread_id']:<{width}}  {started:<16}  {t['status']:<11}  {t['calls']:>5}  "
+            f"{t['tokens']:>8,}  {wall:>7}  {_clip(t['question'], 60)}{answer}",
+            markup=False,
+            highlight=False,
+        )
 
 
 @trace_app.command("show")
 def trace_show(
     thread_id: Annotated[str, typer.Argument(help="The thread id `quorum ask` printed.")],
+    node: Annotated[
+        str | None,
+        typer.Option(
+            "--node",
+            help="Only this node's steps, with every model call's prompt and raw output.",
+        ),
+    ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print a JSON list of {node, update}.")
+        bool,
+        typer.Option(
+            "--json",
+            help="Print a JSON list of {node, update}; with --node, of {node, step, started, "
+            "seconds, update, calls}.",
+        ),
     ] = False,
 ) -> None:
     """Show a run's nodes in execution order with each node's state update."""
-    from graphs.traces import DESCRIBERS, UnknownThread, node_updates
+    from graphs.traces import DESCRIBERS, describe_call, node_names
 
-    try:
-        steps = node_updates(settings_for(), thread_id)
-    except UnknownThread as exc:
-        raise CliError(str(exc)) from None
+    if node is not None and node not in node_names():
+        raise CliError(f"unknown node {node!r}; the graph's nodes: {', '.join(node_names())}")
+    steps = _steps(settings_for(), thread_id)
+    if node is not None:
+        steps = [s for s in steps if s["node"] == node]
+        if not steps:
+            err.print(f"{node} did not run in thread {thread_id}", markup=False)
     if as_json:
-        sys.stdout.write(
-            json.dumps(
-                [{"node": s["node"], "update": s["update"]} for s in steps],
-                ensure_ascii=False,
-                default=str,
-            )
-            + "\n"
-        )
+        if node is None:
+            _write_json([{"node": s["node"], "update": s["update"]} for s in steps])
+        else:
+            _write_json([_with_calls(s) for s in steps])
         return
     for s in steps:
         took = f" {s['seconds']:.2f}s" if s["seconds"] is not None else ""
@@ -45,7 +117,55 @@ def trace_show(
             for line in describe(s["update"]):
                 out.print(f"    {line}", markup=False, highlight=False)
         for key, value in s["update"].items():
-            if key in shown:
+            if key in shown or (node is not None and key == "calls"):
                 continue
             text = json.dumps(value, ensure_ascii=False, default=str)
-            out.print(f"    {key}: {text if len(text) <= 300 else text[:300] + '…'}")
+            text = text if len(text) <= 300 else text[:300] + "…"
+            out.print(f"    {key}: {text}", markup=False, highlight=False)
+        if node is None:
+            continue
+        calls = s["update"].get("calls") or []
+        for number, call in enumerate(calls, 1):
+            first, *rest = describe_call(call)
+            out.print(f"    call {number}/{len(calls)}: {first}", style="bold", markup=False)
+            for line in rest:
+                out.print(f"      {line}", markup=False, highlight=False)
+
+
+def _with_calls(step: dict[str, Any]) -> dict[str, Any]:
+    update = {k: v for k, v in step["update"].items() if k != "calls"}
+    return {
+        "node": step["node"],
+        "step": step["step"],
+        "started": step["started"],
+        "seconds": step["seconds"],
+        "update": update,
+        "calls": step["update"].get("calls") or [],
+    }
+
+
+@trace_app.command("export")
+def trace_export(
+    thread_id: Annotated[str, typer.Argument(help="The thread id `quorum ask` printed.")],
+    html: Annotated[
+        Path,
+        typer.Option(
+            "--html",
+            dir_okay=False,
+            help="Write one self-contained HTML page here (timeline, prompts and outputs, "
+            "relation graph, votes, costs).",
+        ),
+    ],
+) -> None:
+    """Export a run's trace as a single HTML file that opens offline in any browser."""
+    from graphs.trace_export import export_html, write_atomic
+    from graphs.traces import thread_question
+
+    if not html.parent.is_dir():
+        raise CliError(f"no directory {html.parent} to write {html.name} into")
+    settings = settings_for()
+    steps = _steps(settings, thread_id)
+    question = thread_question(settings, thread_id)
+    page = export_html(steps, thread_id=thread_id, question=question)
+    write_atomic(html, page)
+    err.print(f"wrote {html} ({len(page.encode()) / 1024:,.0f} KiB)", markup=False)
