@@ -24,10 +24,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+from graphs.inputs import load_testset
 from graphs.qa import build_graph
 from infra.bioasq.answers import pubmed_url
-from infra.bioasq.formats import FormatError, Question, load_questions
+from infra.bioasq.formats import Question
 from infra.checkpoints import async_saver
+from infra.errors import UserError
 from nodes.context import Context
 
 JOURNAL_VERSION = 1
@@ -41,7 +43,7 @@ SNIPPET_KEYS = (
 )
 
 
-class JournalMismatch(ValueError):
+class JournalMismatch(UserError):
     """The journal beside the output belongs to another input or phase."""
 
 
@@ -190,9 +192,7 @@ async def run_batch(
     on_question: Callable[[str], None] | None = None,
 ) -> BatchReport:
     """Answer a test set's questions into `output`, resuming from its journal."""
-    questions = load_questions(input_path)[:limit]
-    if phase == "B" and not any(q.snippets for q in questions):
-        raise FormatError(f"{input_path}: phase B needs the given snippets; this file has none")
+    questions = load_testset(input_path, phase=phase, limit=limit)
     output.parent.mkdir(parents=True, exist_ok=True)
     journal = Journal(journal_path(output), _fingerprint(input_path, phase))
     report = BatchReport(resumed=sum(q.id in journal.done for q in questions), output=output)

@@ -26,8 +26,7 @@ def bioasq_run(
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
 ) -> None:
     """Answer a test set; killed and re-run, it resumes where its journal ends."""
-    from graphs.bioasq_run import JournalMismatch, journal_path, run_batch
-    from graphs.runtime import build_context
+    from graphs.inputs import load_testset
 
     if phase not in PHASES:
         raise CliError(f"unknown --phase {phase!r}; choose one of {', '.join(PHASES)}")
@@ -36,6 +35,10 @@ def bioasq_run(
     if output.resolve() == input_path.resolve():
         raise CliError("--output must not be the --input file")
     settings = settings_for()
+    load_testset(input_path, phase=phase, limit=limit)  # refuse a bad file before loading models
+    from graphs.bioasq_run import JournalMismatch, journal_path, run_batch
+    from graphs.runtime import build_context
+
     try:
         report = asyncio.run(
             run_batch(

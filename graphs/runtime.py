@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from graphs.inputs import InputProblem, check_question
 from graphs.qa import build_graph
 from infra.backends import open_backend
 from infra.checkpoints import async_saver, thread_exists
@@ -15,32 +16,6 @@ from infra.pubmed import PubMedClient
 from infra.rerankers import load_reranker
 from infra.settings import Settings, SettingsError, secret_from_env
 from nodes.context import Context
-
-MAX_QUESTION_CHARS = 4000
-
-
-class InputProblem(ValueError):
-    """Input the graph must not be run on."""
-
-
-def check_question(question: str) -> str:
-    """Return the question stripped, or raise InputProblem saying what is wrong with it."""
-    text = (question or "").strip()
-    if not text:
-        raise InputProblem("the question is empty")
-    if len(text) > MAX_QUESTION_CHARS:
-        raise InputProblem(
-            f"the question is {len(text):,} characters long; the limit is {MAX_QUESTION_CHARS:,}"
-        )
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputProblem(
-            "the question is not valid UTF-8 (check the terminal's encoding)"
-        ) from None
-    if not any(ch.isalnum() for ch in text):
-        raise InputProblem("the question has no words")
-    return text
 
 
 def check_models(settings: Settings) -> None:
@@ -128,9 +103,7 @@ async def run_question(
     modes = ["updates"] + (["custom"] if on_progress else []) + (["messages"] if on_token else [])
     async with async_saver(settings.checkpoint_path) as saver:
         graph = build_graph(checkpointer=saver)
-        async for mode, chunk in graph.astream(
-            state, config, context=context, stream_mode=modes
-        ):
+        async for mode, chunk in graph.astream(state, config, context=context, stream_mode=modes):
             if mode == "updates":
                 for node, values in chunk.items():
                     if on_event is not None:

@@ -17,12 +17,13 @@ from typing import Any, get_type_hints
 from graphs.qa import build_graph
 from graphs.runtime import check_question
 from infra.checkpoints import async_saver, thread_exists
+from infra.errors import UserError
 from infra.settings import Settings
 from nodes.context import Context
 from nodes.state import QAState
 
 
-class ReplayProblem(ValueError):
+class ReplayProblem(UserError):
     """The replay cannot be made as asked (unknown thread, node or field)."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from infra.embeddings import Embedder
+from infra.errors import UserError
 from infra.ingest.corpus import DEMO_MODEL, IndexMissing, demo_documents, ensure_index
 from infra.search.base import IndexWriter, SearchBackend
 from infra.search.embedded_store import EmbeddedWriter
@@ -25,7 +26,7 @@ def _elastic(settings: Settings, *, create: bool, dims: int | None = None):
     )
 
 
-class IndexMismatch(ValueError):
+class IndexMismatch(UserError):
     """An index holds vectors of another kind than this run would write."""
 
 

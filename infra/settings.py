@@ -12,6 +12,8 @@ from platformdirs import user_data_dir
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from infra.errors import UserError
+
 QuestionType = Literal["yesno", "factoid", "list", "summary"]
 
 
@@ -388,7 +390,7 @@ class _ConfigFileSource(PydanticBaseSettingsSource):
         return read_config_file(Path(path))
 
 
-class SettingsError(ValueError):
+class SettingsError(UserError):
     """A settings problem, phrased for a one-line error message."""
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from infra.bioasq.types import QUESTION_TYPES
+from infra.errors import UserError
 
 _PMID = re.compile(r"(\d+)\s*$")
 
 
-class FormatError(ValueError):
+class FormatError(UserError):
     """A BioASQ file that cannot be used, naming the file and the place."""
 
 
@@ -51,6 +52,7 @@ def load_questions(path: Path) -> list[Question]:
     if not isinstance(data, dict) or not isinstance(data.get("questions"), list):
         raise FormatError(f"{path}: expected an object with a 'questions' list")
     out = []
+    first_at: dict[str, int] = {}
     for i, item in enumerate(data["questions"]):
         where = f"{path}: questions[{i}]"
         if not isinstance(item, dict):
@@ -58,6 +60,11 @@ def load_questions(path: Path) -> list[Question]:
         qid, body, qtype = item.get("id"), item.get("body"), item.get("type")
         if not isinstance(qid, str) or not qid:
             raise FormatError(f"{where}: missing 'id'")
+        if qid in first_at:
+            raise FormatError(
+                f"{where}: duplicate id {qid!r} (first at questions[{first_at[qid]}])"
+            )
+        first_at[qid] = i
         if not isinstance(body, str) or not body.strip():
             raise FormatError(f"{where} ({qid}): missing 'body'")
         if qtype not in QUESTION_TYPES:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from infra.embeddings import Embedder, document_text
+from infra.errors import UserError
 from infra.search.embedded import EmbeddedIndex
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -19,7 +20,7 @@ DEMO_VECTORS = DATA / "pubmedqa_demo.vectors.f16.npy"
 DEMO_MODEL = "all-MiniLM-L6-v2"
 
 
-class IndexMissing(FileNotFoundError):
+class IndexMissing(UserError, FileNotFoundError):
     """The configured index has not been built."""
 
 

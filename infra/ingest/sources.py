@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from infra.errors import UserError
 from infra.ingest.corpus import read_jsonl
 from infra.pubmed import iter_pubmed_articles
 
@@ -15,7 +16,7 @@ SUFFIXES = (".jsonl", ".jsonl.gz", ".xml", ".xml.gz")
 Event = tuple[str, Any]
 
 
-class SourceError(ValueError):
+class SourceError(UserError):
     """A corpus file that cannot be read, with the path and what is wrong."""
 
 

@@ -1,0 +1,9 @@
+"""The one base of every error that is the user's input, not quorum's fault.
+
+The CLI turns any UserError into one line on stderr and exit code 2; everything else is a bug
+or an outage and is reported as such. Kept free of imports so catching it costs nothing.
+"""
+
+
+class UserError(ValueError):
+    """Bad input: a file, a setting, a question or an id the user gave."""
