@@ -169,3 +169,85 @@ def trace_export(
     page = export_html(steps, thread_id=thread_id, question=question)
     write_atomic(html, page)
     err.print(f"wrote {html} ({len(page.encode()) / 1024:,.0f} KiB)", markup=False)
+
+
+@trace_app.command("replay")
+def trace_replay(
+    thread_id: Annotated[str, typer.Argument(help="The finished run to replay.")],
+    from_node: Annotated[str, typer.Option("--from", help="Node to run again from.")],
+    edits: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="KEY=VALUE to change in the state first (JSON or text)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """Fork a run at a node into a new thread and run it to the end; the original stays."""
+    import asyncio
+
+    from graphs.runtime import build_context
+    from graphs.trace_control import parse_edits, replay
+
+    changes = parse_edits(edits or [])
+    settings = settings_for()
+    with err.status(f"replaying {thread_id} from {from_node}…"):
+        new_thread, result = asyncio.run(
+            replay(settings, build_context(settings), thread_id, from_node, changes)
+        )
+    if as_json:
+        _write_json({"thread_id": new_thread, "replay_of": thread_id, "result": result})
+        return
+    exact = result.get("exact_answer")
+    out.print(f"[bold]{json.dumps(exact, ensure_ascii=False)}[/bold]")
+    if result.get("ideal_answer"):
+        out.print(result["ideal_answer"], markup=False)
+    out.print(f"[dim]new thread {new_thread} — quorum trace show {new_thread}[/dim]")
+
+
+@trace_app.command("step")
+def trace_step(
+    question: Annotated[str, typer.Argument(help="The question, in quotes.")],
+) -> None:
+    """Run a question one node at a time: continue, skip to the end, edit a field, or quit."""
+    import asyncio
+
+    from graphs.inputs import check_question
+    from graphs.trace_control import EDITABLE, parse_edits, step_through
+
+    question = check_question(question)
+    settings = settings_for()
+    from graphs.runtime import build_context
+
+    shown: dict[str, Any] = {}
+
+    async def decide(node: str, state: dict[str, Any]) -> tuple[str, Any]:
+        changed = {k: v for k, v in state.items() if shown.get(k) != v and k != "calls"}
+        shown.clear()
+        shown.update(state)
+        for key, value in changed.items():
+            text = json.dumps(value, ensure_ascii=False, default=str)
+            out.print(f"    {key}: {_clip(text, 200)}", markup=False, highlight=False)
+        out.print(f"[bold]next: {node}[/bold]")
+        while True:
+            answer = typer.prompt(
+                "[c]ontinue, [s]kip to the end, [e]dit KEY=VALUE, [q]uit", default="c"
+            ).strip()
+            if answer in ("c", ""):
+                return "continue", None
+            if answer in ("s", "q"):
+                return ("skip" if answer == "s" else "quit"), None
+            if answer.startswith("e"):
+                try:
+                    return "edit", parse_edits([answer[1:].strip()])
+                except ValueError as exc:
+                    err.print(f"[red]{exc}[/red] (fields: {', '.join(sorted(EDITABLE))})")
+                    continue
+            err.print("[red]c, s, e KEY=VALUE or q[/red]")
+
+    thread_id, result, ran = asyncio.run(
+        step_through(settings, build_context(settings), question, decide)
+    )
+    if result is not None:
+        out.print(f"[bold]{json.dumps(result.get('exact_answer'), ensure_ascii=False)}[/bold]")
+        if result.get("ideal_answer"):
+            out.print(result["ideal_answer"], markup=False)
+    out.print(f"[dim]ran {', '.join(ran) or 'nothing'} — quorum trace show {thread_id}[/dim]")

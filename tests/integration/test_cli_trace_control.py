@@ -1,0 +1,60 @@
+"""`quorum trace replay` and `quorum trace step` as a user runs them, models simulated."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra.llm_simulator import SimulatedEndpoint
+
+QUORUM = str(Path(sys.executable).parent / "quorum")
+QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
+
+
+@pytest.fixture
+def simulated(quorum_home):
+    with SimulatedEndpoint(0.0) as endpoint:
+        spec = {"provider": "openai", "model": "sim", "base_url": endpoint.base_url}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
+        env |= {
+            "QUORUM_HOME": str(quorum_home),
+            "QUORUM_MODELS__QUERY": json.dumps(spec),
+            "QUORUM_MODELS__ENSEMBLE": json.dumps([spec]),
+            "QUORUM_MODELS__CACHE": "off",
+            "QUORUM_FALLBACK__ENABLED": "false",
+        }
+        yield endpoint, env
+
+
+def quorum(env, *args, stdin=None):
+    return subprocess.run(
+        [QUORUM, *args], input=stdin, capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def test_replay_from_synthesize_makes_only_the_synthesis_call(simulated):
+    endpoint, env = simulated
+    asked = quorum(env, "ask", QUESTION, "--json")
+    assert asked.returncode == 0, asked.stderr
+    thread = json.loads(asked.stdout)["thread_id"]
+    before = endpoint.stats.calls
+    proc = quorum(env, "trace", "replay", thread, "--from", "synthesize", "--json")
+    assert proc.returncode == 0, proc.stderr
+    replayed = json.loads(proc.stdout)
+    assert replayed["replay_of"] == thread and replayed["thread_id"] != thread
+    assert endpoint.stats.calls - before == 1  # no new query, organize or ensemble call
+    bad = quorum(env, "trace", "replay", thread, "--from", "nowhere")
+    assert bad.returncode == 2 and "unknown node 'nowhere'" in bad.stderr
+
+
+def test_step_continues_edits_and_skips(simulated):
+    _, env = simulated
+    keys = 'c\ne query="lace OR leaf OR plant"\nc\ns\n'
+    proc = quorum(env, "trace", "step", QUESTION, stdin=keys)
+    assert proc.returncode == 0, proc.stderr
+    assert "next: generate_query" in proc.stdout and "next: search" in proc.stdout
+    assert 'query: "lace OR leaf OR plant"' in proc.stdout
+    assert "ran generate_query, search" in proc.stdout
