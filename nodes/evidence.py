@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, WithJsonSchema
 
 # Short entity names; a bound also stops a small model's run-on strings inside the grammar.
 Entity = Annotated[str, StringConstraints(min_length=1, max_length=80)]
@@ -28,8 +28,29 @@ def passages(docs: list[dict[str, Any]], chars: int) -> str:
 
 
 def pmid_type(pmids: list[str]) -> Any:
-    """Return a type that only admits these PMIDs (so a model cannot cite anything else)."""
-    return Literal[tuple(pmids)] if pmids else str
+    """Return the type of a citation: the schema offers only these PMIDs.
+
+    Constrained decoding (local models, strict JSON-schema endpoints) then cannot produce
+    another; a model that does anyway (function calling, JSON mode, a document telling it to)
+    still parses, and `checked_citations` removes what was not shown and says so, rather than
+    losing the whole answer.
+    """
+    if not pmids:
+        return str
+    return Annotated[str, WithJsonSchema({"type": "string", "enum": list(pmids)})]
+
+
+def checked_citations(cited: list[str], shown: list[str], node: str) -> tuple[list[str], list[str]]:
+    """Keep the citations of PMIDs the node showed; return them and notes on the rest."""
+    allowed = set(shown)
+    kept = list(dict.fromkeys(p for p in cited if p in allowed))
+    removed = [p for p in dict.fromkeys(cited) if p not in allowed]
+    notes = (
+        [f"{node}: removed citation(s) of PMIDs not in its context: {', '.join(removed)}"]
+        if removed
+        else []
+    )
+    return kept, notes
 
 
 def exact_field(qtype: str) -> tuple[Any, Any]:

@@ -12,7 +12,14 @@ from pydantic import BaseModel, Field, create_model
 from infra.bioasq import format_exact
 from infra.snippets import prefetch_sentences
 from nodes.context import Context
-from nodes.evidence import TYPE_INSTRUCTIONS, as_answers, exact_field, passages, pmid_type
+from nodes.evidence import (
+    TYPE_INSTRUCTIONS,
+    as_answers,
+    checked_citations,
+    exact_field,
+    passages,
+    pmid_type,
+)
 from nodes.state import QAState
 from prompts import render
 
@@ -96,8 +103,12 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
         ),
         asyncio.to_thread(prefetch_sentences, contexts, ctx.embedder),
     )
+    dropped: list[str] = []
     if reply.value is not None:
         value = reply.value
+        cited, dropped = checked_citations(
+            list(value.cited_pmids), [c["pmid"] for c in contexts], "synthesize"
+        )
         extracted = as_answers(qtype, getattr(value, "exact_answer", None))
         answer = {
             # Extraction (the model) and BioASQ formatting (a cheap rule step) are separate, so
@@ -106,7 +117,7 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
             "exact": format_exact(qtype, extracted),
             "ideal": value.ideal_answer.strip(),
             "confidence": round(float(value.confidence), 3),
-            "cited": list(dict.fromkeys(value.cited_pmids)),
+            "cited": cited,
             "rationale": value.rationale.strip(),
             "source": "synthesis",
         }
@@ -125,4 +136,9 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
         "answer": answer,
         "error": reply.error,
     }
-    return {"answer": answer, "attempts": [attempt], "calls": [reply.record("synthesize")]}
+    return {
+        "answer": answer,
+        "attempts": [attempt],
+        "calls": [reply.record("synthesize")],
+        "notes": dropped,
+    }

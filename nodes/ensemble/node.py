@@ -36,7 +36,14 @@ from nodes.ensemble.strategies import (
 )
 from nodes.ensemble.views import permuted_views, view_seed
 from nodes.ensemble.vote import candidate_keys, synonym_clusters, vote
-from nodes.evidence import TYPE_INSTRUCTIONS, as_answers, exact_field, passages, pmid_type
+from nodes.evidence import (
+    TYPE_INSTRUCTIONS,
+    as_answers,
+    checked_citations,
+    exact_field,
+    passages,
+    pmid_type,
+)
 from nodes.progress import report
 from nodes.state import QAState
 from prompts import render
@@ -145,7 +152,7 @@ async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
         votes |= _ccv_vote(qtype, members, contexts, strict=settings.ccv.evidence == "strict")
     elif strategy == "ccv":
         diagnostics["ccv"] = f"{qtype} answers are voted by majority (CCV needs one answer)"
-    notes = []
+    notes = [note for m in members for note in m.pop("citation_notes", [])]
     if failed := sum(m["error"] is not None for m in members):
         notes.append(f"ensemble: {failed} of {len(members)} member(s) failed and were dropped")
     return {
@@ -233,7 +240,9 @@ async def _member(
         record |= {"passage": value.passage, "quote": value.quote}
         record["pmids"] = [docs[value.passage - 1]["pmid"]]
     elif value is not None:
-        record["pmids"] = list(value.pmids)
+        record["pmids"], record["citation_notes"] = checked_citations(
+            list(value.pmids), [d["pmid"] for d in docs], f"ensemble member {view.number}"
+        )
     return record
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field, create_model
 
 from infra.models import ChatModel
-from nodes.evidence import clip, passages, pmid_type
+from nodes.evidence import checked_citations, clip, passages, pmid_type
 from nodes.organize.grouping import Grouping, baseline_groups, group_contexts
 from nodes.organize.relations import PairRelation, RelationGraph, build_relation_graph
 from prompts import render
@@ -134,7 +134,7 @@ async def _answer_group(
         "pmids": pmids,
         "question": form,
         "answer": value.answer.strip() if value else "",
-        "cited": list(dict.fromkeys(value.cited_pmids)) if value else [],
+        "cited": checked_citations(list(value.cited_pmids), pmids, "organize")[0] if value else [],
         "error": reply.error,
     }
 

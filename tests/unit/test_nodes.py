@@ -1,5 +1,7 @@
 """Each node on its own, with a scripted chat model, the hash embedder and a real tantivy index."""
 
+import json
+
 import pytest
 from conftest import LIMITS, pmids_in, script
 from langgraph.runtime import Runtime
@@ -241,14 +243,14 @@ async def test_synthesize_cites_only_context_pmids_and_records_the_attempt(make_
     assert '[["yes", 3]]' in model.calls[0]["messages"][-1].content
 
 
-async def test_synthesize_rejects_an_unknown_citation(make_context, index):
+async def test_synthesize_removes_and_records_a_citation_it_was_not_shown(make_context, index):
     contexts = index.fetch(["101"])
     model = script(
         synthesize={
             "exact_answer": "yes",
             "ideal_answer": "x",
             "confidence": 0.9,
-            "cited_pmids": ["555"],
+            "cited_pmids": ["555", "101"],
         }
     )
     state = {
@@ -258,9 +260,11 @@ async def test_synthesize_rejects_an_unknown_citation(make_context, index):
         "votes": {"ranked": ["no"]},
     }
     update = await synthesize(state, ctx_runtime(make_context, model))
-    assert update["answer"]["source"] == "vote" and update["answer"]["confidence"] == 0.0
-    assert update["answer"]["exact"] == ["no"]
-    assert "unparseable" in update["attempts"][0]["error"]
+    assert update["answer"]["source"] == "synthesis" and update["answer"]["cited"] == ["101"]
+    assert update["notes"] == ["synthesize: removed citation(s) of PMIDs not in its context: 555"]
+    # The schema still offers only the PMIDs shown, so constrained decoders cannot stray.
+    schema = json.dumps(model.calls[0]["messages"][0].content)
+    assert '\\"enum\\": [\\"101\\"]' in schema
 
 
 async def test_second_synthesis_in_a_round_is_greedy(make_context, index):
