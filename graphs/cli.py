@@ -78,12 +78,14 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """Answer a question from the configured corpus."""
-    from graphs.runtime import build_context, check_question, run_question
+    from graphs.inputs import check_question
 
     question = check_question(question)
     if qtype is not None and qtype not in QUESTION_TYPES:
         raise CliError(f"unknown --type {qtype!r}; choose one of {', '.join(QUESTION_TYPES)}")
     settings = settings_for()
+    from graphs.runtime import build_context, run_question  # models and index: after the checks
+
     _demo_notice(settings)
     with err.status("loading models and index…") as status:
         context = build_context(settings)
@@ -179,14 +181,82 @@ def index(
     )
 
 
+@app.command()
+def chat(
+    index_name: Annotated[
+        str | None, typer.Option("--index", help="Index to chat over (default: settings).")
+    ] = None,
+) -> None:
+    """Chat with the corpus: follow-ups, /open PMID, /trace, /new, /quit."""
+    from rich.console import Console
+
+    settings = settings_for(search={"index": index_name}) if index_name else settings_for()
+    _demo_notice(settings)
+    from graphs.chat import run_chat
+    from graphs.runtime import build_context
+
+    with err.status("loading models and index…"):
+        context = build_context(settings)
+    console = Console()
+    run_chat(settings, context, console, lambda: console.input("[bold]you>[/bold] "))
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str, typer.Option(help="Address to listen on (loopback unless --allow-remote).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8765,
+    allow_remote: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote",
+            help="Allow a non-loopback --host: whoever reaches it can ask and read every trace.",
+        ),
+    ] = False,
+) -> None:
+    """Serve a local web page: chat with the corpus and step through each turn's nodes."""
+    import socket
+
+    import uvicorn
+
+    from graphs.runtime import build_context
+    from graphs.server import LOOPBACK_NAMES, create_app, is_loopback
+
+    remote = not is_loopback(host)
+    if remote and not allow_remote:
+        raise CliError(
+            f"--host {host} is reachable from other machines and the page has no login; "
+            "add --allow-remote to serve it anyway"
+        )
+    settings = settings_for()
+    _demo_notice(settings)
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener = socket.create_server((host.strip("[]"), port), family=family)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    with err.status("loading models and index…"):
+        context = build_context(settings)
+    if remote:
+        err.print(
+            f"[yellow]warning: serving on {host}, not loopback: anyone who can reach this port "
+            "can ask questions and read every trace; there is no login.[/yellow]"
+        )
+    shown = f"[{host}]" if ":" in host else host
+    err.print(f"quorum: serving on http://{shown}:{port}/ (Ctrl+C to stop)")
+    hosts = ["*"] if remote else [host, *LOOPBACK_NAMES]
+    config = uvicorn.Config(
+        create_app(settings, context, allowed_hosts=hosts),
+        log_level="warning",
+        timeout_graceful_shutdown=3,
+    )
+    uvicorn.Server(config).run(sockets=[listener])
+
+
 def main() -> None:
     """Run the CLI: user errors are one line, exit 2; tracebacks only with QUORUM_DEBUG set."""
-    from graphs.runtime import InputProblem
-    from infra.backends import IndexMismatch
-    from infra.bioasq.formats import FormatError
-    from infra.ingest import IndexMissing
-    from infra.ingest.sources import SourceError
-    from infra.settings import SettingsError
+    from infra.errors import UserError
 
     try:
         # Without standalone mode click returns a typer.Exit's code instead of raising it.
@@ -201,15 +271,7 @@ def main() -> None:
             exc.show()
             _exit(2)
         _fail(exc.format_message(), getattr(exc, "exit_code", 2))
-    except (
-        CliError,
-        InputProblem,
-        SettingsError,
-        IndexMissing,
-        SourceError,
-        FormatError,
-        IndexMismatch,
-    ) as exc:
+    except (CliError, UserError) as exc:
         _fail(str(exc), 2)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
@@ -224,7 +286,8 @@ def main() -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    sys.stderr.write(f"quorum: error: {message}\n")
+    line = " ".join(message.split())  # one line, whatever the message held
+    sys.stderr.write(f"quorum: error: {line}\n")
     _exit(code)
 
 

@@ -79,6 +79,10 @@ def _materialize_local(path: Path, cache_root: Path) -> Path:
 class LocalChatModel(ChatHuggingFace):
     """ChatHuggingFace over an in-process pipeline, with async calls and JSON-schema decoding."""
 
+    # ChatHuggingFace streams only from an inference endpoint; asked to stream (a graph run with
+    # a token callback), a local pipeline answers in one piece instead of failing.
+    disable_streaming: bool = True
+
     def model_post_init(self, context: Any) -> None:
         """Set up the generation lock and the grammar cache."""
         super().model_post_init(context)

@@ -13,9 +13,7 @@ from nodes.context import Context
 from nodes.state import QAState
 
 MAX_DOCUMENTS = 10
-INSUFFICIENT = (
-    "Insufficient evidence: no model could answer this question from the evidence found."
-)
+INSUFFICIENT = "Insufficient evidence: no model could answer this question from the evidence found."
 
 
 async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -112,3 +112,11 @@ async def test_moi_runs_on_the_local_model(quorum_home, index, embedder):
     assert sorted(fit["order"]) == ["101", "103", "105"]
     (member,) = update["members"]
     assert member["order"] == fit["order"] and member["error"] is None
+
+
+@pytest.mark.slow
+async def test_asked_to_stream_a_local_model_answers_in_one_piece(pool):
+    # A graph run with a token callback (chat, the web page) asks every model to stream.
+    model = pool.first("synthesis")
+    chunks = [chunk async for chunk in model.llm.astream(MESSAGES, max_tokens=8)]
+    assert len(chunks) == 1 and chunks[0].content

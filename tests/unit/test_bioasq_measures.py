@@ -143,6 +143,27 @@ def test_submitted_synonyms_count_before_edition_5_only():
     assert evaluate_phase_b(gold, submission, edition=5)["factoid_strict_accuracy"] == 0
 
 
+def test_empty_submitted_entries_are_skipped_not_counted():
+    # The evaluator reads an entry's names with `while (reader.hasNext())`, so [] adds no entry:
+    # the official Java scores this 1 (strict, MRR) and P 1, R 1/2; an empty entry kept would give
+    # strict 0, MRR 1/2 and P 1/2.
+    gold = {
+        "questions": [
+            _question("f", type="factoid", exact_answer=[["p53"]]),
+            _question("l", type="list", exact_answer=[["a"], ["b"]]),
+        ]
+    }
+    submission = {
+        "questions": [
+            _question("f", exact_answer=[[], ["p53"]]),
+            _question("l", exact_answer=[["a"], []]),
+        ]
+    }
+    got = evaluate_phase_b(gold, submission)
+    assert got["factoid_strict_accuracy"] == got["factoid_mrr"] == 1
+    assert (got["list_precision"], got["list_recall"]) == (1, 0.5)
+
+
 def test_flat_factoid_answers_are_refused_after_edition_2():
     gold = {"questions": [_question("f", type="factoid", exact_answer=["p53", "tp53"])]}
     submission = {"questions": [_question("f", exact_answer=["TP53", "x"])]}
