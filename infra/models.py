@@ -20,7 +20,7 @@ from langchain_huggingface import ChatHuggingFace, HuggingFacePipeline
 from pydantic import BaseModel, ValidationError
 
 import infra.offline
-from infra.llm_cache import SQLiteLLMCache
+from infra.llm_cache import ReplyCache
 from infra.settings import ModelSpec, Settings, secret_from_env
 
 Schema = TypeVar("Schema", bound=BaseModel)
@@ -284,8 +284,8 @@ class ChatModel:
     spec: ModelSpec
     llm: BaseChatModel
     semaphore: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
-    cached: BaseChatModel | None = None
-    """The same model with a response cache, used where the cache policy allows."""
+    cache: ReplyCache | None = None
+    """Where parsed replies are kept, when the cache policy allows."""
     cache_sampled: bool = False
     """Whether sampled calls (temperature > 0) may be served from the cache too."""
 
@@ -314,16 +314,30 @@ class ChatModel:
         started, wall = time.perf_counter(), time.time()
         raw = ""
         usage: dict[str, int] = {}
+        key = self._cache_key(schema, messages, params)
+        stored = self.cache.get(key) if key is not None and self.cache is not None else None
         try:
-            async with self.semaphore:
-                started, wall = time.perf_counter(), time.time()
-                message = await self._call(schema, list(messages), params)
-            raw = (
-                message.content if isinstance(message.content, str) else json.dumps(message.content)
-            )
-            usage = dict(message.usage_metadata or {})
-            value = parse_json_reply(schema, raw, message)
+            if stored is not None:
+                value = schema.model_validate(stored["value"])
+                raw, usage = stored.get("raw", ""), dict(stored.get("usage") or {})
+            else:
+                async with self.semaphore:
+                    started, wall = time.perf_counter(), time.time()
+                    message = await self._call(schema, list(messages), params)
+                raw = (
+                    message.content
+                    if isinstance(message.content, str)
+                    else json.dumps(message.content)
+                )
+                usage = dict(message.usage_metadata or {})
+                value = parse_json_reply(schema, raw, message)
+                if key is not None and self.cache is not None:  # only what parsed is kept
+                    self.cache.put(
+                        key, {"value": value.model_dump(mode="json"), "raw": raw, "usage": usage}
+                    )
             error = None
+        except UnparsedReply as exc:
+            value, error, raw = None, f"unparseable output: {exc}", exc.raw
         except (ValidationError, ValueError) as exc:
             value, error = None, f"unparseable output: {_first_line(exc)}"
         except Exception as exc:
@@ -341,11 +355,21 @@ class ChatModel:
             temperature=temperature,
         )
 
-    def _llm_for(self, params: dict) -> BaseChatModel:
-        if self.cached is None:
-            return self.llm
+    def _cache_key(
+        self, schema: type[BaseModel], messages: Sequence[BaseMessage], params: dict
+    ) -> str | None:
+        """Return the reply cache's key for this call, or None when it must not be cached."""
+        if self.cache is None:
+            return None
         temperature = params.get("temperature", self.spec.temperature)
-        return self.cached if temperature == 0 or self.cache_sampled else self.llm
+        if temperature != 0 and not self.cache_sampled:
+            return None
+        return ReplyCache.key(
+            self.spec.key,
+            schema.model_json_schema(),
+            [(m.type, m.content) for m in messages],
+            params,
+        )
 
     async def loglikelihood(self, context: str, continuation: str) -> tuple[float, int]:
         """Return log P(continuation | context) and the tokens read.
@@ -369,7 +393,7 @@ class ChatModel:
     async def _call(
         self, schema: type[BaseModel], messages: list[BaseMessage], params: dict
     ) -> AIMessage:
-        llm = self._llm_for(params)
+        llm = self.llm
         if isinstance(self.llm, LocalChatModel):
             schema_json = json.dumps(schema.model_json_schema())
             return await llm.ainvoke(messages, json_schema=schema_json, **params)
@@ -384,13 +408,25 @@ class ChatModel:
                 messages = [SystemMessage(content=json_instruction(schema)), *messages]
             out = await bound.ainvoke(messages, **params)
             if out.get("parsing_error"):
-                raise ValueError(str(out["parsing_error"]))
+                message = out.get("raw")
+                text = getattr(message, "content", "") if message is not None else ""
+                raise UnparsedReply(
+                    _first_line(out["parsing_error"]), text if isinstance(text, str) else ""
+                )
             raw_message = out["raw"]
             raw_message.additional_kwargs["_parsed"] = out["parsed"]
             return raw_message
         # Any other chat model (tests' scripted models included): ask for JSON in words.
         instruction = SystemMessage(content=json_instruction(schema))
         return await llm.ainvoke([instruction, *messages], **params)
+
+
+class UnparsedReply(ValueError):
+    """The endpoint answered, but not in the schema asked for; `raw` is what it said."""
+
+    def __init__(self, message: str, raw: str):
+        super().__init__(message)
+        self.raw = raw
 
 
 class LikelihoodUnavailable(ModelError):
@@ -468,15 +504,15 @@ class ModelPool:
         self._overrides = overrides or {}
         self._built: dict[str, ChatModel] = {}
         self._lock = threading.Lock()
-        self._cache: SQLiteLLMCache | None = None
+        self._cache: ReplyCache | None = None
 
     def _with_cache(self, model: ChatModel) -> ChatModel:
         policy = self._settings.models.cache
         if policy == "off":
             return model
         if self._cache is None:
-            self._cache = SQLiteLLMCache(self._settings.llm_cache_path)
-        model.cached = model.llm.model_copy(update={"cache": self._cache.scoped(model.spec.key)})
+            self._cache = ReplyCache(self._settings.llm_cache_path)
+        model.cache = self._cache
         model.cache_sampled = policy == "all"
         return model
 
