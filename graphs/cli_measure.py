@@ -220,3 +220,77 @@ def bench_pipeline_cmd(
     for key in ("wall_s", "llm_calls", "critical_path_calls", "bound_s", "overlap", "failed_calls"):
         out.print(f"{key:>20}  {report[key]}")
     out.print(f"{'calls_by_node':>20}  {json.dumps(report['calls_by_node'])}")
+
+
+@bench_app.command("faults")
+def bench_faults_cmd(
+    questions: Annotated[
+        int, typer.Option("--questions", min=1, max=5000, help="Questions in the batch.")
+    ] = 100,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the faults and the kill point.")] = 0,
+    input_path: Annotated[
+        Path | None,
+        typer.Option("--input", help="BioASQ JSON to take them from (default: 11B*_golden)."),
+    ] = None,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend", help="embedded (index renamed away) or elasticsearch (node restarted)."
+        ),
+    ] = "embedded",
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=64, help="Questions the batch answers at once.")
+    ] = 4,
+    keep: Annotated[
+        Path | None,
+        typer.Option("--keep", help="Run in this new directory and keep it (traces, journal)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """A BioASQ batch against a faulty endpoint, killed and resumed: is every fault absorbed?"""
+    from graphs.bench_faults import bench_faults, table
+
+    search: dict[str, str] = {}
+    es_dir = es_port = None
+    if backend == "elasticsearch":
+        es_dir, es_port, url = _managed_elasticsearch()
+        search = {"backend": "elasticsearch", "elasticsearch_url": url}
+    elif backend != "embedded":
+        raise CliError(f"unknown --backend {backend!r}; choose embedded or elasticsearch")
+    if input_path is not None and not input_path.is_file():
+        raise CliError(f"{input_path}: no such file")
+    try:
+        report = bench_faults(
+            questions=questions,
+            seed=seed,
+            input_path=input_path,
+            concurrency=concurrency,
+            search=search,
+            es_dir=es_dir,
+            es_port=es_port,
+            keep=keep,
+        )
+    except (FileNotFoundError, FileExistsError) as exc:
+        raise CliError(str(exc)) from None
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return
+    for line in table(report):
+        out.print(line, markup=False)
+
+
+def _managed_elasticsearch() -> tuple[Path, int, str]:
+    """Return the work dir ($QUORUM_ES_DIR), port and URL of a node this bench may restart."""
+    from urllib.parse import urlsplit
+
+    from infra.elasticsearch_server import default_dir, status
+
+    url = settings_for().search.elasticsearch_url
+    port = urlsplit(url).port or 9200
+    work = default_dir()
+    if status(work, port)[1] is None:
+        raise CliError(
+            f"no Elasticsearch node of {work} answers on {url}; start one with "
+            f"`python -m infra.elasticsearch_server start --dir {work} --port {port}`"
+        )
+    return work, port, url

@@ -5,24 +5,36 @@ request sleeps `latency_s` in its own handler thread, so a pipeline that fans ou
 in a few multiples of the latency however many calls it makes. Answers are minimal but valid
 instances of the schema the caller asked for (`json_schema`, `function_calling` or `json_mode`),
 and `/v1/completions` echoes prompts with deterministic log-probabilities, the vLLM way.
+
+A `FaultPlan` makes it misbehave like a real endpoint under load: some chat completions get a
+5xx, a 429, a reply slower than the client's timeout, malformed JSON or an empty answer, drawn
+from a seeded RNG; every injected fault is recorded, so a benchmark can check what absorbed it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 import re
+import sys
 import threading
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 PLACEHOLDER = "simulated"
+STREAM_PIECE = 8
+"""Characters per streamed chunk."""
 # Past this nesting depth recursive schemas get only what they require, so instances stay finite.
 MAX_DEPTH = 8
 # What `infra.models.json_instruction` puts in front of the schema when asking for JSON in words.
 SCHEMA_IN_TEXT = re.compile(r"matching this JSON schema:\s*\n")
+FAULT_KINDS = ("server_error", "rate_limit", "timeout", "malformed", "empty")
+SERVER_ERRORS = (500, 502, 503)
 STRING_FORMATS = {
     "date-time": "2024-01-01T00:00:00Z",
     "date": "2024-01-01",
@@ -62,6 +74,64 @@ class SimulatorStats:
         """Count one request leaving its delay."""
         with self._lock:
             self.in_flight -= 1
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Chances that a chat completion is answered with a fault; one seeded draw per request."""
+
+    server_error: float = 0.10
+    """HTTP 500, 502 or 503 with an OpenAI-style JSON error (the client retries it)."""
+    rate_limit: float = 0.05
+    """HTTP 429 with `Retry-After: 0` (the client retries it)."""
+    timeout: float = 0.05
+    """Sleep `timeout_sleep_s`, then answer normally: the client has given up by then."""
+    malformed: float = 0.05
+    """A 200 whose output is invalid JSON or, alternately, JSON that violates the schema."""
+    empty: float = 0.02
+    """A 200 whose content is the empty string."""
+    seed: int = 0
+    """Seed of the draws: the same requests in the same order meet the same faults."""
+    timeout_sleep_s: float = 5.0
+    """How long a `timeout` fault sleeps; longer than the clients' timeout."""
+
+    def __post_init__(self) -> None:
+        """Refuse chances outside [0, 1] or adding up to more than 1."""
+        chances = self.chances()
+        if any(not 0.0 <= p <= 1.0 for p in chances.values()) or sum(chances.values()) > 1.0:
+            raise ValueError(f"fault chances must be in [0, 1] and sum to at most 1: {chances}")
+        if self.timeout_sleep_s < 0:
+            raise ValueError("timeout_sleep_s must not be negative")
+
+    def chances(self) -> dict[str, float]:
+        """Return the chance of each fault kind."""
+        return {kind: getattr(self, kind) for kind in FAULT_KINDS}
+
+    def draw(self, rng: random.Random) -> str | None:
+        """Return the fault kind one draw from `rng` lands on, or None for a normal answer."""
+        roll, edge = rng.random(), 0.0
+        for kind, chance in self.chances().items():
+            edge += chance
+            if roll < edge:
+                return kind
+        return None
+
+
+def request_key(texts: Sequence[str]) -> str:
+    """Return a short digest of a chat request's message texts.
+
+    The simulator records it with every request and every fault; a trace's call record
+    (its prompt's contents) gives the same key, so a fault can be traced to the call it hit.
+    """
+    return hashlib.sha256(json.dumps(list(texts), ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def schema_violation(schema: dict | None, marker: str) -> Any:
+    """Return JSON that breaks `schema`: every property of its instance given a wrong type."""
+    instance = schema_instance(schema) if schema else None
+    if not isinstance(instance, dict) or not instance:
+        return [marker]  # the root wants an object (or anything): an array breaks the former
+    return {k: [marker] if isinstance(v, str) else marker for k, v in instance.items()}
 
 
 def schema_instance(schema: dict, *, numbers: float = 0.9) -> Any:
@@ -250,9 +320,10 @@ def _message_text(message: dict) -> str:
 class RequestError(Exception):
     """A request the simulator refuses; becomes an OpenAI-style error reply."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, *, retry_after: str | None = None):
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -289,12 +360,15 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(request, dict):
                 raise RequestError(400, "the request body must be a JSON object")
             if request.get("stream"):
-                raise RequestError(400, "the simulator does not stream; send stream=false")
+                if action != self._chat:
+                    raise RequestError(400, "the simulator streams chat completions only")
+                self._stream(self._chat(request), request)
+                return
             self._reply(200, action(request))
         except json.JSONDecodeError as exc:
             self._error(400, f"malformed JSON body: {exc}")
         except RequestError as exc:
-            self._error(exc.status, str(exc))
+            self._error(exc.status, str(exc), retry_after=exc.retry_after)
         except Exception as exc:
             # NOTE: 400, not 500: the openai client retries 5xx, which would skew the counts.
             self._error(400, f"the simulator cannot answer this request: {exc!r}")
@@ -303,11 +377,11 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         return path.removeprefix("/v1")
 
-    def _delay(self, model: str | None) -> None:
+    def _delay(self, model: str | None, seconds: float | None = None) -> None:
         stats = self.server.endpoint.stats
         stats.started(model)
         try:
-            time.sleep(self.server.endpoint.latency_s)
+            time.sleep(self.server.endpoint.latency_s if seconds is None else seconds)
         finally:
             stats.finished()
 
@@ -316,27 +390,46 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(messages, list):
             raise RequestError(400, "`messages` must be a list")
         model = str(request.get("model", PLACEHOLDER))
-        self._delay(model)
-        numbers = self.server.endpoint.numbers
+        endpoint = self.server.endpoint
+        retry = self.headers.get("x-stainless-retry-count", "0")
+        fault = endpoint.note_request(
+            model,
+            request_key([_message_text(m) for m in messages if isinstance(m, dict)]),
+            retry=int(retry) if retry.isdigit() else 0,
+            temperature=request.get("temperature"),
+        )
+        if fault is not None and fault["kind"] == "server_error":
+            raise RequestError(fault["status"], "simulated server error")
+        if fault is not None and fault["kind"] == "rate_limit":
+            raise RequestError(429, "simulated rate limit", retry_after="0")
+        timeout = fault is not None and fault["kind"] == "timeout"
+        self._delay(model, endpoint.faults.timeout_sleep_s if timeout and endpoint.faults else None)
+        numbers = endpoint.numbers
         message: dict[str, Any] = {"role": "assistant", "content": None}
         finish = "stop"
         tool = _chosen_tool(request)
         response_format = request.get("response_format") or {}
+        schema: dict | None = None
         if tool is not None:
-            arguments = json.dumps(schema_instance(tool.get("parameters", {}), numbers=numbers))
-            function = {"name": tool["name"], "arguments": arguments}
-            call_id = f"call_sim_{self.server.next_id()}"
-            message["tool_calls"] = [{"id": call_id, "type": "function", "function": function}]
-            finish, written = "tool_calls", arguments
+            schema = tool.get("parameters", {})
         elif response_format.get("type") == "json_schema":
             schema = response_format.get("json_schema", {}).get("schema", {})
-            message["content"] = written = json.dumps(schema_instance(schema, numbers=numbers))
         elif response_format.get("type") == "json_object":
-            schema = schema_from_messages(messages)
-            found = {} if schema is None else schema_instance(schema, numbers=numbers)
-            message["content"] = written = json.dumps(found)
+            # JSON mode without a schema in the messages: any object will do.
+            schema = schema_from_messages(messages) or {"type": "object"}
+        if fault is not None and fault["kind"] in ("malformed", "empty"):
+            written = _faulty_output(fault, schema)
+        elif schema is not None:
+            written = json.dumps(schema_instance(schema, numbers=numbers))
         else:
-            message["content"] = written = PLACEHOLDER
+            written = PLACEHOLDER
+        if tool is not None and written:
+            function = {"name": tool["name"], "arguments": written}
+            call_id = f"call_sim_{self.server.next_id()}"
+            message["tool_calls"] = [{"id": call_id, "type": "function", "function": function}]
+            finish = "tool_calls"
+        else:
+            message["content"] = written
         prompt_tokens = max(1, sum(len(_message_text(m)) for m in messages) // 4)
         return self._envelope(
             "chatcmpl",
@@ -394,9 +487,43 @@ class _Handler(BaseHTTPRequestHandler):
             },
         }
 
+    def _stream(self, reply: dict, request: dict) -> None:
+        """Send a finished chat completion as OpenAI's server-sent chunks, then [DONE]."""
+        choice = reply["choices"][0]
+        message = choice["message"]
+        base = {
+            "id": reply["id"],
+            "object": "chat.completion.chunk",
+            "created": reply["created"],
+            "model": reply["model"],
+        }
+
+        def chunk(delta: dict, finish: str | None = None) -> dict:
+            return base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+        events = [chunk({"role": "assistant", "content": ""})]
+        text = message.get("content") or ""
+        events += [
+            chunk({"content": text[i : i + STREAM_PIECE]})
+            for i in range(0, len(text), STREAM_PIECE)
+        ]
+        for i, call in enumerate(message.get("tool_calls") or []):
+            events.append(chunk({"tool_calls": [{"index": i, **call}]}))
+        events.append(chunk({}, choice["finish_reason"]))
+        if (request.get("stream_options") or {}).get("include_usage"):
+            events.append(base | {"choices": [], "usage": reply["usage"]})
+        body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        # No length is known up front in a stream: the connection's end ends the body.
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body.encode())
+
     def _error(self, status: int, message: str, *, retry_after: str | None = None) -> None:
         kind = {404: "not_found_error", 429: "rate_limit_error"}.get(
-            status, "invalid_request_error"
+            status, "server_error" if status >= 500 else "invalid_request_error"
         )
         headers = {"Retry-After": retry_after} if retry_after is not None else {}
         self._reply(status, {"error": {"message": message, "type": kind, "code": None}}, headers)
@@ -410,6 +537,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+
+
+def _faulty_output(fault: dict[str, Any], schema: dict | None) -> str:
+    """Return a malformed output (invalid JSON, or JSON breaking the schema) or an empty one."""
+    if fault["kind"] == "empty":
+        return ""
+    marker = f"simulated fault {fault['request']}"
+    if fault["variant"] == "invalid_json":
+        return json.dumps({"fault": marker})[:-1] + ', "cut'
+    return json.dumps(schema_violation(schema, marker))
 
 
 def _chosen_tool(request: dict) -> dict | None:
@@ -438,6 +575,11 @@ class _Server(ThreadingHTTPServer):
             self._ids += 1
             return self._ids
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Ignore clients that hung up (gave up on a slow reply, or died); report the rest."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class SimulatedEndpoint:
     """An OpenAI-compatible server on a free local port, for as long as the `with` block runs."""
@@ -450,6 +592,7 @@ class SimulatedEndpoint:
         port: int = 0,
         numbers: float = 0.9,
         fail_first: int = 0,
+        faults: FaultPlan | None = None,
     ):
         """Configure the endpoint; nothing listens until `__enter__`.
 
@@ -460,6 +603,8 @@ class SimulatedEndpoint:
             numbers: value given to `number` fields (clipped into their bounds).
             fail_first: answer the first N POSTs with 429 (Retry-After: 0), to exercise the
                 clients' retries; they are not counted in the stats.
+            faults: chances of injected faults per chat completion; errors (5xx, 429) are not
+                counted in the stats, slow, malformed and empty answers are.
         """
         self._failures = fail_first
         self._failures_lock = threading.Lock()
@@ -470,6 +615,15 @@ class SimulatedEndpoint:
         self.port = port
         self.numbers = numbers
         self.stats = SimulatorStats()
+        self.faults = faults
+        self.faults_injected: list[dict[str, Any]] = []
+        """Every injected fault: request (number), kind, model, at (epoch seconds), key (see
+        `request_key`), retry (the client's count), temperature; status (5xx) or variant
+        (malformed)."""
+        self.requests: list[dict[str, Any]] = []
+        """Every chat completion received: request, model, key, retry (the client's count)."""
+        self._rng = random.Random(faults.seed if faults else 0)
+        self._requests_lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._bound_port: int | None = None
@@ -482,6 +636,41 @@ class SimulatedEndpoint:
             self._failures -= 1
             self.rejected += 1
             return True
+
+    def note_request(
+        self, model: str, key: str, *, retry: int = 0, temperature: Any = None
+    ) -> dict[str, Any] | None:
+        """Number and record a chat completion; return the fault drawn for it, if any."""
+        with self._requests_lock:
+            number = len(self.requests) + 1
+            self.requests.append({"request": number, "model": model, "key": key, "retry": retry})
+            kind = self.faults.draw(self._rng) if self.faults else None
+            if kind is None:
+                return None
+            fault: dict[str, Any] = {
+                "request": number,
+                "kind": kind,
+                "model": model,
+                "at": time.time(),
+                "key": key,
+                "retry": retry,
+                "temperature": temperature,
+            }
+            same = sum(f["kind"] == kind for f in self.faults_injected)
+            if kind == "server_error":
+                fault["status"] = SERVER_ERRORS[same % len(SERVER_ERRORS)]
+            elif kind == "malformed":
+                fault["variant"] = ("invalid_json", "schema_violation")[same % 2]
+            self.faults_injected.append(fault)
+            return fault
+
+    def fault_counts(self) -> dict[str, int]:
+        """Return how many faults of each kind were injected so far (every kind listed)."""
+        with self._requests_lock:
+            counts = dict.fromkeys(FAULT_KINDS, 0)
+            for fault in self.faults_injected:
+                counts[fault["kind"]] += 1
+            return counts
 
     @property
     def base_url(self) -> str:

@@ -1,4 +1,4 @@
-"""`quorum trace replay` and `quorum trace step` as a user runs them, models simulated."""
+"""The CLI as a user runs it, every model a simulated endpoint: chat, trace replay and step."""
 
 import json
 import os
@@ -58,3 +58,15 @@ def test_step_continues_edits_and_skips(simulated):
     assert "next: generate_query" in proc.stdout and "next: search" in proc.stdout
     assert 'query: "lace OR leaf OR plant"' in proc.stdout
     assert "ran generate_query, search" in proc.stdout
+
+
+def test_chat_two_turns_trace_open_and_quit(simulated):
+    endpoint, env = simulated
+    lines = f"{QUESTION}\nAnd which organelle was that?\n/trace\n/open 21645374\n/quit\n"
+    proc = quorum(env, "chat", stdin=lines)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert text.count("/trace for every step") == 2  # two answered turns
+    assert "asked as: simulated" in text  # the follow-up was rewritten (the simulator's words)
+    assert "generate_query" in text and "vote table:" in text  # /trace
+    assert "[21645374]" in text  # /open of a demo-corpus abstract

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 import urllib.error
 import urllib.request
 from enum import StrEnum
@@ -16,7 +17,14 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-from infra.llm_simulator import SimulatedEndpoint, schema_instance, token_logprob
+from infra.llm_simulator import (
+    FAULT_KINDS,
+    FaultPlan,
+    SimulatedEndpoint,
+    request_key,
+    schema_instance,
+    token_logprob,
+)
 from infra.models import json_instruction
 
 
@@ -168,9 +176,9 @@ def _post(url: str, body: bytes) -> tuple[int, dict]:
 def test_errors_and_shutdown():
     with SimulatedEndpoint(0.0) as endpoint:
         chat = endpoint.base_url + "/chat/completions"
-        stream = json.dumps({"model": "m", "messages": [], "stream": True}).encode()
-        status, body = _post(chat, stream)
-        assert status == 400 and "stream" in body["error"]["message"]
+        stream = json.dumps({"model": "m", "prompt": "a", "stream": True}).encode()
+        status, body = _post(endpoint.base_url + "/completions", stream)
+        assert status == 400 and "streams chat completions only" in body["error"]["message"]
         assert _post(chat, b"{not json")[0] == 400
         bad_ref = {"type": "json_schema", "json_schema": {"schema": {"$ref": "#/$defs/Gone"}}}
         request = {"model": "m", "messages": [], "response_format": bad_ref}
@@ -184,3 +192,102 @@ def test_errors_and_shutdown():
     assert endpoint.stats.calls == 1 and endpoint.stats.in_flight == 0
     with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port)):
         pass
+
+
+def _chat(url: str, **extra) -> tuple[int, dict, dict]:
+    """POST one chat completion asking for a Citation; return status, body and headers."""
+    schema = {"type": "json_schema", "json_schema": {"schema": Citation.model_json_schema()}}
+    body = {"model": "m", "messages": [{"role": "user", "content": "q"}], "response_format": schema}
+    request = urllib.request.Request(
+        url + "/chat/completions",
+        data=json.dumps(body | extra).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request) as response:
+            return response.status, json.loads(response.read()), dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read()), dict(exc.headers)
+
+
+def _only(kind: str, **extra) -> FaultPlan:
+    return FaultPlan(**dict.fromkeys(FAULT_KINDS, 0.0) | {kind: 1.0}, **extra)
+
+
+def test_server_errors_and_rate_limits_are_openai_style_errors():
+    with SimulatedEndpoint(0.0, faults=_only("server_error")) as endpoint:
+        replies = [_chat(endpoint.base_url) for _ in range(3)]
+    assert [status for status, _, _ in replies] == [500, 502, 503]
+    assert all(body["error"]["type"] == "server_error" for _, body, _ in replies)
+    with SimulatedEndpoint(0.0, faults=_only("rate_limit")) as endpoint:
+        status, body, headers = _chat(endpoint.base_url)
+    assert status == 429 and headers["Retry-After"] == "0"
+    assert body["error"]["type"] == "rate_limit_error"
+    assert endpoint.stats.calls == 0  # refused requests are not answered calls
+    assert endpoint.fault_counts() == dict.fromkeys(FAULT_KINDS, 0) | {"rate_limit": 1}
+
+
+def test_a_timeout_fault_answers_normally_but_late():
+    with SimulatedEndpoint(0.0, faults=_only("timeout", timeout_sleep_s=0.3)) as endpoint:
+        started = time.monotonic()
+        status, body, _ = _chat(endpoint.base_url)
+    assert time.monotonic() - started >= 0.3
+    assert status == 200
+    Citation.model_validate_json(body["choices"][0]["message"]["content"])
+    assert endpoint.stats.calls == 1
+
+
+def test_malformed_outputs_alternate_invalid_json_and_a_schema_violation():
+    with SimulatedEndpoint(0.0, faults=_only("malformed")) as endpoint:
+        contents = [_chat(endpoint.base_url)[1]["choices"][0]["message"]["content"] for _ in "ab"]
+        tool = {"type": "function", "function": {"name": "Citation", "parameters": {}}}
+        called = _chat(endpoint.base_url, tools=[tool], tool_choice="required")[1]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(contents[0])
+    broken = json.loads(contents[1])
+    assert set(broken) == {"pmid", "quote", "stance"}  # every field there, each of a wrong type
+    with pytest.raises(ValueError):
+        Citation.model_validate(broken)
+    arguments = called["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(arguments)  # the third malformed reply: invalid JSON again, in a tool call
+    faults = endpoint.faults_injected
+    assert [f["request"] for f in faults] == [1, 2, 3]
+    assert [f["variant"] for f in faults] == ["invalid_json", "schema_violation", "invalid_json"]
+    assert {f["kind"] for f in faults} == {"malformed"} and {f["model"] for f in faults} == {"m"}
+    assert "simulated fault 2" in contents[1]
+
+
+def test_empty_outputs_and_fault_records():
+    with SimulatedEndpoint(0.0, faults=_only("empty")) as endpoint:
+        status, body, _ = _chat(endpoint.base_url)
+    assert status == 200 and body["choices"][0]["message"]["content"] == ""
+    (fault,) = endpoint.faults_injected
+    assert fault["kind"] == "empty" and fault["request"] == 1 and fault["retry"] == 0
+    assert fault["key"] == request_key(["q"]) == endpoint.requests[0]["key"]
+    assert time.time() - fault["at"] < 60
+
+
+def test_no_plan_injects_nothing():
+    with SimulatedEndpoint(0.0) as endpoint:
+        assert all(_chat(endpoint.base_url)[0] == 200 for _ in range(20))
+    assert endpoint.faults_injected == [] and len(endpoint.requests) == 20
+    assert endpoint.fault_counts() == dict.fromkeys(FAULT_KINDS, 0)
+
+
+async def test_streamed_chat_arrives_in_chunks_and_parses():
+    from langchain_openai import ChatOpenAI
+
+    class Answer(BaseModel):
+        answer: str = Field(max_length=40)
+        confidence: float = Field(ge=0, le=1)
+
+    with SimulatedEndpoint(0.0) as endpoint:
+        llm = ChatOpenAI(model="m", base_url=endpoint.base_url, api_key="x", streaming=True)
+        chunks = [c async for c in llm.astream("hi")]
+        assert len(chunks) > 2 and "".join(c.content for c in chunks) == "simulated"
+        bound = llm.with_structured_output(Answer, method="json_schema")
+        parsed = [p async for p in bound.astream("hi")]
+        assert parsed[-1] == Answer(answer="simulated", confidence=0.9)
+        tools = llm.with_structured_output(Answer, method="function_calling")
+        assert await tools.ainvoke("hi") == Answer(answer="simulated", confidence=0.9)

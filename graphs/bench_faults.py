@@ -1,0 +1,496 @@
+"""`quorum bench faults`: a BioASQ batch against a misbehaving endpoint, killed and resumed.
+
+Every model role points at the simulated endpoint with a `FaultPlan` (5xx, 429, replies slower
+than the client's timeout, malformed and empty outputs); `quorum bioasq run --phase A+` runs as
+a subprocess, is killed with SIGKILL at a seeded point, loses its search backend for a moment
+in a later run, and is started again until it exits 0 or `max_runs` is reached. The report
+says what came out (answered, duplicates, valid) and how each injected fault was absorbed,
+from evidence only: the endpoint saw the client retry the same request, the failed call is in
+the run's checkpoints and the node that made it carried on, the question was journalled failed
+and answered by a later run, or the question was interrupted by the kill and resumed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from graphs.bioasq_run import journal_path
+from infra.bioasq.validate import validate_file
+from infra.checkpoints import saver
+from infra.llm_simulator import FAULT_KINDS, FaultPlan, SimulatedEndpoint, request_key
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT.parent / "shared" / "data" / "bioasq"
+LATENCY_S = 0.02
+CLIENT_TIMEOUT_S = 1.0
+CLIENT_RETRIES = 3
+OUTAGE_S = 1.0
+RUN_TIMEOUT_S = 900.0
+# How a failed call's node carried on (see the nodes' handling of an error Reply).
+CARRIED_ON = {
+    "ensemble": "member_dropped",
+    "synthesize": "synthesis_fell_back_to_vote",
+    "generate_query": "query_repaired_or_keywords",
+    "refine_query": "refine_relaxed_by_rules",
+    "organize": "organize_kept_every_context",
+}
+HTTP_FAULTS = ("server_error", "rate_limit", "timeout")
+
+
+def build_testset(target: Path, count: int, source: Path | None = None) -> int:
+    """Write the first `count` questions (id, body, type) of `source` or 11B*; return how many."""
+    sources = [source] if source is not None else sorted(GOLDEN.glob("11B*_golden.json"))
+    if not sources or not all(p.is_file() for p in sources):
+        where = source if source is not None else GOLDEN / "11B*_golden.json"
+        raise FileNotFoundError(f"no BioASQ questions at {where}; pass --input FILE")
+    picked: list[dict[str, str]] = []
+    for path in sources:
+        for q in json.loads(path.read_text(encoding="utf-8")).get("questions", []):
+            if len(picked) < count:
+                picked.append({"id": q["id"], "body": q["body"], "type": q["type"]})
+    target.write_text(json.dumps({"questions": picked}, ensure_ascii=False), encoding="utf-8")
+    return len(picked)
+
+
+def batch_env(home: Path, url: str, search: dict[str, str] | None = None) -> dict[str, str]:
+    """Return the batch's environment: every model role on the simulator, no fallback search."""
+
+    def spec(name: str) -> dict[str, Any]:
+        return {
+            "provider": "openai",
+            "model": name,
+            "base_url": url,
+            "timeout_s": CLIENT_TIMEOUT_S,
+            "max_retries": CLIENT_RETRIES,
+        }
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
+    env |= {
+        "QUORUM_HOME": str(home),
+        "QUORUM_MODELS__QUERY": json.dumps(spec("sim-query")),
+        "QUORUM_MODELS__ENSEMBLE": json.dumps([spec("sim-ensemble")]),
+        "QUORUM_FALLBACK__ENABLED": "false",
+    }
+    return env | {f"QUORUM_SEARCH__{k.upper()}": v for k, v in (search or {}).items()}
+
+
+@dataclass
+class Journal:
+    """The batch journal as the bench watches it: records, and when each line was first seen."""
+
+    path: Path
+    records: list[dict[str, Any]] = field(default_factory=list)
+    seen: list[tuple[float, int]] = field(default_factory=list)
+    """(time first seen, run number) per record line."""
+
+    def poll(self, run: int) -> None:
+        """Read the complete lines written since the last poll."""
+        if not self.path.exists():
+            return
+        text = self.path.read_text(encoding="utf-8")
+        lines = text[: text.rfind("\n") + 1].splitlines()[1:]  # the first line is the header
+        for line in lines[len(self.records) :]:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                record = {"status": "torn"}  # cut short by the kill
+            self.records.append(record)
+            self.seen.append((time.time(), run))
+
+    def count(self, status: str = "ok", run: int | None = None) -> int:
+        """Count records of a status (in one run, or all)."""
+        return sum(
+            r.get("status") == status and (run is None or seen[1] == run)
+            for r, seen in zip(self.records, self.seen, strict=True)
+        )
+
+
+@dataclass
+class Outage:
+    """Takes the search backend away for a moment and brings it back."""
+
+    backend: str
+    index_dir: Path
+    es_dir: Path | None = None
+    es_port: int | None = None
+    window: tuple[float, float] | None = None
+
+    def __call__(self, run: int, log: Callable[[str], None]) -> None:
+        """Make the backend unavailable, then restore it; record the window."""
+        began = time.time()
+        if self.backend == "elasticsearch":
+            from infra.elasticsearch_server import ensure_running, stop
+
+            log(f"run {run}: stopping Elasticsearch ({self.es_dir})")
+            stop(self.es_dir)
+            ensure_running(self.es_dir, self.es_port or 9200)
+        else:
+            away = self.index_dir.with_name(self.index_dir.name + ".away")
+            log(f"run {run}: index {self.index_dir.name} renamed away for {OUTAGE_S:.0f} s")
+            os.rename(self.index_dir, away)
+            try:
+                time.sleep(OUTAGE_S)
+            finally:
+                os.rename(away, self.index_dir)
+        self.window = (began, time.time())
+        log(f"run {run}: search backend back after {self.window[1] - began:.1f} s")
+
+
+def bench_faults(
+    *,
+    questions: int = 100,
+    seed: int = 0,
+    input_path: Path | None = None,
+    plan: FaultPlan | None = None,
+    concurrency: int = 4,
+    max_runs: int = 4,
+    search: dict[str, str] | None = None,
+    es_dir: Path | None = None,
+    es_port: int | None = None,
+    keep: Path | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the drill and return the report (see the module docstring).
+
+    Args:
+        questions: test set size, taken from `input_path` (default: 11B*_golden, in order).
+        seed: seed of the fault draws and of the kill point.
+        input_path: BioASQ JSON to take the questions from.
+        plan: the faults; default `FaultPlan(seed=seed)`.
+        concurrency: questions the batch answers at once.
+        max_runs: runs before giving up on a batch that still fails.
+        search: QUORUM_SEARCH__* settings of the batch (backend, elasticsearch_url, index).
+        es_dir: work dir of the Elasticsearch node restarted mid-run.
+        es_port: that node's port.
+        keep: a new directory to run in and keep (QUORUM_HOME, journal, submission, stderr).
+        log: where progress lines go; default stderr.
+    """
+    log = log or (lambda line: print(f"bench faults: {line}", file=sys.stderr, flush=True))
+    if keep is not None and keep.exists() and any(keep.iterdir()):
+        raise FileExistsError(f"{keep} is not empty; --keep wants a new or empty directory")
+    began = time.perf_counter()
+    rng = random.Random(seed)
+    plan = plan or FaultPlan(seed=seed)
+    with tempfile.TemporaryDirectory(prefix="quorum-bench-faults-") as tmp:
+        work = Path(keep or tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        home, testset, output = work / "home", work / "testset.json", work / "submission.json"
+        count = build_testset(testset, questions, input_path)
+        kill_after = rng.randint(max(1, count // 10), max(1, count // 2))
+        backend = (search or {}).get("backend", "embedded")
+        outage = Outage(backend, home / "indexes" / (search or {}).get("index", "demo"))
+        outage.es_dir, outage.es_port = es_dir, es_port
+        journal = Journal(journal_path(output))
+        command = [sys.executable, "-m", "graphs.cli", "bioasq", "run", "--input", str(testset)]
+        command += ["--output", str(output), "--phase", "A+", "--concurrency", str(concurrency)]
+        runs: list[dict[str, Any]] = []
+        with SimulatedEndpoint(LATENCY_S, faults=plan) as endpoint:
+            env = batch_env(home, endpoint.base_url, search)
+            drill = Drill(command, env, work, journal, endpoint, outage, log)
+            for number in range(1, max_runs + 1):
+                runs.append(drill.run(number, kill_after=kill_after if number == 1 else None))
+                if runs[-1]["exit"] == 0:
+                    break
+            faults, requests = list(endpoint.faults_injected), list(endpoint.requests)
+            injected = endpoint.fault_counts()
+        if keep is not None:
+            seen = {"faults_injected": faults, "requests": requests}
+            (work / "endpoint.json").write_text(json.dumps(seen), encoding="utf-8")
+        threads = _threads(home / "checkpoints.sqlite")
+        report = _outcome(output, testset, journal, count)
+        killed = next((r for r in runs if r["exit"] == "killed"), None)
+        absorbed = _absorbed_llm(faults, requests, threads, runs)
+        if killed is not None:
+            absorbed["kill"] = _absorbed_kill(killed, runs, journal, threads)
+        if outage.window is not None:
+            absorbed["search_outage"] = _absorbed_outage(outage, journal)
+    report |= {
+        "faults_injected": injected
+        | {"kill": int(killed is not None), "search_outage": int(outage.window is not None)},
+        "faults_absorbed": absorbed,
+        "failed_then_answered": _failed_then_answered(journal),
+        "runs": len(runs),
+        "run_log": runs,
+        "seconds": round(time.perf_counter() - began, 1),
+        "seed": seed,
+        "backend": backend,
+    }
+    return report
+
+
+@dataclass
+class Drill:
+    """Runs the batch subprocess again and again, killing it once and taking search away once."""
+
+    command: list[str]
+    env: dict[str, str]
+    work: Path
+    journal: Journal
+    endpoint: SimulatedEndpoint
+    outage: Outage
+    log: Callable[[str], None]
+
+    def run(self, number: int, *, kill_after: int | None) -> dict[str, Any]:
+        """Run the batch once: SIGKILL it after `kill_after` answers, or take search away."""
+        first_request, started = len(self.endpoint.requests) + 1, time.time()
+        self.log(f"run {number}: started ({self.journal.count()} answered so far)")
+        stderr_path = self.work / f"run-{number}.stderr"
+        with open(stderr_path, "wb") as stderr:
+            proc = subprocess.Popen(
+                self.command, env=self.env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=ROOT
+            )
+            try:
+                exit_code = self._watch(proc, number, kill_after)
+            finally:
+                if proc.poll() is None:  # the bench itself was interrupted
+                    proc.kill()
+                    proc.wait()
+        self.journal.poll(number)
+        text = stderr_path.read_text(errors="replace")
+        resumed = re.search(r"(\d+) from the journal", text)
+        run = {
+            "run": number,
+            "exit": exit_code,
+            "seconds": round(time.time() - started, 1),
+            "answered": self.journal.count(run=number),
+            "failed": self.journal.count("failed", run=number),
+            "resumed": int(resumed.group(1)) if resumed else None,
+            "requests": (first_request, len(self.endpoint.requests)),
+            "window": (started, time.time()),
+        }
+        if exit_code not in (0, "killed"):
+            run["stderr"] = text.strip().splitlines()[-3:]
+        self.log(
+            f"run {number}: exit {exit_code} after {run['seconds']} s, {run['answered']} answered"
+        )
+        return run
+
+    def _watch(self, proc: subprocess.Popen, number: int, kill_after: int | None) -> int | str:
+        started = time.time()
+        while True:
+            time.sleep(0.05)
+            self.journal.poll(number)
+            if (done := proc.poll()) is not None:
+                return done
+            if kill_after is not None and self.journal.count() >= kill_after:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                return "killed"
+            if time.time() - started > RUN_TIMEOUT_S:
+                proc.kill()
+                proc.wait()
+                return "timed out"
+            if (
+                self.outage.window is None
+                and not kill_after
+                and self.journal.count(run=number) >= 2
+            ):
+                self.outage(number, self.log)
+
+
+def _outcome(output: Path, testset: Path, journal: Journal, count: int) -> dict[str, Any]:
+    """Return what the submission holds: answered, duplicates, valid (with its problems)."""
+    wanted = {q["id"] for q in json.loads(testset.read_text(encoding="utf-8"))["questions"]}
+    entries = json.loads(output.read_text())["questions"] if output.exists() else []
+    in_file = Counter(e.get("id") for e in entries)
+    answered = Counter(r["id"] for r in journal.records if r.get("status") == "ok")
+    duplicates = {q for q, n in [*in_file.items(), *answered.items()] if n > 1}
+    problems = validate_file(output, testset_path=testset, phase="A+") if output.exists() else []
+    report = {
+        "questions": count,
+        # A failed question's 'insufficient evidence' stand-in is in the file, not answered.
+        "answered": len(wanted & set(in_file) & set(answered)),
+        "duplicates": len(duplicates),
+        "valid": output.exists() and not problems,
+    }
+    if problems:
+        report["problems"] = [str(p) for p in problems[:5]]
+    return report
+
+
+def _threads(path: Path) -> list[dict[str, Any]]:
+    """Return every checkpointed run: question id, first checkpoint time, calls, result."""
+    if not path.exists():
+        return []
+    out = []
+    with saver(path) as checkpointer:
+        rows = checkpointer.conn.execute(
+            "SELECT thread_id, MIN(checkpoint_id) FROM checkpoints WHERE checkpoint_ns = '' "
+            "GROUP BY thread_id"
+        ).fetchall()
+        for thread_id, first_id in rows:
+            config = {"configurable": {"thread_id": thread_id}}
+            latest = checkpointer.get_tuple(config)
+            first = checkpointer.get_tuple(
+                {"configurable": config["configurable"] | {"checkpoint_id": first_id}}
+            )
+            values = latest.checkpoint.get("channel_values") or {}
+            out.append(
+                {
+                    "thread_id": thread_id,
+                    "id": (latest.metadata or {}).get("bioasq_id"),
+                    "created": datetime.fromisoformat(first.checkpoint["ts"]).timestamp(),
+                    "calls": values.get("calls") or [],
+                    "finished": bool(values.get("result")),
+                }
+            )
+    return out
+
+
+def _absorbed_llm(
+    faults: list[dict[str, Any]],
+    requests: list[dict[str, Any]],
+    threads: list[dict[str, Any]],
+    runs: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Say for every endpoint fault how it was absorbed, from the endpoint's log and the traces."""
+    last_asked: dict[tuple[str, int], int] = {}
+    for r in requests:
+        last_asked[(r["key"], r["retry"])] = r["request"]
+    failed_calls: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for thread in threads:
+        for call in thread["calls"]:
+            if call.get("error") and call.get("prompt") is not None:
+                key = request_key([m["content"] for m in call["prompt"]])
+                failed_calls.setdefault((key, call["model"]), []).append(call)
+    killed = [r["requests"] for r in runs if r["exit"] == "killed"]
+    out: dict[str, Any] = {}
+    for kind in FAULT_KINDS:
+        how: Counter[str] = Counter()
+        unexplained: list[int] = []
+        for fault in (f for f in faults if f["kind"] == kind):
+            again = last_asked.get((fault["key"], fault["retry"] + 1), 0)
+            calls = failed_calls.get((fault["key"], fault["model"]), [])
+            if kind in HTTP_FAULTS and again > fault["request"]:
+                how["client_retry"] += 1
+            elif call := _take_call(calls, fault["at"]):
+                how[CARRIED_ON.get(call["node"], f"{call['node']}_carried_on")] += 1
+            elif any(lo <= fault["request"] <= hi for lo, hi in killed):
+                how["interrupted_by_kill_then_rerun"] += 1
+            else:
+                how["unexplained"] += 1
+                unexplained.append(fault["request"])
+        count = sum(how.values())
+        out[kind] = {"count": count, "absorbed": count - how["unexplained"], "how": dict(how)}
+        if unexplained:
+            out[kind]["unexplained_requests"] = unexplained
+    if leftover := [(key, c) for (key, _), calls in failed_calls.items() for c in calls]:
+        out["failed_calls_without_fault"] = _stray_calls(leftover, requests, threads)
+    return out
+
+
+def _stray_calls(
+    leftover: list[tuple[str, dict[str, Any]]],
+    requests: list[dict[str, Any]],
+    threads: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Describe failed calls no fault explains: more such calls than requests means a cache hit."""
+    asked = Counter(r["key"] for r in requests if r["retry"] == 0)
+    made = Counter(
+        request_key([m["content"] for m in call["prompt"]])
+        for thread in threads
+        for call in thread["calls"]
+        if call.get("prompt") is not None
+    )
+    cached = sum(made[key] > asked[key] for key, _ in leftover)
+    return {
+        "count": len(leftover),
+        "replayed_from_cache": cached,
+        "by_node": dict(Counter(call["node"] for _, call in leftover)),
+        "errors": sorted({call["error"][:100] for _, call in leftover}),
+    }
+
+
+def _take_call(calls: list[dict[str, Any]], at: float) -> dict[str, Any] | None:
+    """Take the failed call a fault at `at` ended: the last one started before it."""
+    before = [c for c in calls if c.get("started", 0.0) <= at + 0.5]  # 0.5 s of clock slack
+    if not before:
+        return None
+    call = max(before, key=lambda c: c.get("started", 0.0))
+    calls.remove(call)
+    return call
+
+
+def _absorbed_kill(
+    killed: dict[str, Any], runs: list[dict[str, Any]], journal: Journal, threads: list[dict]
+) -> dict[str, Any]:
+    """Say how the kill was absorbed: answers resumed from the journal, interrupted ones rerun."""
+    after = runs[runs.index(killed) + 1] if killed is not runs[-1] else None
+    journalled = {r.get("thread_id") for r in journal.records}
+    lo, hi = killed["window"]
+    interrupted = {
+        t["id"]
+        for t in threads
+        if lo <= t["created"] <= hi and t["thread_id"] not in journalled and not t["finished"]
+    }
+    answered = {r["id"] for r in journal.records if r.get("status") == "ok"}
+    how = {
+        "resumed_from_journal": after["resumed"] if after else 0,
+        "interrupted_questions_rerun": len(interrupted & answered),
+    }
+    return {"count": 1, "absorbed": int(bool(after and after["resumed"])), "how": how}
+
+
+def _absorbed_outage(outage: Outage, journal: Journal) -> dict[str, Any]:
+    """Say how the search outage was absorbed: questions answered or failed-then-answered."""
+    lo, hi = outage.window
+    during = [
+        r for r, (at, _) in zip(journal.records, journal.seen, strict=True) if lo <= at <= hi + 1
+    ]
+    answered = {r["id"] for r in journal.records if r.get("status") == "ok"}
+    failed = {r["id"] for r in during if r.get("status") == "failed"}
+    how = {
+        "answered_during_outage": sum(r.get("status") == "ok" for r in during),
+        "failed_then_answered_on_later_run": len(failed & answered),
+    }
+    absorbed = not (failed - answered)
+    return {"count": 1, "absorbed": int(absorbed), "how": how, "backend": outage.backend}
+
+
+def _failed_then_answered(journal: Journal) -> dict[str, Any]:
+    """Return questions journalled failed and answered by a later run, by error."""
+    answered = {r["id"] for r in journal.records if r.get("status") == "ok"}
+    errors: Counter[str] = Counter()
+    for record in journal.records:
+        if record.get("status") == "failed" and record["id"] in answered:
+            errors[re.sub(r"^attempt \d+: ", "", record.get("error", ""))[:80]] += 1
+    return {"count": sum(errors.values()), "errors": dict(errors)}
+
+
+def table(report: dict[str, Any]) -> list[str]:
+    """Return the report as a compact table."""
+    lines = [
+        f"questions {report['questions']}  answered {report['answered']}  "
+        f"duplicates {report['duplicates']}  valid {'yes' if report['valid'] else 'NO'}  "
+        f"runs {report['runs']}  seconds {report['seconds']}",
+        f"{'fault':<14} {'injected':>8} {'absorbed':>8}  how",
+    ]
+    for kind, injected in report["faults_injected"].items():
+        entry = report["faults_absorbed"].get(kind, {})
+        how = ", ".join(f"{k} {v}" for k, v in entry.get("how", {}).items() if v)
+        lines.append(f"{kind:<14} {injected:>8} {entry.get('absorbed', 0):>8}  {how}")
+    retried = report["failed_then_answered"]
+    if retried["count"]:
+        lines.append(f"questions journalled failed, answered by a later run: {retried['count']}")
+    if stray := report["faults_absorbed"].get("failed_calls_without_fault"):
+        lines.append(
+            f"failed calls no fault explains: {stray['count']} ({stray['replayed_from_cache']} "
+            f"replayed from the LLM cache) by node {json.dumps(stray['by_node'])}"
+        )
+    for problem in report.get("problems", []):
+        lines.append(f"problem: {problem}")
+    return lines
