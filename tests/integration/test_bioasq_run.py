@@ -140,7 +140,9 @@ async def test_phase_b_answers_from_the_given_snippets_without_searching(make_co
     assert entries[0]["exact_answer"] == "yes" and "documents" not in entries[0]
     assert not any("You write PubMed search queries" in said(c) for c in model.calls)
     shown = [c for c in model.calls if "You are the final judge" in said(c)]
-    assert shown and all("Mitochondrial dynamics change early" in c["messages"][-1].content for c in shown)
+    assert shown and all(
+        "Mitochondrial dynamics change early" in c["messages"][-1].content for c in shown
+    )
 
 
 async def test_phase_b_needs_snippets(make_context, tmp_path):
