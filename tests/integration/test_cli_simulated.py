@@ -61,7 +61,7 @@ def test_step_continues_edits_and_skips(simulated):
 
 
 def test_chat_two_turns_trace_open_and_quit(simulated):
-    endpoint, env = simulated
+    _, env = simulated
     lines = f"{QUESTION}\nAnd which organelle was that?\n/trace\n/open 21645374\n/quit\n"
     proc = quorum(env, "chat", stdin=lines)
     assert proc.returncode == 0, proc.stderr
