@@ -28,19 +28,12 @@ from graphs.inputs import load_testset
 from graphs.qa import build_graph
 from infra.bioasq.answers import pubmed_url
 from infra.bioasq.formats import Question
+from infra.bioasq.validate import SNIPPET_KEYS
 from infra.checkpoints import async_saver
 from infra.errors import UserError
 from nodes.context import Context
 
 JOURNAL_VERSION = 1
-SNIPPET_KEYS = (
-    "document",
-    "text",
-    "offsetInBeginSection",
-    "offsetInEndSection",
-    "beginSection",
-    "endSection",
-)
 
 
 class JournalMismatch(UserError):

@@ -34,9 +34,10 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     # Every model failed (no member answered and synthesis fell back to an empty vote): say so
     # in the answer itself rather than pass an empty vote off as an answer.
     insufficient = (
-        answer.get("source") != "synthesis"
-        and not answer.get("exact")
+        bool(members)  # the ensemble ran (phase A never answers, and is not insufficient)
         and all(m.get("error") for m in members)
+        and answer.get("source") != "synthesis"
+        and not answer.get("exact")
     )
     if insufficient:
         ideal = INSUFFICIENT

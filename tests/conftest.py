@@ -326,3 +326,18 @@ def new_name(admin: Elasticsearch) -> Iterator:
     yield make
     for name in names:
         admin.indices.delete(index=name, ignore_unavailable=True)
+
+
+def simulated_env(base_url: str, home: Path, **settings: str) -> dict[str, str]:
+    """Return a `quorum` process environment whose every model is the simulated endpoint."""
+    spec = {"provider": "openai", "model": "sim", "base_url": base_url}
+    if key_env := settings.pop("api_key_env", None):
+        spec["api_key_env"] = key_env
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
+    return env | {
+        "QUORUM_HOME": str(home),
+        "QUORUM_MODELS__QUERY": json.dumps(spec),
+        "QUORUM_MODELS__ENSEMBLE": json.dumps([spec]),
+        "QUORUM_FALLBACK__ENABLED": "false",
+        **settings,
+    }

@@ -1,7 +1,6 @@
 """`quorum bioasq run`: phases A, A+ and B, the journal, resume after failures and after kill -9."""
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -10,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import pmids_in, script
+from conftest import pmids_in, script, simulated_env
 
 from graphs.bioasq_run import JournalMismatch, journal_path, run_batch
 from infra.llm_simulator import SimulatedEndpoint
@@ -236,14 +235,7 @@ def test_killed_three_times_then_resumed_answers_every_question_once(quorum_home
     count = 100
     t, out = write_testset(tmp_path / "t.json", count=count), tmp_path / "sub.json"
     with SimulatedEndpoint(0.05) as endpoint:
-        spec = {"provider": "openai", "model": "sim", "base_url": endpoint.base_url}
-        env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
-        env |= {
-            "QUORUM_HOME": str(quorum_home),
-            "QUORUM_MODELS__QUERY": json.dumps(spec),
-            "QUORUM_MODELS__ENSEMBLE": json.dumps([spec]),
-            "QUORUM_FALLBACK__ENABLED": "false",
-        }
+        env = simulated_env(endpoint.base_url, quorum_home)
         args = [QUORUM, "bioasq", "run", "--input", str(t), "--output", str(out), "--phase", "A+"]
         journal = journal_path(out)
         for kill_after in sorted(random.Random(6).sample(range(5, 95), 3)):

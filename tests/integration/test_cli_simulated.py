@@ -1,12 +1,12 @@
 """The CLI as a user runs it, every model a simulated endpoint: chat, trace replay and step."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import simulated_env
 
 from infra.llm_simulator import SimulatedEndpoint
 
@@ -17,16 +17,7 @@ QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during 
 @pytest.fixture
 def simulated(quorum_home):
     with SimulatedEndpoint(0.0) as endpoint:
-        spec = {"provider": "openai", "model": "sim", "base_url": endpoint.base_url}
-        env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
-        env |= {
-            "QUORUM_HOME": str(quorum_home),
-            "QUORUM_MODELS__QUERY": json.dumps(spec),
-            "QUORUM_MODELS__ENSEMBLE": json.dumps([spec]),
-            "QUORUM_MODELS__CACHE": "off",
-            "QUORUM_FALLBACK__ENABLED": "false",
-        }
-        yield endpoint, env
+        yield endpoint, simulated_env(endpoint.base_url, quorum_home, QUORUM_MODELS__CACHE="off")
 
 
 def quorum(env, *args, stdin=None):

@@ -1,10 +1,11 @@
 """A recognisable fake API key never lands in anything a batch writes or prints."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from conftest import simulated_env
 
 from infra.llm_simulator import SimulatedEndpoint
 
@@ -36,20 +37,9 @@ def test_no_key_in_journal_submission_checkpoints_cache_traces_or_output(tmp_pat
     out = tmp_path / "run" / "submission.json"
     printed = []
     with SimulatedEndpoint(0.0, fail_first=3) as endpoint:  # 429s: retried, logged
-        spec = {
-            "provider": "openai",
-            "model": "sim",
-            "base_url": endpoint.base_url,
-            "api_key_env": "QUORUM_FAKE_KEY",
-        }
-        env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
-        env |= {
-            "QUORUM_HOME": str(home),
-            "QUORUM_FAKE_KEY": KEY,
-            "QUORUM_MODELS__QUERY": json.dumps(spec),
-            "QUORUM_MODELS__ENSEMBLE": json.dumps([spec]),
-            "QUORUM_FALLBACK__ENABLED": "false",
-        }
+        env = simulated_env(
+            endpoint.base_url, home, api_key_env="QUORUM_FAKE_KEY", QUORUM_FAKE_KEY=KEY
+        )
         for args in (
             ["bioasq", "run", "--input", str(testset), "--output", str(out), "--phase", "A+"],
             ["trace", "list", "--json"],
