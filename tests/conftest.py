@@ -121,6 +121,17 @@ def script(**replies: Any) -> ScriptedChatModel:
     return ScriptedChatModel(respond=respond, calls=[])
 
 
+# The nodes a confident answer passes through, in order (no refinement, no fallback).
+ANSWERING_NODES = [
+    "generate_query",
+    "search",
+    "rerank",
+    "organize",
+    "ensemble",
+    "synthesize",
+    "finalize",
+]
+
 # Router bounds as generate_query copies them from default settings.
 LIMITS = {
     "min_hits": 5,

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ANSWERING_NODES
 
 from infra.ingest.corpus import DEMO_DOCS, read_jsonl
 
@@ -14,15 +15,6 @@ QUORUM = str(Path(sys.executable).parent / "quorum")
 QUESTION = (
     "Do mitochondria play a role in remodelling lace plant leaves during programmed cell death?"
 )
-ANSWERING_NODES = [
-    "generate_query",
-    "search",
-    "rerank",
-    "organize",
-    "ensemble",
-    "synthesize",
-    "finalize",
-]
 
 
 @pytest.fixture(scope="module")

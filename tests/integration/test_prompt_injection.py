@@ -3,7 +3,7 @@ of a PMID the model was not shown, and the text is shown as data in traces and e
 
 import json
 
-from conftest import DOCS, pmids_in, script
+from conftest import ANSWERING_NODES, DOCS, pmids_in, script
 
 from graphs.runtime import run_question
 from graphs.trace_export import export_html
@@ -67,15 +67,7 @@ async def test_injected_instructions_change_no_path_and_no_citation(settings, em
     steps = node_updates(settings, thread)
     nodes = [s["node"] for s in steps]
     # The same path any confident answer takes: nothing skipped, nothing added.
-    assert nodes == [
-        "generate_query",
-        "search",
-        "rerank",
-        "organize",
-        "ensemble",
-        "synthesize",
-        "finalize",
-    ]
+    assert nodes == ANSWERING_NODES
     assert "666" in {c["pmid"] for c in steps[2]["update"]["contexts"]}  # it was read
     assert "99999999" not in result["documents"]
     assert all("99999999" not in m["pmids"] for m in steps[4]["update"]["members"])

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from conftest import pmids_in, script
+from conftest import ANSWERING_NODES, pmids_in, script
 from typer.testing import CliRunner
 
 from graphs.cli import app as cli_app
@@ -22,15 +22,6 @@ from graphs.cli_common import CliError
 from graphs.server import create_app, is_loopback
 from infra.settings import load_settings
 
-ANSWERING_NODES = [
-    "generate_query",
-    "search",
-    "rerank",
-    "organize",
-    "ensemble",
-    "synthesize",
-    "finalize",
-]
 STANDALONE = "Do mitochondria drive lace plant programmed cell death?"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
