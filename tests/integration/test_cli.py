@@ -3,15 +3,13 @@
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import ANSWERING_NODES
+from conftest import ANSWERING_NODES, QUORUM, quorum_env, run_quorum
 
 from infra.ingest.corpus import DEMO_DOCS, read_jsonl
 
-QUORUM = str(Path(sys.executable).parent / "quorum")
 QUESTION = (
     "Do mitochondria play a role in remodelling lace plant leaves during programmed cell death?"
 )
@@ -23,9 +21,7 @@ def home(quorum_home) -> Path:
 
 
 def quorum(home: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
-    env["QUORUM_HOME"] = str(home)
-    return subprocess.run([QUORUM, *args], capture_output=True, text=True, env=env, timeout=timeout)
+    return run_quorum(quorum_env(home), *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -1,21 +1,16 @@
 """`quorum bioasq validate` and `quorum bioasq run` from the command line."""
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-from conftest import SHARED
+from conftest import SHARED, quorum_env, run_quorum
 
-QUORUM = str(Path(sys.executable).parent / "quorum")
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bioasq_submissions"
 
 
 def quorum(home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
-    env["QUORUM_HOME"] = str(home)
-    return subprocess.run([QUORUM, *args], capture_output=True, text=True, env=env, timeout=300)
+    return run_quorum(quorum_env(home), *args, timeout=300)
 
 
 def test_validate_prints_one_line_per_problem_and_exits_1(tmp_path):

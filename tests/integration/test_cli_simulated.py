@@ -1,16 +1,12 @@
 """The CLI as a user runs it, every model a simulated endpoint: chat, trace replay and step."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from conftest import simulated_env
+from conftest import run_quorum, simulated_env
 
 from infra.llm_simulator import SimulatedEndpoint
 
-QUORUM = str(Path(sys.executable).parent / "quorum")
 QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
 
 
@@ -21,9 +17,7 @@ def simulated(quorum_home):
 
 
 def quorum(env, *args, stdin=None):
-    return subprocess.run(
-        [QUORUM, *args], input=stdin, capture_output=True, text=True, env=env, timeout=300
-    )
+    return run_quorum(env, *args, stdin=stdin, timeout=300)
 
 
 def test_replay_from_synthesize_makes_only_the_synthesis_call(simulated):
