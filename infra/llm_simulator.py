@@ -13,7 +13,6 @@ from a seeded RNG; every injected fault is recorded, so a benchmark can check wh
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -21,26 +20,23 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-PLACEHOLDER = "simulated"
+from infra.llm_faults import (
+    FAULT_KINDS,
+    SERVER_ERRORS,
+    FaultPlan,
+    faulty_output,
+    request_key,
+)
+from infra.schema_instance import PLACEHOLDER, schema_instance
+
 STREAM_PIECE = 8
 """Characters per streamed chunk."""
-# Past this nesting depth recursive schemas get only what they require, so instances stay finite.
-MAX_DEPTH = 8
 # What `infra.models.json_instruction` puts in front of the schema when asking for JSON in words.
 SCHEMA_IN_TEXT = re.compile(r"matching this JSON schema:\s*\n")
-FAULT_KINDS = ("server_error", "rate_limit", "timeout", "malformed", "empty")
-SERVER_ERRORS = (500, 502, 503)
-STRING_FORMATS = {
-    "date-time": "2024-01-01T00:00:00Z",
-    "date": "2024-01-01",
-    "uri": "https://example.org/simulated",
-    "uuid": "00000000-0000-4000-8000-000000000000",
-}
 
 
 @dataclass
@@ -74,218 +70,6 @@ class SimulatorStats:
         """Count one request leaving its delay."""
         with self._lock:
             self.in_flight -= 1
-
-
-@dataclass(frozen=True)
-class FaultPlan:
-    """Chances that a chat completion is answered with a fault; one seeded draw per request."""
-
-    server_error: float = 0.10
-    """HTTP 500, 502 or 503 with an OpenAI-style JSON error (the client retries it)."""
-    rate_limit: float = 0.05
-    """HTTP 429 with `Retry-After: 0` (the client retries it)."""
-    timeout: float = 0.05
-    """Sleep `timeout_sleep_s`, then answer normally: the client has given up by then."""
-    malformed: float = 0.05
-    """A 200 whose output is invalid JSON or, alternately, JSON that violates the schema."""
-    empty: float = 0.02
-    """A 200 whose content is the empty string."""
-    seed: int = 0
-    """Seed of the draws: the same requests in the same order meet the same faults."""
-    timeout_sleep_s: float = 5.0
-    """How long a `timeout` fault sleeps; longer than the clients' timeout."""
-
-    def __post_init__(self) -> None:
-        """Refuse chances outside [0, 1] or adding up to more than 1."""
-        chances = self.chances()
-        if any(not 0.0 <= p <= 1.0 for p in chances.values()) or sum(chances.values()) > 1.0:
-            raise ValueError(f"fault chances must be in [0, 1] and sum to at most 1: {chances}")
-        if self.timeout_sleep_s < 0:
-            raise ValueError("timeout_sleep_s must not be negative")
-
-    def chances(self) -> dict[str, float]:
-        """Return the chance of each fault kind."""
-        return {kind: getattr(self, kind) for kind in FAULT_KINDS}
-
-    def draw(self, rng: random.Random) -> str | None:
-        """Return the fault kind one draw from `rng` lands on, or None for a normal answer."""
-        roll, edge = rng.random(), 0.0
-        for kind, chance in self.chances().items():
-            edge += chance
-            if roll < edge:
-                return kind
-        return None
-
-
-def request_key(texts: Sequence[str]) -> str:
-    """Return a short digest of a chat request's message texts.
-
-    The simulator records it with every request and every fault; a trace's call record
-    (its prompt's contents) gives the same key, so a fault can be traced to the call it hit.
-    """
-    return hashlib.sha256(json.dumps(list(texts), ensure_ascii=False).encode()).hexdigest()[:16]
-
-
-def schema_violation(schema: dict | None, marker: str) -> Any:
-    """Return JSON that breaks `schema`: every property of its instance given a wrong type."""
-    instance = schema_instance(schema) if schema else None
-    if not isinstance(instance, dict) or not instance:
-        return [marker]  # the root wants an object (or anything): an array breaks the former
-    return {k: [marker] if isinstance(v, str) else marker for k, v in instance.items()}
-
-
-def schema_instance(schema: dict, *, numbers: float = 0.9) -> Any:
-    """Return a deterministic, minimal instance of a JSON Schema (pydantic v2 or OpenAI strict).
-
-    Args:
-        schema: the root schema; its `$defs`/`definitions` resolve every `$ref` below it.
-        numbers: the value given to `number` fields, clipped into their bounds.
-    """
-    defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
-    return _instance(schema, defs, numbers, 0)
-
-
-def _instance(schema: Any, defs: dict, numbers: float, depth: int) -> Any:
-    if not isinstance(schema, dict):
-        return None  # `true`/`false` schemas: anything goes
-    if "$ref" in schema:
-        target = _resolve(schema["$ref"], defs)
-        rest = {k: v for k, v in schema.items() if k != "$ref"}
-        return _instance(_merge(target, rest), defs, numbers, depth + 1)
-    if "allOf" in schema:
-        merged = {k: v for k, v in schema.items() if k != "allOf"}
-        for part in schema["allOf"]:
-            part = _resolve(part["$ref"], defs) if "$ref" in part else part
-            merged = _merge(merged, part)
-        return _instance(merged, defs, numbers, depth)
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            options = schema[key]
-            non_null = [o for o in options if o.get("type") != "null"]
-            if depth > MAX_DEPTH and len(non_null) < len(options):
-                return None
-            option = non_null[0] if non_null else options[0]
-            rest = {k: v for k, v in schema.items() if k != key}
-            return _instance(_merge(rest, option), defs, numbers, depth)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind is None:
-        kind = _implied_type(schema)
-    if kind == "object":
-        return _object(schema, defs, numbers, depth)
-    if kind == "array":
-        return _array(schema, defs, numbers, depth)
-    if kind == "string":
-        return _string(schema)
-    if kind == "integer":
-        return _integer(schema)
-    if kind == "number":
-        return _number(schema, numbers)
-    if kind == "boolean":
-        return True
-    return None
-
-
-def _resolve(ref: str, defs: dict) -> dict:
-    name = ref.rsplit("/", 1)[-1]
-    if name not in defs:
-        raise ValueError(f"unresolvable $ref {ref!r}")
-    return defs[name]
-
-
-def _merge(base: dict, extra: dict) -> dict:
-    merged = {**base, **extra}
-    if "properties" in base and "properties" in extra:
-        merged["properties"] = {**base["properties"], **extra["properties"]}
-    if "required" in base and "required" in extra:
-        merged["required"] = [*base["required"], *extra["required"]]
-    return merged
-
-
-def _implied_type(schema: dict) -> str | None:
-    if "properties" in schema or "additionalProperties" in schema:
-        return "object"
-    if "items" in schema or "prefixItems" in schema:
-        return "array"
-    if "minLength" in schema or "maxLength" in schema:
-        return "string"
-    if "minimum" in schema or "maximum" in schema:
-        return "number"
-    return None
-
-
-def _object(schema: dict, defs: dict, numbers: float, depth: int) -> dict:
-    properties = schema.get("properties", {})
-    required = set(schema.get("required", properties))
-    return {
-        name: _instance(sub, defs, numbers, depth + 1)
-        for name, sub in properties.items()
-        if depth <= MAX_DEPTH or name in required
-    }
-
-
-def _array(schema: dict, defs: dict, numbers: float, depth: int) -> list:
-    prefix = schema.get("prefixItems", [])
-    lowest = schema.get("minItems", 0)
-    # Unconstrained items (`list[Any]`, or a recursive `$ref` langchain's tool conversion drops)
-    # have no value sure to validate, so only as many as required.
-    wanted = 1 if depth <= MAX_DEPTH and schema.get("items") not in (None, {}, True) else 0
-    count = max(lowest, len(prefix), wanted)
-    if "maxItems" in schema:
-        count = min(count, schema["maxItems"])
-    items = schema.get("items", {})
-    if items is False:
-        count = min(count, len(prefix))
-    return [
-        _instance(prefix[i] if i < len(prefix) else items, defs, numbers, depth + 1)
-        for i in range(count)
-    ]
-
-
-def _string(schema: dict) -> str:
-    text = STRING_FORMATS.get(schema.get("format", ""), PLACEHOLDER)
-    shortest = schema.get("minLength", 0)
-    if len(text) < shortest:
-        text += "x" * (shortest - len(text))
-    if "maxLength" in schema:
-        text = text[: schema["maxLength"]]
-    return text
-
-
-def _integer(schema: dict) -> int:
-    if "minimum" in schema:
-        value = int(-(-schema["minimum"] // 1))  # ceil, for float bounds
-    elif "exclusiveMinimum" in schema:
-        value = int(schema["exclusiveMinimum"] // 1) + 1
-    else:
-        value = 0
-    if "maximum" in schema:
-        value = min(value, int(schema["maximum"] // 1))
-    if "exclusiveMaximum" in schema:
-        value = min(value, int(-(-schema["exclusiveMaximum"] // 1)) - 1)
-    return value
-
-
-def _number(schema: dict, numbers: float) -> float:
-    low = schema.get("minimum", schema.get("exclusiveMinimum"))
-    high = schema.get("maximum", schema.get("exclusiveMaximum"))
-    value = float(numbers)
-    if low is not None and value < low:
-        value = float(low)
-    if high is not None and value > high:
-        value = float(high)
-    bottom, top = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
-    if (bottom is not None and value <= bottom) or (top is not None and value >= top):
-        if bottom is not None and top is not None:
-            value = (bottom + top) / 2
-        else:
-            value = bottom + 1 if bottom is not None else top - 1
-    return value
 
 
 def schema_from_messages(messages: list[dict]) -> dict | None:
@@ -418,7 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
             # JSON mode without a schema in the messages: any object will do.
             schema = schema_from_messages(messages) or {"type": "object"}
         if fault is not None and fault["kind"] in ("malformed", "empty"):
-            written = _faulty_output(fault, schema)
+            written = faulty_output(fault, schema)
         elif schema is not None:
             written = json.dumps(schema_instance(schema, numbers=numbers))
         else:
@@ -537,16 +321,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
-
-
-def _faulty_output(fault: dict[str, Any], schema: dict | None) -> str:
-    """Return a malformed output (invalid JSON, or JSON breaking the schema) or an empty one."""
-    if fault["kind"] == "empty":
-        return ""
-    marker = f"simulated fault {fault['request']}"
-    if fault["variant"] == "invalid_json":
-        return json.dumps({"fault": marker})[:-1] + ', "cut'
-    return json.dumps(schema_violation(schema, marker))
 
 
 def _chosen_tool(request: dict) -> dict | None:
