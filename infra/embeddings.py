@@ -11,7 +11,7 @@ from typing import Protocol
 import numpy as np
 
 import infra.offline
-from infra.models import package_file
+from infra.local_models import package_file
 from infra.settings import EmbeddingSettings
 
 RECENT_TEXTS = 20_000

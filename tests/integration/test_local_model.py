@@ -7,7 +7,8 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from infra.models import LocalChatModel, ModelPool, default_gguf
+from infra.local_models import LocalChatModel, default_gguf
+from infra.models import ModelPool
 from infra.settings import load_settings
 
 
