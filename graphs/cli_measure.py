@@ -248,7 +248,8 @@ def bench_faults_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """A BioASQ batch against a faulty endpoint, killed and resumed: is every fault absorbed?"""
-    from graphs.bench_faults import bench_faults, table
+    from graphs.bench_faults import bench_faults
+    from graphs.fault_evidence import table
 
     search: dict[str, str] = {}
     es_dir = es_port = None

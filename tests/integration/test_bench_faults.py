@@ -11,7 +11,8 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-from graphs.bench_faults import _absorbed_llm, bench_faults, build_testset
+from graphs.bench_faults import bench_faults, build_testset
+from graphs.fault_evidence import absorbed_llm
 from infra.llm_simulator import FAULT_KINDS, FaultPlan, SimulatedEndpoint, request_key
 from infra.models import ModelPool
 from infra.settings import ModelSpec, load_settings
@@ -122,7 +123,7 @@ def test_each_fault_is_traced_to_what_absorbed_it():
         {"calls": [call("ensemble", "d", 13.0, error=None), call("ensemble", "d", 20.0)]},
     ]
     runs = [{"exit": "killed", "requests": (1, 4)}, {"exit": 0, "requests": (5, 5)}]
-    absorbed = _absorbed_llm(faults, requests, threads, runs)
+    absorbed = absorbed_llm(faults, requests, threads, runs)
     assert absorbed["server_error"]["how"] == {"client_retry": 1}
     assert absorbed["empty"]["how"] == {"member_dropped": 1}
     assert absorbed["rate_limit"]["how"] == {"interrupted_by_kill_then_rerun": 1}
