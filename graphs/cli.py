@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ import typer
 from typer.exceptions import TyperException
 
 from graphs.cli_bioasq import bioasq_app
-from graphs.cli_common import CliError, err, out, settings_for
+from graphs.cli_common import CliError, err, out, settings_for, write_json
 from graphs.cli_measure import bench_app, eval_app
 from graphs.cli_trace import trace_app
 
@@ -112,7 +111,7 @@ def ask(
             "snippets",
             "thread_id",
         )
-        sys.stdout.write(json.dumps({k: result.get(k) for k in keys}, ensure_ascii=False) + "\n")
+        write_json({k: result.get(k) for k in keys})
         return
     _print_answer(result)
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from graphs.cli_common import CliError, err, out, settings_for
+from graphs.cli_common import CliError, err, out, settings_for, write_json
 
 bioasq_app = typer.Typer(no_args_is_help=True, help="BioASQ Task B: run, validate, evaluate.")
 
@@ -164,7 +164,6 @@ def bioasq_eval(
     """The official Task B measures (the organizers' EvaluatorTask1b definitions)."""
     import json
     import math
-    import sys
 
     from infra.bioasq.formats import FormatError
     from infra.bioasq.measures import evaluate_phase_a, evaluate_phase_b
@@ -184,7 +183,7 @@ def bioasq_eval(
     # JSON has no NaN: the evaluator's 0/0 cases (no question of a kind) become null.
     report = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in report.items()}
     if as_json:
-        sys.stdout.write(json.dumps(report) + "\n")
+        write_json(report)
         return
     main = PHASE_A_KEYS if phase == "A" else PHASE_B_KEYS
     for key in [*main, *(k for k in report if k not in main)]:

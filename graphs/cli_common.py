@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +38,14 @@ def extra_files(ctx: typer.Context) -> list[Path]:
     if unknown := [str(p) for p in extra if str(p).startswith("-")]:
         raise CliError(f"unknown option {unknown[0]}")
     return extra
+
+
+def write_json(value: Any) -> None:
+    """Print exactly one JSON object (or list) on stdout: what every `--json` promises."""
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str) + "\n")
+
+
+def print_report(report: dict[str, Any], width: int = 22) -> None:
+    """Print a flat report as aligned key/value lines."""
+    for key, value in report.items():
+        out.print(f"{key:>{width}}  {value}")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from graphs.cli_common import CliError, extra_files, out, settings_for
+from graphs.cli_common import CliError, extra_files, out, print_report, settings_for, write_json
 
 eval_app = typer.Typer(no_args_is_help=True, help="Measure quorum on golden data.")
 bench_app = typer.Typer(no_args_is_help=True, help="Speed and memory benchmarks.")
@@ -62,10 +61,9 @@ def eval_retrieval(
         )
     )
     if as_json:
-        sys.stdout.write(json.dumps(report) + "\n")
+        write_json(report)
         return
-    for key, value in report.items():
-        out.print(f"{key:>20}  {value}")
+    print_report(report, 20)
 
 
 @eval_app.command("organize")
@@ -99,10 +97,9 @@ def eval_organize(
     settings = settings_for(organize={"strategy": strategy})
     report = asyncio.run(evaluate_organize(build_context(settings), cases, match_corg=match_corg))
     if as_json:
-        sys.stdout.write(json.dumps(report) + "\n")
+        write_json(report)
         return
-    for key, value in report.items():
-        out.print(f"{key:>22}  {value}")
+    print_report(report, 22)
 
 
 @eval_app.command("ensemble")
@@ -161,7 +158,7 @@ def eval_ensemble(
         evaluate_ensemble(build_context(settings), cases, chosen, dataset=dataset.name)
     )
     if as_json:
-        sys.stdout.write(json.dumps(report) + "\n")
+        write_json(report)
         return
     for line in table(report):
         out.print(line, markup=False)
@@ -190,7 +187,7 @@ def bench_retrieval_cmd(
     loaded = [q for path in [*questions, *extra_files(ctx)] for q in load_questions(path)][:limit]
     report = bench_retrieval(settings_for(), corpus, loaded, chosen)
     if as_json:
-        sys.stdout.write(json.dumps(report) + "\n")
+        write_json(report)
         return
     out.print(json.dumps(report, indent=2))
 
@@ -215,7 +212,7 @@ def bench_pipeline_cmd(
         settings_for(), latency_s=llm_latency, models=models, members=members, runs=runs
     )
     if as_json:
-        sys.stdout.write(json.dumps(report) + "\n")
+        write_json(report)
         return
     for key in ("wall_s", "llm_calls", "critical_path_calls", "bound_s", "overlap", "failed_calls"):
         out.print(f"{key:>20}  {report[key]}")
@@ -274,7 +271,7 @@ def bench_faults_cmd(
     except (FileNotFoundError, FileExistsError) as exc:
         raise CliError(str(exc)) from None
     if as_json:
-        sys.stdout.write(json.dumps(report) + "\n")
+        write_json(report)
         return
     for line in table(report):
         out.print(line, markup=False)

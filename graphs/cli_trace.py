@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from graphs.cli_common import CliError, err, out, settings_for
+from graphs.cli_common import CliError, err, out, settings_for, write_json
 
 trace_app = typer.Typer(no_args_is_help=True, help="Read runs back from their checkpoints.")
-
-
-def _write_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str) + "\n")
 
 
 def _steps(settings: Any, thread_id: str) -> list[dict[str, Any]]:
@@ -46,7 +41,7 @@ def trace_list(
     settings = settings_for()
     threads = list_threads(settings, limit=limit)
     if as_json:
-        _write_json(threads)
+        write_json(threads)
         return
     if not threads:
         out.print(f"No runs recorded in {settings.checkpoint_path} yet: `quorum ask` makes one.")
@@ -105,9 +100,9 @@ def trace_show(
             err.print(f"{node} did not run in thread {thread_id}", markup=False)
     if as_json:
         if node is None:
-            _write_json([{"node": s["node"], "update": s["update"]} for s in steps])
+            write_json([{"node": s["node"], "update": s["update"]} for s in steps])
         else:
-            _write_json([_with_calls(s) for s in steps])
+            write_json([_with_calls(s) for s in steps])
         return
     for s in steps:
         took = f" {s['seconds']:.2f}s" if s["seconds"] is not None else ""
@@ -194,7 +189,7 @@ def trace_replay(
             replay(settings, build_context(settings), thread_id, from_node, changes)
         )
     if as_json:
-        _write_json({"thread_id": new_thread, "replay_of": thread_id, "result": result})
+        write_json({"thread_id": new_thread, "replay_of": thread_id, "result": result})
         return
     exact = result.get("exact_answer")
     out.print(f"[bold]{json.dumps(exact, ensure_ascii=False)}[/bold]")
