@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer
 
 from graphs.routers import after_fallback, after_synthesis, needs_refinement
+from infra.bioasq.types import PHASES, RETRIEVING_PHASES
 from nodes.context import Context
 from nodes.ensemble import ensemble
 from nodes.fallback_search import fallback_search
@@ -26,22 +27,6 @@ from nodes.rerank import rerank
 from nodes.search import search
 from nodes.state import InputState, OutputState, QAState
 from nodes.synthesize import synthesize
-
-NODES = (
-    "generate_query",
-    "search",
-    "refine_query",
-    "rerank",
-    "organize",
-    "ensemble",
-    "synthesize",
-    "fallback_search",
-    "finalize",
-)
-
-
-PHASES = ("A", "A+", "B")
-"""BioASQ Task B phases: A retrieves, A+ retrieves and answers, B answers from given snippets."""
 
 
 def _with_default(fn: Callable, factory: Callable[[], Context]) -> Callable:
@@ -80,7 +65,7 @@ def build_graph(
     def add(fn: Callable) -> None:
         builder.add_node(fn.__name__, _with_default(fn, default_context) if default_context else fn)
 
-    if phase in ("A", "A+"):
+    if phase in RETRIEVING_PHASES:
         add(generate_query)
         add(search)
         add(refine_query)
@@ -115,6 +100,3 @@ def build_graph(
     builder.add_conditional_edges("synthesize", after_synthesis)
     builder.add_conditional_edges("fallback_search", after_fallback)
     return builder.compile(checkpointer=checkpointer, name="quorum-qa")
-
-
-graph = build_graph()

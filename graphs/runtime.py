@@ -20,17 +20,15 @@ from nodes.context import Context
 
 def check_models(settings: Settings) -> None:
     """Fail early, in one line, on an endpoint that cannot work (no URL, or its key unset)."""
-    for role in ("query", "refine", "organize", "ensemble", "synthesis"):
-        for spec in settings.models.for_role(role):
-            if spec.provider != "openai":
-                continue
-            if not spec.base_url and not spec.api_key_env:
-                raise SettingsError(f"models.{role} {spec.model!r}: set base_url or api_key_env")
-            if spec.api_key_env and secret_from_env(spec.api_key_env) is None:
-                raise SettingsError(
-                    f"models.{role} {spec.model!r}: "
-                    f"environment variable {spec.api_key_env} is not set"
-                )
+    for role, spec in settings.models.by_role():
+        if spec.provider != "openai":
+            continue
+        if not spec.base_url and not spec.api_key_env:
+            raise SettingsError(f"models.{role} {spec.model!r}: set base_url or api_key_env")
+        if spec.api_key_env and secret_from_env(spec.api_key_env) is None:
+            raise SettingsError(
+                f"models.{role} {spec.model!r}: environment variable {spec.api_key_env} is not set"
+            )
 
 
 def build_context(settings: Settings, *, models: ModelPool | None = None) -> Context:

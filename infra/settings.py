@@ -14,8 +14,6 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from infra.errors import UserError
 
-QuestionType = Literal["yesno", "factoid", "list", "summary"]
-
 
 class Group(BaseModel):
     """Base for settings groups: unknown keys are errors, not silently ignored."""
@@ -94,6 +92,10 @@ class ModelSpec(Group):
         return self.model_dump_json()
 
 
+MODEL_ROLES = ("query", "refine", "organize", "ensemble", "synthesis")
+"""The roles a chat model can play; `ModelSettings` has one field for each."""
+
+
 class ModelSettings(Group):
     """Chat models by role."""
 
@@ -140,6 +142,10 @@ class ModelSettings(Group):
         if spec is None:
             raise KeyError(f"unknown model role {role!r}")
         return [spec]
+
+    def by_role(self) -> list[tuple[str, ModelSpec]]:
+        """Return (role, spec) for every role in MODEL_ROLES, defaults applied."""
+        return [(role, spec) for role in MODEL_ROLES for spec in self.for_role(role)]
 
 
 class SearchSettings(Group):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
-QuestionType = Literal["yesno", "factoid", "list", "summary"]
+from infra.bioasq.types import QuestionType
+
 RESET: dict[str, Any] = {"__reset__": True}
 """Sentinel a node returns for `pool` to empty it."""
 

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import re
+from typing import Literal, get_args
 
-QUESTION_TYPES = ("yesno", "factoid", "list", "summary")
+QuestionType = Literal["yesno", "factoid", "list", "summary"]
+QUESTION_TYPES: tuple[str, ...] = get_args(QuestionType)
+PHASES = ("A", "A+", "B")
+"""BioASQ Task B phases: A retrieves, A+ retrieves and answers, B answers from given snippets."""
+RETRIEVING_PHASES = ("A", "A+")
+"""The phases that search for documents and snippets themselves."""
+ANSWERING_PHASES = ("A+", "B")
+"""The phases that answer the question (exact and ideal answers)."""
 
 _YESNO = re.compile(
     r"^(is|are|was|were|do|does|did|can|could|should|has|have|had|will|would|may|might|must)\b",

@@ -18,9 +18,8 @@ from typing import Any
 
 from infra.bioasq.answers import pubmed_url
 from infra.bioasq.formats import FormatError
-from infra.bioasq.types import QUESTION_TYPES
+from infra.bioasq.types import PHASES, QUESTION_TYPES
 
-PHASES = ("A", "A+", "B")
 MAX_DOCUMENTS = 10
 MAX_SNIPPETS = 10
 MAX_FACTOID_CANDIDATES = 5

@@ -11,11 +11,11 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-from graphs.bench_faults import bench_faults, build_testset
-from graphs.fault_evidence import absorbed_llm
-from infra.llm_simulator import FAULT_KINDS, FaultPlan, SimulatedEndpoint, request_key
+from graphs.bench.fault_evidence import absorbed_llm
+from graphs.bench.faults import bench_faults, build_testset
 from infra.models import ModelPool
 from infra.settings import ModelSpec, load_settings
+from infra.simulate.server import FAULT_KINDS, FaultPlan, SimulatedEndpoint, request_key
 
 NO_FAULTS = dict.fromkeys(FAULT_KINDS, 0.0)
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import pmids_in, script, simulated_env
 
-from graphs.bioasq_run import JournalMismatch, journal_path, run_batch
-from infra.llm_simulator import SimulatedEndpoint
+from graphs.bioasq.run import JournalMismatch, journal_path, run_batch
+from infra.simulate.server import SimulatedEndpoint
 
 QUESTIONS = [
     ("q1", "Do mitochondria play a role in lace plant programmed cell death?", "yesno"),
@@ -264,7 +264,7 @@ def test_killed_three_times_then_resumed_answers_every_question_once(quorum_home
 
 
 async def test_a_phase_b_thread_reads_back_as_a_trace(make_context, settings, tmp_path):
-    from graphs.traces import node_updates
+    from graphs.traces.read import node_updates
 
     out = tmp_path / "b.json"
     await run_batch(
@@ -280,7 +280,7 @@ async def test_a_phase_b_thread_reads_back_as_a_trace(make_context, settings, tm
 
 
 async def test_report_scores_by_type_plots_and_compares_two_runs(make_context, tmp_path):
-    from graphs.bioasq_report import load_run, score_run, write_report
+    from graphs.bioasq.report import load_run, score_run, write_report
 
     t = write_testset(tmp_path / "t.json")
     gold = json.loads(t.read_text())

@@ -5,7 +5,7 @@ import io
 from conftest import pmids_in, script
 from rich.console import Console
 
-from graphs.chat import Chat, IdealStream, run_chat
+from graphs.chat.terminal import Chat, IdealStream, run_chat
 
 
 def chat_model():

@@ -5,7 +5,7 @@ import json
 import pytest
 from conftest import run_quorum, simulated_env
 
-from infra.llm_simulator import SimulatedEndpoint
+from infra.simulate.server import SimulatedEndpoint
 
 QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
 

@@ -2,8 +2,8 @@
 
 from conftest import pmids_in, script
 
-from graphs.conversation import Conversations, run_turn
-from graphs.traces import node_updates
+from graphs.chat.conversation import Conversations, run_turn
+from graphs.traces.read import node_updates
 
 
 def said(call):

@@ -10,10 +10,10 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
-from graphs.bench_pipeline import bench_pipeline, chain_length
-from infra.llm_simulator import SimulatedEndpoint
+from graphs.bench.pipeline import bench_pipeline, chain_length
 from infra.models import ModelPool
 from infra.settings import ModelSpec
+from infra.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 from nodes.ensemble import StrategyUnavailable, ensemble
 

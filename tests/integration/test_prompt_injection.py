@@ -6,8 +6,8 @@ import json
 from conftest import ANSWERING_NODES, DOCS, pmids_in, script
 
 from graphs.runtime import run_question
-from graphs.trace_export import export_html
-from graphs.traces import node_updates
+from graphs.traces.export import export_html
+from graphs.traces.read import node_updates
 from infra.models import ModelPool
 from infra.search.embedded import EmbeddedIndex
 from nodes.context import Context

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import simulated_env
 
-from infra.llm_simulator import SimulatedEndpoint
+from infra.simulate.server import SimulatedEndpoint
 
 QUORUM = str(Path(sys.executable).parent / "quorum")
 KEY = "sk-quorum-FAKE-7f3a9c1e5b2d4f60"

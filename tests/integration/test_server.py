@@ -18,8 +18,8 @@ from conftest import ANSWERING_NODES, pmids_in, script
 from typer.testing import CliRunner
 
 from graphs.cli import app as cli_app
-from graphs.cli_common import CliError
-from graphs.server import create_app, is_loopback
+from graphs.cli.common import CliError
+from graphs.web.server import create_app, is_loopback
 from infra.settings import load_settings
 
 STANDALONE = "Do mitochondria drive lace plant programmed cell death?"

@@ -13,14 +13,14 @@ import pytest
 from conftest import ScriptedChatModel, pmids_in, script
 from typer.testing import CliRunner
 
-from graphs.cli_common import CliError
-from graphs.cli_trace import trace_app
+from graphs.cli.common import CliError
+from graphs.cli.trace import trace_app
 from graphs.runtime import run_question
-from graphs.trace_export import export_html
-from graphs.traces import list_threads, node_updates, thread_question
-from infra.llm_simulator import SimulatedEndpoint
+from graphs.traces.export import export_html
+from graphs.traces.read import list_threads, node_updates, thread_question
 from infra.models import ModelPool
 from infra.settings import load_settings
+from infra.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 
 QUORUM = str(Path(sys.executable).parent / "quorum")

@@ -4,8 +4,8 @@ import pytest
 from conftest import pmids_in, script
 
 from graphs.runtime import run_question
-from graphs.trace_control import ReplayProblem, parse_edits, replay, step_through
-from graphs.traces import node_updates
+from graphs.traces.control import ReplayProblem, parse_edits, replay, step_through
+from graphs.traces.read import node_updates
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
 

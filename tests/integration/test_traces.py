@@ -3,7 +3,7 @@
 from conftest import pmids_in, script
 
 from graphs.runtime import run_question
-from graphs.traces import DESCRIBERS, node_updates
+from graphs.traces.read import DESCRIBERS, node_updates
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from graphs.bioasq_report import mcnemar, paired_bootstrap
+from graphs.bioasq.report import mcnemar, paired_bootstrap
 
 
 def test_mcnemar_counts_discordant_pairs_and_tests_them_exactly():

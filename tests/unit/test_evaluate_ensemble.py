@@ -4,7 +4,7 @@ import json
 import pytest
 from conftest import SHARED, pmids_in, script
 
-from graphs.evaluate_ensemble import (
+from graphs.eval.ensemble import (
     METRICS,
     Case,
     evaluate_ensemble,

@@ -3,7 +3,7 @@ import json
 import pytest
 from conftest import SHARED, pmids_in, script
 
-from graphs.evaluate_organize import Case, evaluate_organize, load_cases, score_case, token_recall
+from graphs.eval.organize import Case, evaluate_organize, load_cases, score_case, token_recall
 from infra.bioasq.formats import FormatError
 
 CASE = Case(

@@ -17,7 +17,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-from infra.llm_simulator import (
+from infra.models import json_instruction
+from infra.simulate.server import (
     FAULT_KINDS,
     FaultPlan,
     SimulatedEndpoint,
@@ -25,7 +26,6 @@ from infra.llm_simulator import (
     schema_instance,
     token_logprob,
 )
-from infra.models import json_instruction
 
 
 class Stance(StrEnum):

@@ -6,7 +6,7 @@ import pytest
 from conftest import LIMITS, pmids_in, script
 from langgraph.runtime import Runtime
 
-from graphs.traces import describe_organize
+from graphs.traces.read import describe_organize
 from infra.search.fusion import fuse
 from nodes.ensemble import ensemble
 from nodes.fallback_search import fallback_search

@@ -3,7 +3,7 @@
 import re
 from html.parser import HTMLParser
 
-from graphs.trace_export import export_html, write_atomic
+from graphs.traces.export import export_html, write_atomic
 
 EVIL = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"

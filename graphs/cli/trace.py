@@ -9,13 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
-from graphs.cli_common import CliError, err, out, settings_for, write_json
+from graphs.cli.common import CliError, err, out, settings_for, write_json
 
 trace_app = typer.Typer(no_args_is_help=True, help="Read runs back from their checkpoints.")
 
 
 def _steps(settings: Any, thread_id: str) -> list[dict[str, Any]]:
-    from graphs.traces import UnknownThread, node_updates
+    from graphs.traces.read import UnknownThread, node_updates
 
     try:
         return node_updates(settings, thread_id)
@@ -36,7 +36,7 @@ def trace_list(
     ] = False,
 ) -> None:
     """List recent runs, newest first: question, status, answer, calls, tokens, wall time."""
-    from graphs.traces import list_threads
+    from graphs.traces.read import list_threads
 
     settings = settings_for()
     threads = list_threads(settings, limit=limit)
@@ -89,7 +89,7 @@ def trace_show(
     ] = False,
 ) -> None:
     """Show a run's nodes in execution order with each node's state update."""
-    from graphs.traces import DESCRIBERS, describe_call, node_names
+    from graphs.traces.read import DESCRIBERS, describe_call, node_names
 
     if node is not None and node not in node_names():
         raise CliError(f"unknown node {node!r}; the graph's nodes: {', '.join(node_names())}")
@@ -153,8 +153,8 @@ def trace_export(
     ],
 ) -> None:
     """Export a run's trace as a single HTML file that opens offline in any browser."""
-    from graphs.trace_export import export_html, write_atomic
-    from graphs.traces import thread_question
+    from graphs.traces.export import export_html, write_atomic
+    from graphs.traces.read import thread_question
 
     if not html.parent.is_dir():
         raise CliError(f"no directory {html.parent} to write {html.name} into")
@@ -180,7 +180,7 @@ def trace_replay(
     import asyncio
 
     from graphs.runtime import build_context
-    from graphs.trace_control import parse_edits, replay
+    from graphs.traces.control import parse_edits, replay
 
     changes = parse_edits(edits or [])
     settings = settings_for()
@@ -206,7 +206,7 @@ def trace_step(
     import asyncio
 
     from graphs.inputs import check_question
-    from graphs.trace_control import EDITABLE, parse_edits, step_through
+    from graphs.traces.control import EDITABLE, parse_edits, step_through
 
     question = check_question(question)
     settings = settings_for()

@@ -1,12 +1,15 @@
-"""`quorum index`: corpus files into the configured search backend, with progress and resume."""
+"""`quorum index`: corpus files into the configured search backend, resumable."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from tqdm import tqdm
 
+from graphs.cli.common import CliError, err, fail, settings_for
 from infra.backends import open_writer
 from infra.embeddings import HuggingFaceEmbedder
 from infra.ingest.pipeline import IngestReport, Journal, ingest
@@ -14,6 +17,46 @@ from infra.ingest.sources import check
 from infra.search.base import IndexWriter
 from infra.search.embedded_store import EmbeddedWriter
 from infra.settings import Settings
+
+
+def index(
+    sources: Annotated[list[Path], typer.Argument(help=".jsonl(.gz) or PubMed .xml(.gz) files.")],
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="embedded or elasticsearch (default: settings).")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--index", help="Index name (default: settings).")
+    ] = None,
+    embeddings: Annotated[
+        bool,
+        typer.Option("--embeddings/--no-embeddings", help="Store document vectors for reranking."),
+    ] = True,
+    batch_size: Annotated[int, typer.Option(min=1, max=10_000, help="Documents per batch.")] = 256,
+    commit_every: Annotated[
+        int,
+        typer.Option(min=1, help="Documents between commits (a killed run resumes from the last)."),
+    ] = 4096,
+) -> None:
+    """Index corpus files; re-indexing replaces by PMID, and an interrupted run resumes."""
+    if backend is not None and backend not in ("embedded", "elasticsearch"):
+        raise CliError(f"unknown --backend {backend!r}; choose embedded or elasticsearch")
+    search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
+    settings = settings_for(search=search) if search else settings_for()
+    try:
+        report = run_index(
+            settings,
+            sources,
+            embeddings=embeddings,
+            batch_size=batch_size,
+            commit_every=commit_every,
+        )
+    except KeyboardInterrupt:
+        fail("interrupted; run the same command again to resume from the last commit", 130)
+    err.print(
+        f"indexed {report.upserted:,} documents, deleted {report.deleted:,}, resumed past "
+        f"{report.skipped:,} into {settings.search.backend}:{settings.search.index} "
+        f"({report.docs_per_s:,.0f} docs/s)"
+    )
 
 
 def journal_path(settings: Settings, writer: IndexWriter) -> Path:

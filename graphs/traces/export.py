@@ -15,7 +15,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from graphs.traces import DESCRIBERS
+from graphs.traces.read import DESCRIBERS
 
 LABEL_COLOURS = {
     "duplicated": "#6a3d9a",
@@ -63,7 +63,7 @@ def export_html(steps: list[dict[str, Any]], *, thread_id: str, question: str) -
     """Return the trace of a run as one self-contained HTML page.
 
     Args:
-        steps: The run's node updates, as `graphs.traces.node_updates` returns them.
+        steps: The run's node updates, as `graphs.traces.read.node_updates` returns them.
         thread_id: The run's thread.
         question: The question the run answered.
     """

@@ -8,11 +8,10 @@ from typing import Annotated
 
 import typer
 
-from graphs.cli_common import CliError, err, out, settings_for, write_json
+from graphs.cli.common import CliError, err, out, settings_for, write_json
+from infra.bioasq.types import PHASES
 
 bioasq_app = typer.Typer(no_args_is_help=True, help="BioASQ Task B: run, validate, evaluate.")
-
-PHASES = ("A", "A+", "B")
 
 
 @bioasq_app.command("run")
@@ -36,7 +35,7 @@ def bioasq_run(
         raise CliError("--output must not be the --input file")
     settings = settings_for()
     load_testset(input_path, phase=phase, limit=limit)  # refuse a bad file before loading models
-    from graphs.bioasq_run import JournalMismatch, journal_path, run_batch
+    from graphs.bioasq.run import JournalMismatch, journal_path, run_batch
     from graphs.runtime import build_context
 
     try:
@@ -206,7 +205,7 @@ def bioasq_report(
     """Markdown and HTML report with PNG plots; McNemar and paired bootstrap against --compare."""
     import json
 
-    from graphs.bioasq_report import load_run, score_run, write_report
+    from graphs.bioasq.report import load_run, score_run, write_report
     from infra.bioasq.formats import FormatError
 
     if not gold.is_file():

@@ -22,12 +22,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graphs.bioasq_run import journal_path
-from graphs.fault_evidence import (
+from graphs.bench.drill import Journal, Outage
+from graphs.bench.fault_evidence import (
     absorbed_kill,
     absorbed_llm,
     absorbed_outage,
@@ -35,14 +35,14 @@ from graphs.fault_evidence import (
     outcome,
     read_threads,
 )
-from infra.llm_simulator import FaultPlan, SimulatedEndpoint
+from graphs.bioasq.run import journal_path
+from infra.simulate.server import FaultPlan, SimulatedEndpoint
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT.parent / "shared" / "data" / "bioasq"
 LATENCY_S = 0.02
 CLIENT_TIMEOUT_S = 1.0
 CLIENT_RETRIES = 3
-OUTAGE_S = 1.0
 RUN_TIMEOUT_S = 900.0
 # How a failed call's node carried on (see the nodes' handling of an error Reply).
 
@@ -82,68 +82,6 @@ def batch_env(home: Path, url: str, search: dict[str, str] | None = None) -> dic
         "QUORUM_FALLBACK__ENABLED": "false",
     }
     return env | {f"QUORUM_SEARCH__{k.upper()}": v for k, v in (search or {}).items()}
-
-
-@dataclass
-class Journal:
-    """The batch journal as the bench watches it: records, and when each line was first seen."""
-
-    path: Path
-    records: list[dict[str, Any]] = field(default_factory=list)
-    seen: list[tuple[float, int]] = field(default_factory=list)
-    """(time first seen, run number) per record line."""
-
-    def poll(self, run: int) -> None:
-        """Read the complete lines written since the last poll."""
-        if not self.path.exists():
-            return
-        text = self.path.read_text(encoding="utf-8")
-        lines = text[: text.rfind("\n") + 1].splitlines()[1:]  # the first line is the header
-        for line in lines[len(self.records) :]:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                record = {"status": "torn"}  # cut short by the kill
-            self.records.append(record)
-            self.seen.append((time.time(), run))
-
-    def count(self, status: str = "ok", run: int | None = None) -> int:
-        """Count records of a status (in one run, or all)."""
-        return sum(
-            r.get("status") == status and (run is None or seen[1] == run)
-            for r, seen in zip(self.records, self.seen, strict=True)
-        )
-
-
-@dataclass
-class Outage:
-    """Takes the search backend away for a moment and brings it back."""
-
-    backend: str
-    index_dir: Path
-    es_dir: Path | None = None
-    es_port: int | None = None
-    window: tuple[float, float] | None = None
-
-    def __call__(self, run: int, log: Callable[[str], None]) -> None:
-        """Make the backend unavailable, then restore it; record the window."""
-        began = time.time()
-        if self.backend == "elasticsearch":
-            from infra.elasticsearch_server import ensure_running, stop
-
-            log(f"run {run}: stopping Elasticsearch ({self.es_dir})")
-            stop(self.es_dir)
-            ensure_running(self.es_dir, self.es_port or 9200)
-        else:
-            away = self.index_dir.with_name(self.index_dir.name + ".away")
-            log(f"run {run}: index {self.index_dir.name} renamed away for {OUTAGE_S:.0f} s")
-            os.rename(self.index_dir, away)
-            try:
-                time.sleep(OUTAGE_S)
-            finally:
-                os.rename(away, self.index_dir)
-        self.window = (began, time.time())
-        log(f"run {run}: search backend back after {self.window[1] - began:.1f} s")
 
 
 def bench_faults(

@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from infra.llm_faults import (
+from infra.simulate.faults import (
     FAULT_KINDS,
     SERVER_ERRORS,
     FaultPlan,
     faulty_output,
     request_key,
 )
-from infra.schema_instance import PLACEHOLDER, schema_instance
+from infra.simulate.schema_instance import PLACEHOLDER, schema_instance
 
 STREAM_PIECE = 8
 """Characters per streamed chunk."""

@@ -1,6 +1,6 @@
 """`quorum chat`: a terminal conversation over a corpus, every turn a traceable run.
 
-Each line is a turn (graphs/conversation.py): follow-ups are rewritten into standalone
+Each line is a turn (graphs/chat/conversation.py): follow-ups are rewritten into standalone
 questions from the history, progress shows live while the graph runs ("searching… 8,412 hits",
 "ensemble 12/15"), the answer's text streams when the model streams it, citations come with
 titles. Commands: /open PMID, /trace, /new, /quit. Ctrl-C during a turn cancels that turn and
@@ -17,8 +17,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from graphs.conversation import Conversations, Turn, run_turn
-from graphs.traces import DESCRIBERS, node_updates
+from graphs.chat.conversation import Conversations, Turn, run_turn
+from graphs.traces.read import DESCRIBERS, node_updates
 from infra.settings import Settings
 from nodes.context import Context
 

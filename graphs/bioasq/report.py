@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 from scipy.stats import binomtest
 
-from graphs.bioasq_run import journal_path
+from graphs.bioasq.run import journal_path
 from infra.bioasq.formats import FormatError
 from infra.bioasq.measures import evaluate_phase_a, evaluate_phase_b
+from infra.bioasq.types import ANSWERING_PHASES, RETRIEVING_PHASES
 
 BOOTSTRAP_SAMPLES = 10_000
 # The per-question measure each type is judged by, and the column it is shown in.
@@ -91,10 +92,10 @@ def score_run(run: Run, gold: dict[str, Any]) -> None:
     for question in answered:
         pair = ({"questions": [by_id[question["id"]]]}, {"questions": [question]})
         scores: dict[str, float | None] = {}
-        if run.phase in ("A", "A+"):
+        if run.phase in RETRIEVING_PHASES:
             a = evaluate_phase_a(*pair)
             scores |= {"documents_ap": a.get("documents_map"), "snippets_ap": a.get("snippets_map")}
-        if run.phase in ("A+", "B"):
+        if run.phase in ANSWERING_PHASES:
             b = evaluate_phase_b(*pair)
             qtype = by_id[question["id"]].get("type")
             if qtype in MEASURE:
@@ -104,9 +105,9 @@ def score_run(run: Run, gold: dict[str, Any]) -> None:
         run.scores[question["id"]] = scores
     subset = {"questions": [by_id[q["id"]] for q in answered]}
     answers = {"questions": answered}
-    if run.phase in ("A", "A+"):
+    if run.phase in RETRIEVING_PHASES:
         run.totals |= evaluate_phase_a(subset, answers)
-    if run.phase in ("A+", "B"):
+    if run.phase in ANSWERING_PHASES:
         run.totals |= evaluate_phase_b(subset, answers)
 
 

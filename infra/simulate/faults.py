@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.schema_instance import schema_violation
+from infra.simulate.schema_instance import schema_violation
 
 FAULT_KINDS = ("server_error", "rate_limit", "timeout", "malformed", "empty")
 SERVER_ERRORS = (500, 502, 503)

@@ -35,16 +35,15 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from graphs.conversation import Conversations, Turn, run_turn
+from graphs.chat.conversation import Conversations, Turn, run_turn
 from graphs.runtime import InputProblem, build_context, check_question
-from graphs.traces import DESCRIBERS, UnknownThread, node_updates
+from graphs.traces.read import DESCRIBERS, UnknownThread, node_updates
 from infra.settings import Settings, SettingsError, secret_from_env
 from nodes.context import Context
 
-WEB = Path(__file__).parent / "web"
+WEB = Path(__file__).parent
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 KEEPALIVE_S = 15.0
-_ROLES = ("query", "refine", "organize", "ensemble", "synthesis")
 # NOTE: the page loads nothing from elsewhere; the policy makes the browser hold it to that.
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
@@ -88,7 +87,7 @@ class _State:
         self.busy: set[str] = set()
         self.tasks: set[asyncio.Task] = set()
         self._loading = asyncio.Lock()
-        names = [spec.api_key_env for role in _ROLES for spec in settings.models.for_role(role)]
+        names = [spec.api_key_env for _, spec in settings.models.by_role()]
         names += [settings.fallback.api_key_env, settings.search.elasticsearch_api_key_env]
         secrets = (secret_from_env(n) for n in names if n)
         values = {s.get_secret_value() for s in secrets if s}

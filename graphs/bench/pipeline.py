@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from graphs.runtime import build_context, run_question
-from infra.llm_simulator import SimulatedEndpoint
 from infra.settings import ModelSpec, Settings
+from infra.simulate.server import SimulatedEndpoint
 
 QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
 

@@ -28,6 +28,7 @@ from graphs.inputs import load_testset
 from graphs.qa import build_graph
 from infra.bioasq.answers import pubmed_url
 from infra.bioasq.formats import Question
+from infra.bioasq.types import ANSWERING_PHASES, RETRIEVING_PHASES
 from infra.bioasq.validate import SNIPPET_KEYS
 from infra.checkpoints import async_saver
 from infra.errors import UserError
@@ -134,12 +135,12 @@ class Journal:
 def submission_entry(question: Question, phase: str, result: dict[str, Any]) -> dict[str, Any]:
     """Shape one answered question as a Task B submission entry for the phase."""
     entry: dict[str, Any] = {"id": question.id, "body": question.body, "type": question.type}
-    if phase in ("A", "A+"):
+    if phase in RETRIEVING_PHASES:
         entry["documents"] = [pubmed_url(p) for p in result.get("documents", [])][:10]
         entry["snippets"] = [{k: s[k] for k in SNIPPET_KEYS} for s in result.get("snippets", [])][
             :10
         ]
-    if phase in ("A+", "B"):
+    if phase in ANSWERING_PHASES:
         if question.type != "summary":
             entry["exact_answer"] = result.get("exact_answer")
         entry["ideal_answer"] = result.get("ideal_answer") or ""

@@ -13,14 +13,12 @@ import re
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from graphs.bench.drill import Journal, Outage
 from infra.bioasq.validate import validate_file
 from infra.checkpoints import saver
-from infra.llm_faults import FAULT_KINDS, request_key
-
-if TYPE_CHECKING:  # the drill's own records; only read here
-    from graphs.bench_faults import Journal, Outage
+from infra.simulate.faults import FAULT_KINDS, request_key
 
 CARRIED_ON = {
     "ensemble": "member_dropped",

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from graphs.bench_query import CANDIDATES, TOP_K, query_latency
+from graphs.bench.query import CANDIDATES, TOP_K, query_latency
 from infra.backends import drop_index, open_backend, open_writer
 from infra.bioasq.formats import Question
 from infra.embeddings import Embedder, HuggingFaceEmbedder, document_text
@@ -112,7 +112,7 @@ def _embedded_in_child(
     inputs = settings.home / "bench" / "queries.npz"
     np.savez(inputs, queries=np.array(queries, dtype=object), vectors=vectors)
     done = subprocess.run(
-        [sys.executable, "-m", "graphs.bench_query", str(settings.index_dir), str(inputs)],
+        [sys.executable, "-m", "graphs.bench.query", str(settings.index_dir), str(inputs)],
         capture_output=True,
         text=True,
         check=True,

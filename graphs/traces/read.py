@@ -11,7 +11,8 @@ from typing import Any
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from graphs.qa import PHASES, build_graph
+from graphs.qa import build_graph
+from infra.bioasq.types import PHASES
 from infra.checkpoints import saver, thread_exists
 from infra.settings import Settings
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,3 +50,29 @@ def print_report(report: dict[str, Any], width: int = 22) -> None:
     """Print a flat report as aligned key/value lines."""
     for key, value in report.items():
         out.print(f"{key:>{width}}  {value}")
+
+
+def demo_notice(settings: Any) -> None:
+    """Say so when the built-in demo model answers: it proves wiring, not quality."""
+    if any(spec.provider == "local" and spec.path is None for _, spec in settings.models.by_role()):
+        err.print(
+            "[dim]note: answering with the built-in SmolLM2-135M demo model, which proves the "
+            "pipeline's "
+            "wiring, not answer quality. Point quorum at a real model: see README, 'Models'.[/dim]"
+        )
+
+
+def fail(message: str, code: int) -> None:
+    """Print one error line on stderr and leave with `code`."""
+    line = " ".join(message.split())  # one line, whatever the message held
+    sys.stderr.write(f"quorum: error: {line}\n")
+    exit_now(code)
+
+
+def exit_now(code: int) -> None:
+    """Leave now, with `code`, skipping interpreter teardown."""
+    # NOTE: tearing down torch and sentence-transformers at interpreter exit takes ~2 s on
+    # 2 cores; everything quorum writes is closed by now, so leave without it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

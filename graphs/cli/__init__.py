@@ -1,0 +1,66 @@
+"""The `quorum` command line: one module per command group, assembled here."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+from typer.exceptions import TyperException
+
+from graphs.cli.ask import ask
+from graphs.cli.bench import bench_app
+from graphs.cli.bioasq import bioasq_app
+from graphs.cli.chat import chat
+from graphs.cli.common import CliError, exit_now, fail
+from graphs.cli.eval import eval_app
+from graphs.cli.index import index
+from graphs.cli.serve import serve
+from graphs.cli.trace import trace_app
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Answer biomedical questions from PubMed, BioASQ-style, with every step traceable.",
+)
+for command in (ask, index, chat, serve):
+    app.command()(command)
+app.add_typer(trace_app, name="trace")
+app.add_typer(eval_app, name="eval")
+app.add_typer(bench_app, name="bench")
+app.add_typer(bioasq_app, name="bioasq")
+
+
+def main() -> None:
+    """Run the CLI: user errors are one line, exit 2; tracebacks only with QUORUM_DEBUG set."""
+    from infra.errors import UserError
+
+    try:
+        # Without standalone mode click returns a typer.Exit's code instead of raising it.
+        code = app(standalone_mode=False)
+        exit_now(code if isinstance(code, int) else 0)
+    except typer.Exit as exc:
+        exit_now(exc.exit_code)
+    except typer.Abort:
+        fail("aborted", 130)
+    except TyperException as exc:  # usage errors from typer's bundled click
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()
+            exit_now(2)
+        fail(exc.format_message(), getattr(exc, "exit_code", 2))
+    except (CliError, UserError) as exc:
+        fail(str(exc), 2)
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except Exception as exc:
+        if os.environ.get("QUORUM_DEBUG"):
+            raise
+        fail(
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+            "(set QUORUM_DEBUG=1 for details)",
+            1,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""`quorum bench …`: speed and memory benchmarks (retrieval, pipeline, fault drill)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from graphs.cli.common import CliError, extra_files, out, settings_for, write_json
+
+bench_app = typer.Typer(no_args_is_help=True, help="Speed and memory benchmarks.")
+
+
+@bench_app.command("retrieval", context_settings={"allow_extra_args": True})
+def bench_retrieval_cmd(
+    ctx: typer.Context,
+    corpus: Annotated[Path, typer.Option("--corpus", help="A .jsonl(.gz) corpus to index.")],
+    questions: Annotated[
+        list[Path], typer.Option("--questions", help="BioASQ JSON files (queries).")
+    ],
+    backends: Annotated[
+        str, typer.Option(help="Comma-separated: embedded,elasticsearch.")
+    ] = "embedded",
+    limit: Annotated[int, typer.Option(min=1, help="Questions timed.")] = 500,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """Embedded vs Elasticsearch: ingestion docs/s, 10,000-candidate query latency, memory."""
+    from graphs.bench.retrieval import bench_retrieval
+    from infra.bioasq.formats import load_questions
+
+    chosen = [b.strip() for b in backends.split(",") if b.strip()]
+    if bad := [b for b in chosen if b not in ("embedded", "elasticsearch")]:
+        raise CliError(f"unknown backend {bad[0]!r}; choose embedded and/or elasticsearch")
+    loaded = [q for path in [*questions, *extra_files(ctx)] for q in load_questions(path)][:limit]
+    report = bench_retrieval(settings_for(), corpus, loaded, chosen)
+    if as_json:
+        write_json(report)
+        return
+    out.print(json.dumps(report, indent=2))
+
+
+@bench_app.command("pipeline")
+def bench_pipeline_cmd(
+    llm_latency: Annotated[
+        float,
+        typer.Option("--llm-latency", min=0.0, max=60.0, help="Seconds every LLM call takes."),
+    ] = 1.0,
+    models: Annotated[int, typer.Option("--models", min=1, max=16, help="Ensemble models.")] = 3,
+    members: Annotated[
+        int, typer.Option("--members", min=1, max=32, help="Views (K) per ensemble model.")
+    ] = 5,
+    runs: Annotated[int, typer.Option(min=1, max=20, help="Runs; the fastest is reported.")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """The whole graph against a simulated OpenAI-compatible endpoint: how calls overlap."""
+    from graphs.bench.pipeline import bench_pipeline
+
+    report = bench_pipeline(
+        settings_for(), latency_s=llm_latency, models=models, members=members, runs=runs
+    )
+    if as_json:
+        write_json(report)
+        return
+    for key in ("wall_s", "llm_calls", "critical_path_calls", "bound_s", "overlap", "failed_calls"):
+        out.print(f"{key:>20}  {report[key]}")
+    out.print(f"{'calls_by_node':>20}  {json.dumps(report['calls_by_node'])}")
+
+
+@bench_app.command("faults")
+def bench_faults_cmd(
+    questions: Annotated[
+        int, typer.Option("--questions", min=1, max=5000, help="Questions in the batch.")
+    ] = 100,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the faults and the kill point.")] = 0,
+    input_path: Annotated[
+        Path | None,
+        typer.Option("--input", help="BioASQ JSON to take them from (default: 11B*_golden)."),
+    ] = None,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend", help="embedded (index renamed away) or elasticsearch (node restarted)."
+        ),
+    ] = "embedded",
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=64, help="Questions the batch answers at once.")
+    ] = 4,
+    keep: Annotated[
+        Path | None,
+        typer.Option("--keep", help="Run in this new directory and keep it (traces, journal)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """A BioASQ batch against a faulty endpoint, killed and resumed: is every fault absorbed?"""
+    from graphs.bench.fault_evidence import table
+    from graphs.bench.faults import bench_faults
+
+    search: dict[str, str] = {}
+    es_dir = es_port = None
+    if backend == "elasticsearch":
+        es_dir, es_port, url = _managed_elasticsearch()
+        search = {"backend": "elasticsearch", "elasticsearch_url": url}
+    elif backend != "embedded":
+        raise CliError(f"unknown --backend {backend!r}; choose embedded or elasticsearch")
+    if input_path is not None and not input_path.is_file():
+        raise CliError(f"{input_path}: no such file")
+    try:
+        report = bench_faults(
+            questions=questions,
+            seed=seed,
+            input_path=input_path,
+            concurrency=concurrency,
+            search=search,
+            es_dir=es_dir,
+            es_port=es_port,
+            keep=keep,
+        )
+    except (FileNotFoundError, FileExistsError) as exc:
+        raise CliError(str(exc)) from None
+    if as_json:
+        write_json(report)
+        return
+    for line in table(report):
+        out.print(line, markup=False)
+
+
+def _managed_elasticsearch() -> tuple[Path, int, str]:
+    """Return the work dir ($QUORUM_ES_DIR), port and URL of a node this bench may restart."""
+    from urllib.parse import urlsplit
+
+    from infra.elasticsearch_server import default_dir, status
+
+    url = settings_for().search.elasticsearch_url
+    port = urlsplit(url).port or 9200
+    work = default_dir()
+    if status(work, port)[1] is None:
+        raise CliError(
+            f"no Elasticsearch node of {work} answers on {url}; start one with "
+            f"`python -m infra.elasticsearch_server start --dir {work} --port {port}`"
+        )
+    return work, port, url
