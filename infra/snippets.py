@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from infra.bioasq.answers import pubmed_url
+from infra.bioasq.urls import pubmed_url
 from infra.embeddings import Embedder
 
 _BOUNDARY = re.compile(r"[.!?](?=\s+[\"'(\[]?[A-Z0-9])")

@@ -26,9 +26,9 @@ from tqdm import tqdm
 
 from graphs.inputs import load_testset
 from graphs.qa import build_graph
-from infra.bioasq.answers import pubmed_url
 from infra.bioasq.formats import Question
 from infra.bioasq.types import ANSWERING_PHASES, RETRIEVING_PHASES
+from infra.bioasq.urls import pubmed_url
 from infra.bioasq.validate import SNIPPET_KEYS
 from infra.checkpoints import async_saver
 from infra.errors import UserError

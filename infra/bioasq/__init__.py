@@ -1,7 +1,8 @@
 """BioASQ Task B: question types, answer shapes and normalisation."""
 
-from infra.bioasq.answers import exact_answer_shape, format_exact, normalize_answer, pubmed_url
+from infra.bioasq.answers import exact_answer_shape, format_exact, normalize_answer
 from infra.bioasq.types import QUESTION_TYPES, detect_type
+from infra.bioasq.urls import pmid_of, pubmed_url
 
 __all__ = [
     "QUESTION_TYPES",
@@ -9,5 +10,6 @@ __all__ = [
     "exact_answer_shape",
     "format_exact",
     "normalize_answer",
+    "pmid_of",
     "pubmed_url",
 ]

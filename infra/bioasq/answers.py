@@ -64,11 +64,6 @@ def format_exact(qtype: str, items: list[str], *, max_words: int = 8) -> list[st
     return out[:5] if qtype == "factoid" else out
 
 
-def pubmed_url(pmid: str) -> str:
-    """Return the PubMed URL form BioASQ uses for documents."""
-    return f"http://www.ncbi.nlm.nih.gov/pubmed/{pmid}"
-
-
 def exact_answer_shape(qtype: str, answers: list[str]) -> Any:
     """Shape ranked answer strings as BioASQ's exact_answer for a question type.
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from infra.bioasq.types import QUESTION_TYPES
+from infra.bioasq.urls import pmid_of
 from infra.errors import UserError
-
-_PMID = re.compile(r"(\d+)\s*$")
 
 
 class FormatError(UserError):
@@ -29,14 +27,6 @@ class Question:
     snippets: list[dict[str, Any]] = field(default_factory=list)
     exact_answer: Any = None
     ideal_answer: Any = None
-
-
-def pmid_of(url_or_pmid: str) -> str:
-    """Return the PMID at the end of a PubMed URL (or the PMID itself)."""
-    match = _PMID.search(str(url_or_pmid))
-    if not match:
-        raise ValueError(f"no PMID in {url_or_pmid!r}")
-    return match.group(1)
 
 
 def load_questions(path: Path) -> list[Question]:

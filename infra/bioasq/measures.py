@@ -15,6 +15,7 @@ from typing import Any
 
 from infra.bioasq.formats import FormatError
 from infra.bioasq.rouge import rouge
+from infra.bioasq.urls import canonical_url
 
 EPSILON = 0.00001  # SEE: EvaluatorTask1b.epsilon, added to each average precision in GMAP.
 _TYPES = ("yesno", "factoid", "list", "summary")
@@ -171,7 +172,7 @@ def _parse(data: Any, *, version: int, gold: bool) -> list[_Question]:
         try:
             snippets = [
                 _Snippet(
-                    str(s.get("document") or ""),
+                    canonical_url(str(s.get("document") or "")),
                     _section(s.get("beginSection")),
                     _section(s.get("endSection")),
                     int(s.get("offsetInBeginSection") or 0),
@@ -187,7 +188,11 @@ def _parse(data: Any, *, version: int, gold: bool) -> list[_Question]:
                 id=None if item.get("id") is None else str(item["id"]),
                 type=item.get("type") if item.get("type") in _TYPES else None,
                 # SEE: Task1bData.readDocuments: duplicates dropped; whole strings compared later.
-                documents=list(dict.fromkeys(str(d) for d in item.get("documents") or [])),
+                # NOTE: every PubMed URL form is first written one way (recent golden files mix
+                # them); files in one form, as all of editions 7-11, score exactly as before.
+                documents=list(
+                    dict.fromkeys(canonical_url(str(d)) for d in item.get("documents") or [])
+                ),
                 snippets=snippets,
                 answer=_parse_answer(
                     item.get("exact_answer"), version=version, gold=gold, where=where

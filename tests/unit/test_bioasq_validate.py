@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.bioasq.answers import exact_answer_shape, pubmed_url
+from infra.bioasq.answers import exact_answer_shape
+from infra.bioasq.urls import pubmed_url
 from infra.bioasq.formats import FormatError, load_questions
 from infra.bioasq.validate import Problem, validate_file, validate_submission
 
