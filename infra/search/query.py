@@ -6,6 +6,7 @@ Syntax (a safe subset of Lucene's, plus PubMed field tags):
   fields as title:term / abstract:"a phrase" / mesh:term or PubMed tags term[tiab], term[ti],
   term[ab], term[mh]; a trailing wildcard expands a prefix (mitochond*); term~ or term~2 matches
   words within 1 or 2 edits (approximate matching, for spelling variants).
+Sentence punctuation at the end of a word (? ! . , ;) is text and dropped.
 Rejected with a reason: unknown fields, leading wildcards, regular expressions, fuzzy prefixes or
 distances over 2, boosts over MAX_BOOST, a query with no positive clause, nesting deeper than
 MAX_DEPTH, more than MAX_CLAUSES clauses.
@@ -22,6 +23,8 @@ MAX_DEPTH = 8
 MAX_CLAUSES = 256
 MAX_BOOST = 100
 FIELDS = ("title", "abstract", "mesh")
+SENTENCE_END = "?!.,;"
+"""Punctuation that ends a word in a sentence; dropped from the end of query words."""
 TEXT_FIELDS = ("title", "abstract")
 _FIELD_ALIASES = {
     "title": ("title",),
@@ -109,6 +112,13 @@ def _lex(query: str) -> list[_Tok]:
         kind, text = group, match.group(group)
         if kind == "word" and text in ("AND", "OR", "NOT", "&&", "||"):
             kind = {"&&": "AND", "||": "OR"}.get(text, text)
+        elif kind == "word":
+            # Sentence punctuation around a word is text, not an operator: a model that copies
+            # "… prevention?" means the word (the language has no '?' or '!' operator).
+            text = text.rstrip(SENTENCE_END).lstrip("¿¡")
+            if not text:
+                pos = match.end()
+                continue
         tokens.append(_Tok(kind, text, match.start(group)))
         pos = match.end()
     return tokens
