@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from graphs.cli.common import CliError, err, out, settings_for, write_json
-from infra.bioasq.types import PHASES
+from infra.bioasq.types import ANSWERING_PHASES, PHASES, RETRIEVING_PHASES
 
 bioasq_app = typer.Typer(no_args_is_help=True, help="BioASQ Task B: run, validate, evaluate.")
 
@@ -135,7 +135,14 @@ def _stored_texts(submission: Path) -> dict[str, dict[str, str]] | None:
     }
 
 
-PHASE_A_KEYS = ("documents_map", "documents_recall", "snippets_map", "snippets_recall")
+# Snippets: mean F-measure has been the official score since BioASQ9 (MAP since BioASQ8 for both).
+PHASE_A_KEYS = (
+    "documents_map",
+    "documents_recall",
+    "snippets_f1",
+    "snippets_map",
+    "snippets_recall",
+)
 PHASE_B_KEYS = (
     "yesno_accuracy",
     "yesno_macro_f1",
@@ -153,7 +160,8 @@ def bioasq_eval(
     gold: Annotated[Path, typer.Option("--gold", help="The golden file (BioASQ JSON).")],
     submission: Annotated[Path, typer.Option("--submission", help="The submission to score.")],
     phase: Annotated[
-        str, typer.Option("--phase", help="A (documents, snippets) or B (answers).")
+        str,
+        typer.Option("--phase", help="A (documents, snippets), B (answers) or A+ (both)."),
     ] = "B",
     edition: Annotated[
         int, typer.Option(min=1, max=99, help="BioASQ edition whose measure definitions apply.")
@@ -167,8 +175,8 @@ def bioasq_eval(
     from infra.bioasq.formats import FormatError
     from infra.bioasq.measures import evaluate_phase_a, evaluate_phase_b
 
-    if phase not in ("A", "B"):
-        raise CliError(f"unknown --phase {phase!r}; choose A or B")
+    if phase not in PHASES:
+        raise CliError(f"unknown --phase {phase!r}; choose one of {', '.join(PHASES)}")
     data = []
     for path in (gold, submission):
         if not path.is_file():
@@ -177,14 +185,17 @@ def bioasq_eval(
             data.append(json.loads(path.read_text(encoding="utf-8")))
         except json.JSONDecodeError as exc:
             raise FormatError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno})") from None
-    scorer = evaluate_phase_a if phase == "A" else evaluate_phase_b
-    report = scorer(data[0], data[1], edition=edition)
+    report: dict = {}
+    if phase in RETRIEVING_PHASES:
+        report |= evaluate_phase_a(data[0], data[1], edition=edition)
+    if phase in ANSWERING_PHASES:  # A+ is scored as both: its documents and its answers
+        report |= evaluate_phase_b(data[0], data[1], edition=edition)
     # JSON has no NaN: the evaluator's 0/0 cases (no question of a kind) become null.
     report = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in report.items()}
     if as_json:
         write_json(report)
         return
-    main = PHASE_A_KEYS if phase == "A" else PHASE_B_KEYS
+    main = [k for k in (*PHASE_A_KEYS, *PHASE_B_KEYS) if k in report]
     for key in [*main, *(k for k in report if k not in main)]:
         value = report.get(key)
         shown = f"{value:.4f}" if isinstance(value, float) else str(value)

@@ -4,7 +4,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import SHARED, quorum_env, run_quorum
+from tests.support.cli import quorum_env, run_quorum
+from tests.support.data import SHARED
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bioasq_submissions"
 
@@ -94,3 +95,27 @@ def test_eval_json_prints_the_official_keys(tmp_path):
     report = json.loads(proc.stdout)
     assert {"documents_map", "documents_recall", "snippets_map", "snippets_recall"} <= set(report)
     assert report["documents_recall"] == 1.0 == report["snippets_recall"]
+
+
+def test_eval_phase_a_plus_scores_documents_and_answers(tmp_path):
+    gold = str(
+        Path(__file__).resolve().parents[1] / "fixtures" / "bioasq_eval" / "phase_b_gold.json"
+    )
+    reports = {}
+    for phase in ("A", "B", "A+"):
+        proc = quorum(
+            tmp_path,
+            "bioasq",
+            "eval",
+            "--gold",
+            gold,
+            "--submission",
+            gold,
+            "--phase",
+            phase,
+            "--json",
+        )
+        assert proc.returncode == 0, proc.stderr
+        reports[phase] = json.loads(proc.stdout)
+    assert reports["A+"] == {**reports["A"], **reports["B"]}
+    assert "documents_map" in reports["A+"] and "yesno_accuracy" in reports["A+"]
