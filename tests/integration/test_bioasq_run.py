@@ -9,10 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import pmids_in, script, simulated_env
 
 from graphs.bioasq.run import JournalMismatch, journal_path, run_batch
 from infra.simulate.server import SimulatedEndpoint
+from tests.support.cli import simulated_env
+from tests.support.fakes import pmids_in, script
 
 QUESTIONS = [
     ("q1", "Do mitochondria play a role in lace plant programmed cell death?", "yesno"),

@@ -2,10 +2,10 @@
 
 import io
 
-from conftest import pmids_in, script
 from rich.console import Console
 
 from graphs.chat.terminal import Chat, IdealStream, run_chat
+from tests.support.fakes import pmids_in, script
 
 
 def chat_model():

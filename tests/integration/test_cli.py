@@ -6,9 +6,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ANSWERING_NODES, QUORUM, quorum_env, run_quorum
 
 from infra.ingest.corpus import DEMO_DOCS, read_jsonl
+from tests.support.cli import QUORUM, quorum_env, run_quorum
+from tests.support.data import ANSWERING_NODES
 
 QUESTION = (
     "Do mitochondria play a role in remodelling lace plant leaves during programmed cell death?"

@@ -3,9 +3,9 @@
 import json
 
 import pytest
-from conftest import run_quorum, simulated_env
 
 from infra.simulate.server import SimulatedEndpoint
+from tests.support.cli import run_quorum, simulated_env
 
 QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
 

@@ -1,9 +1,8 @@
 """Chat turns: a follow-up is rewritten from the history; each turn is its own checkpointed run."""
 
-from conftest import pmids_in, script
-
 from graphs.chat.conversation import Conversations, run_turn
 from graphs.traces.read import node_updates
+from tests.support.fakes import pmids_in, script
 
 
 def said(call):

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PORT, WORK
 
 from infra.elasticsearch_server import ServerError, ensure_running, main, status
 from infra.search.analysis import VERSION
@@ -16,6 +15,7 @@ from infra.search.base import SearchResult
 from infra.search.elastic import PAGE, ElasticIndex
 from infra.search.embedded import EmbeddedIndex
 from infra.search.query import QueryError
+from tests.support.servers import PORT, WORK
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-test-SECRET-123456"

@@ -1,11 +1,12 @@
 """The compiled graph end to end with scripted models, a real tantivy index and checkpoints."""
 
 import pytest
-from conftest import ANSWERING_NODES, pmids_in, script
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graphs.qa import build_graph
 from infra.pubmed import PubMedClient
+from tests.support.data import ANSWERING_NODES
+from tests.support.fakes import pmids_in, script
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
 

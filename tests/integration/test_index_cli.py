@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PUBMED_FIXTURES, SHARED
 
 from infra.search.embedded import EmbeddedIndex
+from tests.support.data import PUBMED_FIXTURES, SHARED
 
 QUORUM = str(Path(sys.executable).parent / "quorum")
 

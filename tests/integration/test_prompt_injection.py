@@ -3,14 +3,14 @@ of a PMID the model was not shown, and the text is shown as data in traces and e
 
 import json
 
-from conftest import ANSWERING_NODES, DOCS, pmids_in, script
-
 from graphs.runtime import run_question
 from graphs.traces.export import export_html
 from graphs.traces.read import node_updates
 from infra.models import ModelPool
 from infra.search.embedded import EmbeddedIndex
 from nodes.context import Context
+from tests.support.data import ANSWERING_NODES, DOCS
+from tests.support.fakes import pmids_in, script
 
 INJECTED = {
     "pmid": "666",

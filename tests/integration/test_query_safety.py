@@ -8,11 +8,11 @@ and then run against the real node find nothing outside the configured index. Ze
 from __future__ import annotations
 
 import pytest
-from conftest import DOCS as EMBEDDED_DOCS
 
 from infra.search.elastic import ElasticIndex
 from infra.search.embedded import EmbeddedIndex
 from infra.search.query import QueryError
+from tests.support.data import DOCS as EMBEDDED_DOCS
 
 ADVERSARIAL = [
     "*cancer",  # leading wildcard

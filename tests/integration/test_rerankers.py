@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
-from conftest import script
 from langgraph.runtime import Runtime
 
 from infra.rerankers import FlagReranker, SentenceTransformersReranker, load_reranker
 from infra.settings import CrossEncoderSettings
 from nodes.rerank import rerank
+from tests.support.fakes import script
 
 WORDS = [
     "aspirin",

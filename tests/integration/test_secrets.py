@@ -5,9 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import simulated_env
-
 from infra.simulate.server import SimulatedEndpoint
+from tests.support.cli import simulated_env
 
 QUORUM = str(Path(sys.executable).parent / "quorum")
 KEY = "sk-quorum-FAKE-7f3a9c1e5b2d4f60"

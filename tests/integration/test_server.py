@@ -14,13 +14,14 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from conftest import ANSWERING_NODES, pmids_in, script
 from typer.testing import CliRunner
 
 from graphs.cli import app as cli_app
 from graphs.cli.common import CliError
 from graphs.web.server import create_app, is_loopback
 from infra.settings import load_settings
+from tests.support.data import ANSWERING_NODES
+from tests.support.fakes import pmids_in, script
 
 STANDALONE = "Do mitochondria drive lace plant programmed cell death?"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

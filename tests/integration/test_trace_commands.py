@@ -10,7 +10,6 @@ from pathlib import Path
 from subprocess import PIPE
 
 import pytest
-from conftest import ScriptedChatModel, pmids_in, script
 from typer.testing import CliRunner
 
 from graphs.cli.common import CliError
@@ -22,6 +21,7 @@ from infra.models import ModelPool
 from infra.settings import load_settings
 from infra.simulate.server import SimulatedEndpoint
 from nodes.context import Context
+from tests.support.fakes import ScriptedChatModel, pmids_in, script
 
 QUORUM = str(Path(sys.executable).parent / "quorum")
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"

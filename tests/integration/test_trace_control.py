@@ -1,11 +1,11 @@
 """Replay a finished run from a node (with an edited state) and step through a run by hand."""
 
 import pytest
-from conftest import pmids_in, script
 
 from graphs.runtime import run_question
 from graphs.traces.control import ReplayProblem, parse_edits, replay, step_through
 from graphs.traces.read import node_updates
+from tests.support.fakes import pmids_in, script
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
 

@@ -103,7 +103,7 @@ def test_load_questions_reads_gold_and_rejects_bad_files(tmp_path):
 
 
 def test_every_shared_golden_file_loads():
-    from conftest import SHARED
+    from tests.support.data import SHARED
 
     files = sorted((SHARED / "bioasq").glob("*_golden.json"))
     assert len(files) == 25

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from infra.bioasq.answers import exact_answer_shape
-from infra.bioasq.urls import pubmed_url
 from infra.bioasq.formats import FormatError, load_questions
+from infra.bioasq.urls import pubmed_url
 from infra.bioasq.validate import Problem, validate_file, validate_submission
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bioasq_submissions"

@@ -1,10 +1,10 @@
 """The ensemble node's strategies with scripted members: views, calls, votes and diagnostics."""
 
 import pytest
-from conftest import pmids_in, script
 from langgraph.runtime import Runtime
 
 from nodes.ensemble import StrategyUnavailable, ensemble
+from tests.support.fakes import pmids_in, script
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
 PMIDS = ["101", "102", "103", "105", "104", "106", "107", "108"]

@@ -2,7 +2,6 @@ import gzip
 import json
 
 import pytest
-from conftest import SHARED, pmids_in, script
 
 from graphs.eval.ensemble import (
     METRICS,
@@ -20,6 +19,8 @@ from graphs.eval.ensemble import (
     wrong_concentration,
 )
 from infra.bioasq.formats import FormatError
+from tests.support.data import SHARED
+from tests.support.fakes import pmids_in, script
 
 NQ = SHARED / "general" / "nq_open_oracle.jsonl.gz"
 

@@ -1,10 +1,11 @@
 import json
 
 import pytest
-from conftest import SHARED, pmids_in, script
 
 from graphs.eval.organize import Case, evaluate_organize, load_cases, score_case, token_recall
 from infra.bioasq.formats import FormatError
+from tests.support.data import SHARED
+from tests.support.fakes import pmids_in, script
 
 CASE = Case(
     question="Is coffee harmful?",

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-from conftest import LIMITS, pmids_in, script
 from langgraph.runtime import Runtime
 
 from graphs.traces.read import describe_organize
@@ -17,6 +16,8 @@ from nodes.refine_query import refine_query
 from nodes.rerank import rerank
 from nodes.search import search
 from nodes.synthesize import synthesize
+from tests.support.data import LIMITS
+from tests.support.fakes import pmids_in, script
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
 

@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
+from pydantic import BaseModel
 
-from prompts import HERE, PromptError, render, template, variables
+from infra.llm_cache import ReplyCache
+from infra.models import ChatModel
+from infra.settings import ModelSpec
+from prompts import HERE, PromptError, render, template, template_of, variables
+from tests.support.fakes import SCRIPT_KEYS, ScriptedChatModel
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = ROOT / "nodes"
@@ -98,6 +103,44 @@ def test_prompt_error_is_a_key_error():
 def test_values_are_inserted_verbatim_even_with_braces():
     text = render("generate_query", question="What is {this}?")[1].content
     assert "What is {this}?" in text
+
+
+# --- the template marker ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_rendered_messages_carry_their_template_name(name):
+    messages = render(name, **values_for(name))
+    assert template_of(messages) == name
+    assert all(template_of([m]) == name for m in messages)
+
+
+def test_messages_not_rendered_from_a_template_have_no_template():
+    assert template_of([SystemMessage(content="x"), HumanMessage(content="y")]) is None
+    assert template_of([]) is None
+
+
+def test_the_scripted_model_has_a_reply_key_for_every_template():
+    assert set(SCRIPT_KEYS) == set(TEMPLATES)
+    assert len(set(SCRIPT_KEYS.values())) == len(SCRIPT_KEYS)
+
+
+class Query(BaseModel):
+    query: str
+
+
+async def test_the_marker_leaves_the_reply_cache_key_alone(tmp_path):
+    """A reply cached before prompts carried their template name is still found."""
+    llm = ScriptedChatModel(respond=lambda messages, kwargs: '{"query": "q"}', calls=[])
+    model = ChatModel(spec=ModelSpec(), llm=llm, cache=ReplyCache(tmp_path / "cache.sqlite"))
+    marked = render("generate_query", question="Is it so?")
+    unmarked = [m.model_copy(update={"response_metadata": {}}) for m in marked]
+    assert template_of(unmarked) is None
+
+    first = await model.structured(Query, unmarked)
+    again = await model.structured(Query, marked)
+    assert first.value == again.value == Query(query="q")
+    assert len(llm.calls) == 1
 
 
 # --- call sites -------------------------------------------------------------------------------

@@ -1,5 +1,3 @@
-from conftest import LIMITS
-
 from graphs.routers import (
     after_fallback,
     after_synthesis,
@@ -8,6 +6,7 @@ from graphs.routers import (
     needs_refinement,
     needs_resynthesis,
 )
+from tests.support.data import LIMITS
 
 CONTEXTS = [{"pmid": "1"}, {"pmid": "2"}]
 

@@ -66,9 +66,8 @@ def test_roles_share_an_instance_only_when_the_whole_spec_matches(tmp_path):
 
 
 async def test_a_thread_id_cannot_be_reused(make_context, settings):
-    from conftest import pmids_in, script
-
     from graphs.runtime import run_question
+    from tests.support.fakes import pmids_in, script
 
     model = script(
         query={"query": "mitochondria OR lace"},

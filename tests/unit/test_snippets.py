@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import HashEmbedder
 
 from infra.snippets import best_snippets, sentences
+from tests.support.fakes import HashEmbedder
 
 
 @pytest.fixture

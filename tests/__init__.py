@@ -1,0 +1,1 @@
+"""quorum's tests; a package so that `tests.support` imports the same way from every suite."""
