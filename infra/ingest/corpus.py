@@ -24,11 +24,25 @@ class IndexMissing(UserError, FileNotFoundError):
     """The configured index has not been built."""
 
 
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Yield documents from a .jsonl or .jsonl.gz file, naming the line of any bad record."""
+def read_jsonl(path: Path, *, max_chars: int | None = None) -> Iterator[dict[str, Any] | str]:
+    """Yield documents from a .jsonl or .jsonl.gz file, naming the line of any bad record.
+
+    With `max_chars`, a longer line is never held whole: it is read past in chunks and yields
+    the reason it was skipped (a string) in its place.
+    """
     opener = gzip.open if path.suffix == ".gz" else open
+    limit = -1 if max_chars is None else max_chars + 1
     with opener(path, "rt", encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
+        number = 0
+        while line := fh.readline(limit):
+            number += 1
+            if max_chars is not None and len(line) > max_chars and not line.endswith("\n"):
+                size = len(line)
+                while (chunk := fh.readline(1 << 20)) and not chunk.endswith("\n"):
+                    size += len(chunk)
+                size += len(chunk)
+                yield f"{path}:{number}: {size:,} characters, over the limit of {max_chars:,}"
+                continue
             if not line.strip():
                 continue
             try:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.embeddings import Embedder, document_text
-from infra.ingest.sources import check, events
+from infra.ingest.sources import MAX_RECORD_CHARS, check, events
 from infra.search.base import IndexWriter
 
 
@@ -22,6 +22,9 @@ class IngestReport:
     upserted: int = 0
     deleted: int = 0
     skipped: int = 0
+    """Events resumed past (done by an earlier, interrupted run)."""
+    rejected: list[str] = field(default_factory=list)
+    """Records left out, each with where and why (over the size limit, no PMID)."""
     seconds: float = 0.0
     sources: dict[str, int] = field(default_factory=dict)
 
@@ -68,11 +71,14 @@ def ingest(
     batch_size: int = 256,
     commit_every: int = 4096,
     on_progress: Callable[[int, int], None] | None = None,
+    on_reject: Callable[[str], None] | None = None,
+    max_record_chars: int = MAX_RECORD_CHARS,
 ) -> IngestReport:
     """Write every source's events into the index in order; deletions apply where they stand.
 
     Every `commit_every` documents the index commits and the journal records each source's
     position, so an interrupted run, started again with the same files, resumes there.
+    Records left out are reported through `on_reject` and kept in the report.
     """
     for source in sources:
         check(source)
@@ -82,12 +88,16 @@ def ingest(
         key = Journal.key(source)
         done = journal.done.get(key, 0)
         position = 0
-        for action, value in events(source):
+        for action, value in events(source, max_record_chars=max_record_chars):
             position += 1
             if position <= done:
                 run.report.skipped += 1
                 continue
-            if action == "upsert":
+            if action == "skip":
+                run.report.rejected.append(value)
+                if on_reject is not None:
+                    on_reject(value)
+            elif action == "upsert":
                 run.batch.append(value)
                 if len(run.batch) >= batch_size:
                     run.flush()

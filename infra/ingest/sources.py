@@ -13,6 +13,9 @@ from infra.ingest.corpus import read_jsonl
 from infra.pubmed import iter_pubmed_articles
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".xml", ".xml.gz")
+MAX_RECORD_CHARS = 1_000_000
+"""Records longer than this are skipped and named: the longest PubMed abstracts run to some
+20,000 characters, while one 50 MB record took 10 GB to index and ask over."""
 Event = tuple[str, Any]
 
 
@@ -43,20 +46,40 @@ def check(path: Path) -> None:
         raise SourceError(f"{path}: not a gzip file")
 
 
-def events(path: Path) -> Iterator[Event]:
-    """Yield the file's events in order; malformed content raises SourceError naming the place."""
+def events(path: Path, *, max_record_chars: int = MAX_RECORD_CHARS) -> Iterator[Event]:
+    """Yield the file's events in order: ("upsert", doc), ("delete", pmid), ("skip", why).
+
+    Malformed content raises SourceError naming the place; a record over `max_record_chars`, or
+    a PubMed article without a PMID, is skipped with the reason.
+    """
     try:
         if kind(path) == "jsonl":
-            for doc in read_jsonl(path):
-                yield "upsert", normalize(doc)
+            for doc in read_jsonl(path, max_chars=max_record_chars):
+                if isinstance(doc, str):
+                    yield "skip", doc
+                else:
+                    yield _sized(normalize(doc), path, max_record_chars)
         else:
             for event, value in iter_pubmed_articles(path):
-                yield ("upsert", normalize(value)) if event == "article" else ("delete", str(value))
+                if event == "article":
+                    yield _sized(normalize(value), path, max_record_chars)
+                else:
+                    yield event, str(value)
     except (OSError, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError) as exc:
         raise SourceError(f"{path}: {type(exc).__name__}: {exc}") from None
     except ValueError as exc:
         message = str(exc)
         raise SourceError(message if str(path) in message else f"{path}: {message}") from None
+
+
+def _sized(doc: dict[str, Any], path: Path, limit: int = MAX_RECORD_CHARS) -> Event:
+    size = len(doc["title"]) + len(doc["abstract"]) + sum(map(len, doc["mesh"]))
+    if size > limit:
+        return (
+            "skip",
+            f"{path}: PMID {doc['pmid']}: {size:,} characters, over the limit of {limit:,}",
+        )
+    return "upsert", doc
 
 
 def normalize(doc: dict[str, Any]) -> dict[str, Any]:

@@ -24,11 +24,15 @@ def _text(elem: ET.Element | None) -> str:
     return _norm("".join(elem.itertext())) if elem is not None else ""
 
 
-def _abstract(article: ET.Element | None) -> str:
-    if article is None:
-        return ""
+def _abstract(article: ET.Element | None, citation: ET.Element) -> str:
+    texts = article.findall("Abstract/AbstractText") if article is not None else []
+    # OtherAbstract: an abstract in another version (publisher's, plain-language); English only,
+    # since the index analyses English.
+    for other in citation.findall("OtherAbstract"):
+        if (other.get("Language") or "eng").lower() == "eng":
+            texts += other.findall("AbstractText")
     parts = []
-    for part in article.findall("Abstract/AbstractText"):
+    for part in texts:
         text = _text(part)
         label = _norm(part.get("Label") or "")
         if label:
@@ -78,7 +82,7 @@ def parse_pubmed_article(elem: ET.Element) -> dict[str, Any] | None:
     return {
         "pmid": pmid,
         "title": _text(article.find("ArticleTitle")) if article is not None else "",
-        "abstract": _abstract(article),
+        "abstract": _abstract(article, citation),
         "year": _year(article),
         "mesh": [
             name
@@ -101,7 +105,7 @@ def _open(source: str | PathLike[str] | IO[bytes], stack: ExitStack) -> tuple[IO
 def iter_pubmed_articles(
     source: str | PathLike[str] | IO[bytes],
 ) -> Iterator[tuple[str, dict[str, Any] | str]]:
-    """Stream a PubmedArticleSet, yielding ``("article", doc)`` and ``("delete", pmid)`` events.
+    """Stream a PubmedArticleSet: ``("article", doc)``, ``("delete", pmid)``, ``("skip", why)``.
 
     Memory stays constant: every finished top-level record is cleared from the tree.
     Paths ending in ``.gz`` are decompressed on the fly.
@@ -117,6 +121,7 @@ def iter_pubmed_articles(
         stream, name = _open(source, stack)
         root: ET.Element | None = None
         depth = 0
+        articles = 0
         try:
             for event, elem in ET.iterparse(stream, events=("start", "end")):
                 if event == "start":
@@ -125,9 +130,12 @@ def iter_pubmed_articles(
                     continue
                 depth -= 1
                 if elem.tag == "PubmedArticle":
+                    articles += 1
                     doc = parse_pubmed_article(elem)
                     if doc is not None:
                         yield "article", doc
+                    else:
+                        yield "skip", f"{name}: PubmedArticle #{articles} has no PMID"
                     elem.clear()
                 elif elem.tag == "DeleteCitation":
                     for pmid in map(_text, elem.iter("PMID")):
