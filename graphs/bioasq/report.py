@@ -23,6 +23,7 @@ from graphs.bioasq.run import journal_path
 from infra.bioasq.formats import FormatError
 from infra.bioasq.measures import evaluate_phase_a, evaluate_phase_b
 from infra.bioasq.types import ANSWERING_PHASES, RETRIEVING_PHASES
+from infra.files import check_target, write_atomic
 
 BOOTSTRAP_SAMPLES = 10_000
 # The per-question measure each type is judged by, and the column it is shown in.
@@ -215,6 +216,7 @@ def plots(run: Run, types: dict[str, str], directory: Path) -> list[Path]:
 def _save(fig: Any, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
+    check_target(path, what="report file")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -272,7 +274,7 @@ def write_report(
         md += ["", f"## {run.name} vs {other.name}", "", "```json"]
         md += [json.dumps(comparison, indent=2), "```"]
     md += [""] + [f"![{p.stem}]({p.name})" for p in images]
-    (directory / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
+    write_atomic(directory / "report.md", "\n".join(md) + "\n")
     body = [f"<h1>BioASQ run: {html.escape(run.name)} (phase {html.escape(run.phase)})</h1>"]
     body.append(_html_table(header, rows))
     body.append("<h2>Official measures, whole batch</h2>")
@@ -285,11 +287,11 @@ def write_report(
     body += [
         f'<p><img src="{html.escape(p.name)}" alt="{html.escape(p.stem)}"></p>' for p in images
     ]
-    (directory / "report.html").write_text(
+    write_atomic(
+        directory / "report.html",
         "<!doctype html><meta charset=utf-8><title>quorum BioASQ report</title>"
         "<style>body{font-family:sans-serif}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
         "</style>\n" + "\n".join(body) + "\n",
-        encoding="utf-8",
     )
     return {
         "run": run.name,

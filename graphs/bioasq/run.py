@@ -32,6 +32,7 @@ from infra.bioasq.urls import pubmed_url
 from infra.bioasq.validate import SNIPPET_KEYS
 from infra.checkpoints import async_saver
 from infra.errors import UserError
+from infra.files import write_json_atomic
 from nodes.context import Context
 
 JOURNAL_VERSION = 1
@@ -164,12 +165,7 @@ def write_submission(
         for q in questions
         if q.id in done or q.id in stand_ins
     ]
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"questions": entries}, fh, ensure_ascii=False, indent=1)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, output)
+    write_json_atomic(output, {"questions": entries}, what="--output")
     return len(entries)
 
 

@@ -33,9 +33,14 @@ def bioasq_run(
         raise CliError(f"{input_path}: no such file")
     if output.resolve() == input_path.resolve():
         raise CliError("--output must not be the --input file")
+    from graphs.bioasq.run import journal_path
+    from infra.files import check_target
+
+    check_target(output, what="--output")  # before any model loads
+    check_target(journal_path(output), what="the batch journal")
     settings = settings_for()
     load_testset(input_path, phase=phase, limit=limit)  # refuse a bad file before loading models
-    from graphs.bioasq.run import JournalMismatch, journal_path, run_batch
+    from graphs.bioasq.run import JournalMismatch, run_batch
     from graphs.runtime import build_context
 
     try:
@@ -233,6 +238,8 @@ def bioasq_report(
         score_run(other, gold_data)
     base = run_dir if run_dir.is_dir() else run_dir.parent
     target = output_dir or base / "report"
+    if target.exists() and not target.is_dir():
+        raise CliError(f"--output-dir {target} exists and is not a directory; name a directory")
     figures = write_report(run, gold_data, target, other)
     err.print(
         f"report for {figures['questions']} question(s) in {target}: {', '.join(figures['files'])}"
