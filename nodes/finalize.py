@@ -13,7 +13,8 @@ from nodes.context import Context
 from nodes.state import QAState
 
 MAX_DOCUMENTS = 10
-INSUFFICIENT = "Insufficient evidence: no model could answer this question from the evidence found."
+ALL_FAILED = "no model could answer this question from the evidence found"
+INSUFFICIENT = f"Insufficient evidence: {ALL_FAILED}."
 
 
 async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -29,21 +30,15 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     by_pmid = {c["pmid"]: c for c in contexts} | known
     snippet_docs = [by_pmid[p] for p in documents if p in by_pmid][:5]
     snippets = await asyncio.to_thread(best_snippets, state["question"], snippet_docs, ctx.embedder)
-    ideal = answer.get("ideal") or "; ".join(answer.get("exact", []))
-    members = state.get("members") or []
-    # Every model failed (no member answered and synthesis fell back to an empty vote): say so
-    # in the answer itself rather than pass an empty vote off as an answer.
-    insufficient = (
-        bool(members)  # the ensemble ran (phase A never answers, and is not insufficient)
-        and all(m.get("error") for m in members)
-        and answer.get("source") != "synthesis"
-        and not answer.get("exact")
-    )
-    if insufficient:
-        ideal = INSUFFICIENT
+    ideal = (answer.get("ideal") or "").strip() or "; ".join(answer.get("exact", []))
+    reason = _why_unanswered(state, answer, ideal)
+    if reason:
+        # Say so in the answer itself rather than pass an empty answer off as a result.
+        ideal = f"Insufficient evidence: {reason}."
     return {
         "result": {
-            "insufficient": insufficient,
+            "insufficient": reason is not None,
+            "insufficient_reason": reason,
             "question": state["question"],
             "type": qtype,
             "exact_answer": exact_answer_shape(qtype, answer.get("exact", [])),
@@ -54,3 +49,21 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
             "titles": {p: by_pmid[p].get("title", "") for p in documents if p in by_pmid},
         }
     }
+
+
+def _why_unanswered(state: QAState, answer: dict[str, Any], ideal: str) -> str | None:
+    """Return why a question that was to be answered has no answer, or None when it has one."""
+    members = state.get("members") or []
+    if state.get("answer") is None and not members:
+        return None  # phase A retrieves only: nothing was to be answered
+    if (
+        members
+        and all(m.get("error") for m in members)
+        and answer.get("source") != "synthesis"
+        and not answer.get("exact")
+    ):
+        return ALL_FAILED
+    if ideal:
+        return None
+    errors = [a["error"] for a in state.get("attempts", []) if a.get("error")]
+    return f"the model gave no answer ({errors[-1] if errors else 'an empty reply'})"

@@ -34,6 +34,7 @@ from infra.checkpoints import async_saver
 from infra.errors import UserError
 from infra.files import write_json_atomic
 from nodes.context import Context
+from nodes.finalize import ALL_FAILED
 
 JOURNAL_VERSION = 1
 
@@ -259,7 +260,8 @@ async def _answer(
         if result.get("insufficient"):
             # Every model failed: keep the explicit answer, but journal it as failed so the
             # next run tries the question again.
-            error = f"attempt {attempt}: insufficient evidence (every model failed)"
+            why = result.get("insufficient_reason") or ALL_FAILED
+            error = f"attempt {attempt}: insufficient evidence ({why})"
             stand_in = submission_entry(question, phase, result)
             continue
         return {

@@ -337,7 +337,7 @@ async def test_when_every_model_fails_the_answer_says_so_and_the_rerun_retries(
     )
     t, out = write_testset(tmp_path / "t.json", count=1), tmp_path / "sub.json"
     report = await run_batch(make_context(broken), t, out, phase="A+", progress=False)
-    assert "insufficient evidence (every model failed)" in report.failed["q1-0"]
+    assert "insufficient evidence (no model could answer" in report.failed["q1-0"]
     (entry,) = json.loads(out.read_text())["questions"]
     assert entry["ideal_answer"].startswith("Insufficient evidence")  # explicit, not a guess
     again = await run_batch(make_context(answering_model()), t, out, phase="A+", progress=False)

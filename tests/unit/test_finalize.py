@@ -1,0 +1,63 @@
+"""finalize never presents an empty answer as a result: it says why, and flags it."""
+
+import pytest
+from langgraph.runtime import Runtime
+
+from nodes.finalize import finalize
+
+QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
+
+
+def state(index, qtype, answer, **more):
+    contexts = index.fetch(["101", "102"])
+    return {
+        "question": QUESTION,
+        "qtype": qtype,
+        "contexts": contexts,
+        "organized": contexts,
+        "ranked": [("101", 0.9), ("102", 0.8)],
+        "answer": answer,
+        **more,
+    }
+
+
+async def run(make_context, s):
+    return (await finalize(s, Runtime(context=make_context())))["result"]
+
+
+async def test_a_summary_whose_model_gave_nothing_is_insufficient_with_the_reason(
+    make_context, index
+):
+    s = state(
+        index,
+        "summary",
+        {"exact": [], "ideal": "  ", "confidence": 0.0, "cited": [], "source": "vote"},
+        attempts=[{"round": 0, "temperature": 0.1, "answer": {}, "error": "unparseable output"}],
+    )
+    result = await run(make_context, s)
+    assert result["insufficient"] is True
+    assert result["ideal_answer"] == (
+        "Insufficient evidence: the model gave no answer (unparseable output)."
+    )
+    assert result["insufficient_reason"] == "the model gave no answer (unparseable output)"
+
+
+@pytest.mark.parametrize("qtype", ["factoid", "list"])
+async def test_an_empty_exact_answer_without_ideal_is_insufficient(make_context, index, qtype):
+    s = state(index, qtype, {"exact": [], "ideal": "", "confidence": 0.0, "cited": []})
+    result = await run(make_context, s)
+    assert result["insufficient"] is True and result["ideal_answer"].startswith("Insufficient")
+
+
+async def test_an_answer_with_text_is_not_insufficient(make_context, index):
+    s = state(index, "summary", {"exact": [], "ideal": "Yes, they do.", "confidence": 0.8})
+    result = await run(make_context, s)
+    assert result["insufficient"] is False and result["insufficient_reason"] is None
+    assert result["ideal_answer"] == "Yes, they do."
+
+
+async def test_phase_a_answers_nothing_and_is_not_insufficient(make_context, index):
+    s = state(index, "factoid", None)
+    del s["answer"]
+    result = await run(make_context, s)
+    assert result["insufficient"] is False and result["ideal_answer"] == ""
