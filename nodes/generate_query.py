@@ -11,7 +11,7 @@ from infra.bioasq import detect_type
 from infra.search.keywords import keyword_query
 from infra.search.query import QueryError
 from nodes.context import Context
-from nodes.state import Limits, QAState
+from nodes.state import Call, Exchange, Limits, QAState, Query
 from prompts import render
 
 
@@ -28,8 +28,8 @@ HISTORY_TURNS = 3
 
 
 async def standalone_question(
-    ctx: Context, question: str, history: list[dict[str, Any]]
-) -> tuple[str, dict[str, Any] | None]:
+    ctx: Context, question: str, history: list[Exchange]
+) -> tuple[str, Call]:
     """Rewrite a follow-up as a standalone question from the last turns; return it and the call."""
     turns = "\n".join(
         f"Q: {t.get('question', '')}\nA: {t.get('answer', '')}" for t in history[-HISTORY_TURNS:]
@@ -54,7 +54,8 @@ async def generate_query(state: QAState, runtime: Runtime[Context]) -> dict[str,
     question = state["question"]
     given = state.get("qtype")
     model = ctx.models.first("query")
-    proposals, calls = [], []
+    proposals: list[Query] = []
+    calls: list[Call] = []
     rewritten: dict[str, Any] = {}
     if history := state.get("history"):
         # A follow-up ("which study said that?") is answered as the question it stands for.

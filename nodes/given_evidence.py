@@ -15,12 +15,10 @@ from infra.bioasq import detect_type
 from infra.bioasq.formats import pmid_of
 from nodes.context import Context
 from nodes.generate_query import limits
-from nodes.state import QAState
+from nodes.state import Passage, QAState, Snippet
 
 
-def contexts_from_snippets(
-    documents: list[str], snippets: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def contexts_from_snippets(documents: list[str], snippets: list[Snippet]) -> list[Passage]:
     """Return one context per document: its given snippets as the passage, in list order."""
     texts: dict[str, list[str]] = {}
     for snippet in snippets:

@@ -10,7 +10,7 @@ from infra.search.keywords import relaxations
 from infra.search.query import QueryError, parse_query, to_text
 from nodes.context import Context
 from nodes.generate_query import BooleanQuery
-from nodes.state import QAState
+from nodes.state import QAState, Query
 from prompts import render
 
 
@@ -36,7 +36,7 @@ async def refine_query(state: QAState, runtime: Runtime[Context]) -> dict[str, A
             error = str(exc)
     if proposal and not error and _canonical(proposal) in tried:
         error = "the same query was already tried"
-    proposals = [{"query": proposal, "source": "refine", "error": error}]
+    proposals: list[Query] = [{"query": proposal, "source": "refine", "error": error}]
     notes = []
     if error:
         # Deterministic relaxation ladder: AND→OR, the question's keywords, prefixes, fuzzy.

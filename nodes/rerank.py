@@ -11,7 +11,7 @@ from langgraph.runtime import Runtime
 from infra.embeddings import document_text
 from infra.search.fusion import fuse
 from nodes.context import Context
-from nodes.state import QAState
+from nodes.state import Passage, QAState
 
 
 async def rerank(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
         rescored = sorted(zip(head, ce, strict=True), key=lambda pair: -pair[1])
         ranked = [(p, round(float(s), 6)) for (p, _), s in rescored] + ranked[len(head) :]
         notes.append(f"rerank: cross-encoder rescored the top {len(head)}")
-    contexts = []
+    contexts: list[Passage] = []
     for pmid, score in ranked[: settings.contexts]:
         doc = texts.get(pmid)
         if doc:

@@ -1,11 +1,75 @@
-"""The state every node reads and the updates it returns: the contract of the QA graph."""
+"""The state every node reads and the updates it returns: the contract of the QA graph.
 
-from __future__ import annotations
+The records inside it (members, votes, answer, calls, …) are typed in nodes/records.py and
+importable from here.
+"""
 
+# NOTE: no `from __future__ import annotations` (TypedDict must see NotRequired; see records).
 import operator
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from infra.bioasq.types import QuestionType
+from nodes.records import (
+    Answer,
+    Attempt,
+    Call,
+    CcvRow,
+    CcvVote,
+    Document,
+    Exchange,
+    Fallback,
+    Given,
+    Group,
+    Member,
+    Message,
+    MoiFit,
+    Passage,
+    Query,
+    Relation,
+    RelationEdge,
+    RelationGraph,
+    Result,
+    Search,
+    Snippet,
+    Triple,
+    VoteRow,
+    Votes,
+    call_tokens,
+)
+
+__all__ = [
+    "RESET",
+    "Answer",
+    "Attempt",
+    "Call",
+    "CcvRow",
+    "CcvVote",
+    "Document",
+    "Exchange",
+    "Fallback",
+    "Given",
+    "Group",
+    "InputState",
+    "Limits",
+    "Member",
+    "Message",
+    "MoiFit",
+    "OutputState",
+    "Passage",
+    "QAState",
+    "Query",
+    "Relation",
+    "RelationEdge",
+    "RelationGraph",
+    "Result",
+    "Search",
+    "Snippet",
+    "Triple",
+    "VoteRow",
+    "Votes",
+    "call_tokens",
+    "merge_by_pmid",
+]
 
 RESET: dict[str, Any] = {"__reset__": True}
 """Sentinel a node returns for `pool` to empty it."""
@@ -34,9 +98,9 @@ class InputState(TypedDict):
 
     question: str
     qtype: NotRequired[QuestionType | None]
-    given: NotRequired[dict[str, Any] | None]
+    given: NotRequired[Given | None]
     """BioASQ phase B: the organizers' documents (PMIDs) and snippets to answer from."""
-    history: NotRequired[list[dict[str, Any]] | None]
+    history: NotRequired[list[Exchange] | None]
     """Chat: earlier turns (question, answer) a follow-up is rewritten against."""
 
 
@@ -51,9 +115,9 @@ class QAState(InputState, total=False):
     """Router bounds for this run."""
     query: str
     """The boolean query the next search runs."""
-    queries: Annotated[list[dict[str, Any]], operator.add]
+    queries: Annotated[list[Query], operator.add]
     """Every query proposed: text, source (model, repair, keywords, refine), validation error."""
-    searches: Annotated[list[dict[str, Any]], operator.add]
+    searches: Annotated[list[Search], operator.add]
     """Every search run: query, total hits, candidates returned, milliseconds."""
     hits: int
     """Total matches of the last search."""
@@ -61,41 +125,41 @@ class QAState(InputState, total=False):
     """Refinement rounds so far."""
     candidates: list[tuple[str, float]]
     """BM25 candidates of the last search as (PMID, score), best first."""
-    pool: Annotated[dict[str, dict[str, Any]], merge_by_pmid]
+    pool: Annotated[dict[str, Document], merge_by_pmid]
     """Documents found outside the index (fallback search), keyed by PMID, with their text."""
     ranked: list[tuple[str, float]]
     """Reranked candidates as (PMID, fused score), best first, at most rerank.top_k."""
-    contexts: list[dict[str, Any]]
+    contexts: list[Passage]
     """The top reranked documents with text: pmid, title, abstract, score."""
-    relations: list[dict[str, Any]]
+    relations: list[Relation]
     """Relations found between contexts: a, b (PMIDs), label, and whether it was applied."""
-    organized: list[dict[str, Any]]
+    organized: list[Passage]
     """Contexts kept by organize, in rank order."""
-    relation_graph: dict[str, Any]
+    relation_graph: RelationGraph
     """CORG: pairs asked vs mirrored, labels, calls vs the naive count."""
-    triples: dict[str, dict[str, str]]
+    triples: dict[str, Triple]
     """CORG: (answer, entity, descriptor) extracted per PMID."""
-    groups: list[dict[str, Any]]
+    groups: list[Group]
     """CORG: groups of contexts with the question form asked and their cited answer."""
-    members: list[dict[str, Any]]
+    members: list[Member]
     """Ensemble members: model, view (PMID order), answer, cited PMIDs, raw output, cost."""
-    votes: dict[str, Any]
+    votes: Votes
     """The ensemble's vote table and ranked candidate answers."""
-    attempts: Annotated[list[dict[str, Any]], operator.add]
+    attempts: Annotated[list[Attempt], operator.add]
     """Synthesis attempts: round, temperature, output or error."""
-    answer: dict[str, Any]
+    answer: Answer
     """The current answer: exact, ideal, confidence, cited PMIDs."""
-    fallbacks: Annotated[list[dict[str, Any]], operator.add]
+    fallbacks: Annotated[list[Fallback], operator.add]
     """Fallback searches: query, status, documents added."""
-    calls: Annotated[list[dict[str, Any]], operator.add]
+    calls: Annotated[list[Call], operator.add]
     """Every model call: node, model, latency, tokens, raw output."""
     notes: Annotated[list[str], operator.add]
     """Things a reader of the trace should know (fallbacks taken, outputs repaired)."""
-    result: dict[str, Any]
+    result: Result
     """The final BioASQ-shaped answer."""
 
 
 class OutputState(TypedDict, total=False):
     """What a caller gets back."""
 
-    result: dict[str, Any]
+    result: Result

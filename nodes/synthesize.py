@@ -20,7 +20,7 @@ from nodes.evidence import (
     passages,
     pmid_type,
 )
-from nodes.state import QAState
+from nodes.state import Answer, Attempt, QAState
 from prompts import render
 
 
@@ -110,7 +110,7 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
             list(value.cited_pmids), [c["pmid"] for c in contexts], "synthesize"
         )
         extracted = as_answers(qtype, getattr(value, "exact_answer", None))
-        answer = {
+        answer: Answer = {
             # Extraction (the model) and BioASQ formatting (a cheap rule step) are separate, so
             # each can be judged, and changed, on its own.
             "extracted": extracted,
@@ -130,7 +130,7 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
             "cited": [],
             "source": "vote",
         }
-    attempt = {
+    attempt: Attempt = {
         "round": this_round,
         "temperature": temperature,
         "answer": answer,

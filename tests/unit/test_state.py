@@ -1,4 +1,4 @@
-"""The `pool` reducer: documents merged by PMID, newer wins, RESET empties."""
+"""The state: the `pool` reducer (merged by PMID, newer wins, RESET empties) and its typed records."""
 
 from __future__ import annotations
 
@@ -6,7 +6,19 @@ from typing import get_type_hints
 
 import pytest
 
-from nodes.state import RESET, QAState, merge_by_pmid
+from nodes.state import (
+    RESET,
+    Answer,
+    Attempt,
+    Call,
+    Group,
+    InputState,
+    Member,
+    QAState,
+    Result,
+    Votes,
+    merge_by_pmid,
+)
 
 A1 = {"pmid": "1", "title": "old title"}
 A1_NEW = {"pmid": "1", "title": "new title"}
@@ -58,3 +70,21 @@ def test_none_and_empty_sides_are_treated_as_empty(left, right, merged):
 def test_pool_field_uses_the_reducer():
     metadata = get_type_hints(QAState, include_extras=True)["pool"].__metadata__
     assert metadata == (merge_by_pmid,)
+
+
+def test_records_inside_the_state_are_typed():
+    hints = get_type_hints(QAState)
+    assert hints["members"] == list[Member] and hints["votes"] is Votes
+    assert hints["answer"] is Answer and hints["attempts"] == list[Attempt]
+    assert hints["calls"] == list[Call] and hints["groups"] == list[Group]
+    assert hints["result"] is Result
+    untyped = {name for name, hint in hints.items() if "dict[str, typing.Any]" in str(hint)}
+    assert untyped == set()
+
+
+def test_optional_fields_are_optional():
+    # A NotRequired the TypedDict cannot see (string annotations on Python 3.11) would make
+    # every input field required.
+    assert InputState.__required_keys__ == {"question"}
+    assert Member.__optional_keys__ == {"passage", "quote"}
+    assert Answer.__required_keys__ == {"exact", "ideal", "confidence", "cited"}
