@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
@@ -18,8 +17,17 @@ from pydantic import BaseModel, ValidationError
 from infra.llm_cache import ReplyCache
 from infra.local_models import LocalChatModel, ModelError, load_local_chat
 from infra.settings import ModelSpec, Settings, secret_from_env
-
-Schema = TypeVar("Schema", bound=BaseModel)
+from infra.structured import (
+    BRIEF,
+    Schema,
+    UnparsedReply,
+    add_usage,
+    json_instruction,
+    parse_json_reply,
+    reply_text,
+    tightened,
+    was_cut_off,
+)
 
 # Local models are small; show them less of each passage unless told otherwise.
 LOCAL_CONTEXT_CHARS = 500
@@ -140,14 +148,7 @@ class ChatModel:
             else:
                 async with self.semaphore:
                     started, wall = time.perf_counter(), time.time()
-                    message = await self._call(schema, list(messages), params)
-                raw = (
-                    message.content
-                    if isinstance(message.content, str)
-                    else json.dumps(message.content)
-                )
-                usage = dict(message.usage_metadata or {})
-                value = parse_json_reply(schema, raw, message)
+                    value, raw, usage = await self._parsed_call(schema, list(messages), params)
                 if key is not None and self.cache is not None:  # only what parsed is kept
                     self.cache.put(
                         key, {"value": value.model_dump(mode="json"), "raw": raw, "usage": usage}
@@ -207,13 +208,43 @@ class ChatModel:
             "endpoint whose /completions echoes them, e.g. vLLM)"
         )
 
+    async def _parsed_call(
+        self, schema: type[Schema], messages: list[BaseMessage], params: dict
+    ) -> tuple[Schema, str, dict[str, int]]:
+        """Call and parse; a reply cut off at the token limit is asked again once, tighter."""
+        limit = params.get("max_tokens") or self.spec.max_tokens
+        bound: dict[str, Any] = schema.model_json_schema()
+        usage: dict[str, int] = {}
+        for attempt in (1, 2):
+            message: AIMessage | None = None
+            try:
+                message = await self._call(bound, messages, params)
+                raw = reply_text(message)
+                add_usage(usage, message)
+                return parse_json_reply(schema, raw, message), raw, usage
+            except (UnparsedReply, ValidationError, ValueError) as exc:
+                message = getattr(exc, "message", None) or message
+                if not was_cut_off(message, limit):
+                    raise
+                if isinstance(exc, UnparsedReply):
+                    add_usage(usage, message)
+                raw = reply_text(message)
+                if attempt == 2:
+                    raise UnparsedReply(
+                        f"cut off at the {limit}-token limit, twice (the second time with every "
+                        "field bound halved); raise max_tokens or use a larger model",
+                        raw,
+                    ) from None
+                bound = tightened(bound)
+                messages = [*messages[:-1], SystemMessage(content=BRIEF), messages[-1]]
+        raise AssertionError("unreachable")
+
     async def _call(
-        self, schema: type[BaseModel], messages: list[BaseMessage], params: dict
+        self, schema: dict[str, Any], messages: list[BaseMessage], params: dict
     ) -> AIMessage:
         llm = self.llm
         if isinstance(self.llm, LocalChatModel):
-            schema_json = json.dumps(schema.model_json_schema())
-            return await llm.ainvoke(messages, json_schema=schema_json, **params)
+            return await llm.ainvoke(messages, json_schema=json.dumps(schema), **params)
         from langchain_openai import ChatOpenAI
 
         if isinstance(self.llm, ChatOpenAI):
@@ -228,7 +259,9 @@ class ChatModel:
                 message = out.get("raw")
                 text = getattr(message, "content", "") if message is not None else ""
                 raise UnparsedReply(
-                    _first_line(out["parsing_error"]), text if isinstance(text, str) else ""
+                    _first_line(out["parsing_error"]),
+                    text if isinstance(text, str) else "",
+                    message,
                 )
             raw_message = out["raw"]
             raw_message.additional_kwargs["_parsed"] = out["parsed"]
@@ -236,14 +269,6 @@ class ChatModel:
         # Any other chat model (tests' scripted models included): ask for JSON in words.
         instruction = SystemMessage(content=json_instruction(schema))
         return await llm.ainvoke([instruction, *messages], **params)
-
-
-class UnparsedReply(ValueError):
-    """The endpoint answered, but not in the schema asked for; `raw` is what it said."""
-
-    def __init__(self, message: str, raw: str):
-        super().__init__(message)
-        self.raw = raw
 
 
 class LikelihoodUnavailable(ModelError):
@@ -286,26 +311,6 @@ def _offsets(tokens: list[str]) -> list[int]:
         out.append(at)
         at += len(token)
     return out
-
-
-def json_instruction(schema: type[BaseModel]) -> str:
-    """Return the plain-text instruction used where a model has no structured-output mode."""
-    return "Reply with one JSON object and nothing else, matching this JSON schema:\n" + json.dumps(
-        schema.model_json_schema()
-    )
-
-
-def parse_json_reply(schema: type[Schema], raw: str, message: AIMessage | None = None) -> Schema:
-    """Parse a model's JSON reply into `schema`, tolerating code fences and chatter around it."""
-    parsed = message.additional_kwargs.get("_parsed") if message is not None else None
-    if isinstance(parsed, schema):
-        return parsed
-    if isinstance(parsed, dict):
-        return schema.model_validate(parsed)
-    match = re.search(r"\{.*\}", raw, flags=re.DOTALL)
-    if not match:
-        raise ValueError("no JSON object in the reply")
-    return schema.model_validate_json(match.group(0))
 
 
 def _first_line(exc: BaseException) -> str:

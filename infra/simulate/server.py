@@ -35,7 +35,7 @@ from infra.simulate.schema_instance import PLACEHOLDER, schema_instance
 
 STREAM_PIECE = 8
 """Characters per streamed chunk."""
-# What `infra.models.json_instruction` puts in front of the schema when asking for JSON in words.
+# What `infra.structured.json_instruction` puts before the schema when asking for JSON in words.
 SCHEMA_IN_TEXT = re.compile(r"matching this JSON schema:\s*\n")
 
 

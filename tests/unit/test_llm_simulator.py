@@ -17,7 +17,6 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-from infra.models import json_instruction
 from infra.simulate.server import (
     FAULT_KINDS,
     FaultPlan,
@@ -26,6 +25,7 @@ from infra.simulate.server import (
     schema_instance,
     token_logprob,
 )
+from infra.structured import json_instruction
 
 
 class Stance(StrEnum):

@@ -1,0 +1,98 @@
+"""Structured replies: JSON read out of a reply, and a reply cut off at the token limit.
+
+A grammar-constrained decoder always produces schema-valid text, but only if it may finish: a
+small model that fills a 600-character string with `]]]]` reaches `max_tokens` first, and the
+reply ends mid-string. Such a reply is detected, asked again once with every bound halved, and
+otherwise reported as a failed call with that reason: never an empty answer passed off as one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, TypeVar
+
+from langchain_core.messages import AIMessage
+from pydantic import BaseModel
+
+Schema = TypeVar("Schema", bound=BaseModel)
+BRIEF = (
+    "Your previous reply was cut off at the length limit. Keep every field short: a sentence or "
+    "two at most, no repetition."
+)
+MIN_LENGTH = 16
+"""A string bound is never tightened below this many characters."""
+UNBOUNDED_LENGTH = 512
+"""What an unbounded string is taken to allow before it is tightened."""
+
+
+def was_cut_off(message: AIMessage | None, max_tokens: int | None) -> bool:
+    """Tell whether a reply stopped because it ran out of tokens."""
+    if message is None:
+        return False
+    metadata = message.response_metadata or {}
+    reason = metadata.get("finish_reason") or metadata.get("stop_reason")
+    if reason in ("length", "max_tokens"):
+        return True
+    produced = (message.usage_metadata or {}).get("output_tokens", 0)
+    return bool(max_tokens) and produced >= max_tokens
+
+
+def tightened(schema: Any, factor: float = 0.5) -> Any:
+    """Return a copy of a JSON schema with every string length and array size bound shrunk."""
+    if isinstance(schema, list):
+        return [tightened(item, factor) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: tightened(value, factor) for key, value in schema.items()}
+    if out.get("type") == "string" and "enum" not in out and "const" not in out:
+        bound = out.get("maxLength", UNBOUNDED_LENGTH)
+        floor = max(MIN_LENGTH, out.get("minLength", 0))
+        out["maxLength"] = max(floor, min(int(bound * factor), bound))
+    if out.get("type") == "array" and "maxItems" in out:
+        out["maxItems"] = max(out.get("minItems", 1), int(out["maxItems"] * factor))
+    return out
+
+
+def json_instruction(schema: type[BaseModel] | dict[str, Any]) -> str:
+    """Return the plain-text instruction used where a model has no structured-output mode."""
+    as_json = schema if isinstance(schema, dict) else schema.model_json_schema()
+    return "Reply with one JSON object and nothing else, matching this JSON schema:\n" + json.dumps(
+        as_json
+    )
+
+
+def parse_json_reply(schema: type[Schema], raw: str, message: AIMessage | None = None) -> Schema:
+    """Parse a model's JSON reply into `schema`, tolerating code fences and chatter around it."""
+    parsed = message.additional_kwargs.get("_parsed") if message is not None else None
+    if isinstance(parsed, schema):
+        return parsed
+    if isinstance(parsed, dict):
+        return schema.model_validate(parsed)
+    match = re.search(r"\{.*\}", raw, flags=re.DOTALL)
+    if not match:
+        raise ValueError("no JSON object in the reply")
+    return schema.model_validate_json(match.group(0))
+
+
+class UnparsedReply(ValueError):
+    """The endpoint answered, but not in the schema asked for; `raw` is what it said."""
+
+    def __init__(self, message: str, raw: str, reply: AIMessage | None = None):
+        super().__init__(message)
+        self.raw = raw
+        self.message = reply
+
+
+def reply_text(message: AIMessage | None) -> str:
+    """Return a reply's text (content that is not a string as JSON)."""
+    if message is None:
+        return ""
+    return message.content if isinstance(message.content, str) else json.dumps(message.content)
+
+
+def add_usage(total: dict[str, int], message: AIMessage | None) -> None:
+    """Add a reply's token counts to `total`."""
+    for key, value in ((message.usage_metadata or {}) if message is not None else {}).items():
+        if isinstance(value, int):
+            total[key] = total.get(key, 0) + value

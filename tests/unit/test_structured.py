@@ -1,0 +1,105 @@
+"""A structured reply cut off at the token limit is asked again tighter, then reported."""
+
+import json
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import BaseModel, Field
+
+from infra.models import ChatModel
+from infra.settings import ModelSpec
+from infra.structured import BRIEF, tightened, was_cut_off
+
+
+class Summary(BaseModel):
+    ideal_answer: str = Field(max_length=600)
+    cited: list[str] = Field(max_length=4)
+
+
+class CutOffModel(BaseChatModel):
+    """Replies cut off at the limit `cut` times, then a whole answer; records what it was asked."""
+
+    cut: int
+    asked: list[list] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "cut-off"
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        self.asked.append(list(messages))
+        if len(self.asked) <= self.cut:
+            message = AIMessage(
+                content='{"ideal_answer": "}]]]]]]]]]]]]]]]]]',
+                response_metadata={"finish_reason": "length"},
+                usage_metadata={"input_tokens": 50, "output_tokens": 384, "total_tokens": 434},
+            )
+        else:
+            message = AIMessage(content=json.dumps({"ideal_answer": "Short.", "cited": ["1"]}))
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def chat(cut: int) -> ChatModel:
+    return ChatModel(
+        spec=ModelSpec(provider="openai", model="m", base_url="http://x"), llm=CutOffModel(cut=cut)
+    )
+
+
+async def test_a_cut_off_reply_is_asked_again_once_with_tighter_bounds():
+    model = chat(cut=1)
+    reply = await model.structured(Summary, [AIMessage(content="q")])
+    assert reply.error is None and reply.value == Summary(ideal_answer="Short.", cited=["1"])
+    first, second = model.llm.asked
+    assert BRIEF not in str(first) and BRIEF in str(second)
+    schema_in_words = json.loads(second[0].content.split("\n", 1)[1])
+    assert schema_in_words["properties"]["ideal_answer"]["maxLength"] == 300
+    assert reply.output_tokens >= 384  # both calls are counted
+
+
+async def test_cut_off_twice_is_a_failed_call_with_the_reason():
+    model = chat(cut=2)
+    reply = await model.structured(Summary, [AIMessage(content="q")])
+    assert reply.value is None
+    assert reply.error.startswith("unparseable output: cut off at the 384-token limit, twice")
+    assert reply.raw.startswith('{"ideal_answer": "}]]]')
+    assert len(model.llm.asked) == 2
+
+
+async def test_a_reply_that_fails_for_another_reason_is_not_retried():
+    model = ChatModel(
+        spec=ModelSpec(provider="openai", model="m", base_url="http://x"), llm=CutOffModel(cut=0)
+    )
+    model.llm.asked = []
+
+    class Other(BaseModel):
+        number: int
+
+    reply = await model.structured(Other, [AIMessage(content="q")])
+    assert reply.value is None and "cut off" not in reply.error and len(model.llm.asked) == 1
+
+
+def test_tightened_halves_string_and_array_bounds_but_not_enums():
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": 600},
+            "b": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+            "c": {"type": "string", "enum": ["yes", "no"]},
+            "d": {"type": "string"},
+        },
+    }
+    out = tightened(schema)["properties"]
+    assert out["a"]["maxLength"] == 300 and out["b"]["maxItems"] == 2
+    assert "maxLength" not in out["c"] and out["d"]["maxLength"] == 256
+    assert out["b"]["items"]["maxLength"] == 256
+    assert schema["properties"]["a"]["maxLength"] == 600  # the original is untouched
+
+
+def test_was_cut_off_reads_the_finish_reason_or_the_token_count():
+    assert was_cut_off(AIMessage(content="", response_metadata={"finish_reason": "length"}), 10)
+    assert not was_cut_off(AIMessage(content="", response_metadata={"finish_reason": "stop"}), 10)
+    counted = AIMessage(
+        content="", usage_metadata={"input_tokens": 1, "output_tokens": 10, "total_tokens": 11}
+    )
+    assert was_cut_off(counted, 10) and not was_cut_off(counted, 11)
