@@ -23,6 +23,7 @@ from typing import Any
 from graphs.runtime import run_question
 from infra.settings import Settings
 from nodes.context import Context
+from nodes.state import Exchange
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ async def run_turn(
     """
     earlier = store.turns(conversation)
     number = len(earlier) + 1
-    history = [{"question": t.question, "answer": t.answer_text} for t in earlier]
+    history = [Exchange(question=t.question, answer=t.answer_text) for t in earlier]
     thread_id, result = await run_question(
         settings,
         question,

@@ -18,43 +18,18 @@ from rich.console import Console
 from rich.markup import escape
 
 from graphs.chat.conversation import Conversations, Turn, run_turn
-from graphs.traces.read import DESCRIBERS, node_updates
+from graphs.describe import DESCRIBERS, LABELS, first_node, goes_back, next_label, progress_line
+from graphs.traces.read import node_updates
 from infra.settings import Settings
 from nodes.context import Context
+from nodes.state import QAState
 
 HELP = "commands: /open PMID · /trace · /new · /quit (Ctrl-C cancels a running turn)"
-DONE = {
-    "generate_query": "query written",
-    "refine_query": "query relaxed",
-    "rerank": "reranked",
-    "synthesize": "synthesized",
-    "fallback_search": "searched PubMed",
-}
-NEXT = {
-    "generate_query": "searching…",
-    "search": "reranking…",
-    "refine_query": "searching again…",
-    "rerank": "organizing contexts…",
-    "organize": "ensemble answering…",
-    "ensemble": "synthesizing…",
-    "synthesize": "finalizing…",
-    "fallback_search": "reranking…",
-}
 
 
-def progress_line(node: str, update: dict[str, Any]) -> str:
-    """Say what a finished node did, in a few words."""
-    if node == "search":
-        return f"searched: {update.get('hits', 0):,} hits"
-    if node == "organize":
-        kept = len(update.get("organized") or [])
-        groups = update.get("groups") or []
-        return f"organized {kept} contexts" + (f" into {len(groups)} groups" if groups else "")
-    if node == "ensemble":
-        votes = update.get("votes") or {}
-        members, agreement = votes.get("members", 0), votes.get("agreement", 0)
-        return f"ensemble: {members} answers, agreement {agreement:.2f}"
-    return DONE.get(node, node)
+def status_after(node: str) -> str:
+    """Say what the run does once a node finished ("searching again…" after refine_query)."""
+    return f"{next_label(node)}{' again' if goes_back(node) else ''}…"
 
 
 class IdealStream:
@@ -128,11 +103,11 @@ class Chat:
         """Run one turn with live progress; Ctrl-C cancels it and keeps the conversation."""
         stream = IdealStream()
         streamed: list[str] = []
-        with self.console.status("writing the search query…") as status:
+        with self.console.status(f"{LABELS[first_node()]}…") as status:
 
-            def on_event(node: str, update: dict[str, Any]) -> None:
+            def on_event(node: str, update: QAState) -> None:
                 self.console.print(f"[dim]✓ {escape(progress_line(node, update))}[/dim]")
-                status.update(NEXT.get(node, "working…"))
+                status.update(status_after(node))
 
             def on_progress(event: dict[str, Any]) -> None:
                 if event.get("node") == "ensemble" and "total" in event:
@@ -154,7 +129,7 @@ class Chat:
     async def _turn(
         self,
         question: str,
-        on_event: Callable[[str, dict[str, Any]], None],
+        on_event: Callable[[str, QAState], None],
         on_progress: Callable[[dict[str, Any]], None],
         on_token: Callable[[str, str], None],
     ) -> Turn:

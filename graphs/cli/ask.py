@@ -9,28 +9,7 @@ import typer
 
 from graphs.cli.common import CliError, demo_notice, err, out, settings_for, write_json
 from infra.bioasq.types import QUESTION_TYPES
-
-PROGRESS = {
-    "generate_query": "writing the search query",
-    "search": "searching",
-    "refine_query": "relaxing the query",
-    "rerank": "reranking",
-    "organize": "organizing contexts",
-    "ensemble": "ensemble answering",
-    "synthesize": "synthesizing",
-    "fallback_search": "searching PubMed",
-    "finalize": "finalizing",
-}
-NEXT = {
-    "generate_query": "search",
-    "search": "rerank",
-    "refine_query": "search",
-    "rerank": "organize",
-    "organize": "ensemble",
-    "ensemble": "synthesize",
-    "synthesize": "finalize",
-    "fallback_search": "rerank",
-}
+from nodes.state import QAState
 
 
 def ask(
@@ -48,20 +27,21 @@ def ask(
     if qtype is not None and qtype not in QUESTION_TYPES:
         raise CliError(f"unknown --type {qtype!r}; choose one of {', '.join(QUESTION_TYPES)}")
     settings = settings_for()
+    from graphs.describe import LABELS, first_node, next_label
     from graphs.runtime import build_context, run_question  # models and index: after the checks
 
     demo_notice(settings)
     with err.status("loading models and index…") as status:
         context = build_context(settings)
 
-        def progress(node: str, update: dict[str, Any]) -> None:
+        def progress(node: str, update: QAState) -> None:
             detail = ""
             if node == "search" and "hits" in update:
                 detail = f" ({update['hits']:,} hits)"
-            err.print(f"[dim]✓ {PROGRESS.get(node, node)}{detail}[/dim]")
-            status.update(f"{PROGRESS.get(NEXT.get(node, ''), 'working')}…")
+            err.print(f"[dim]✓ {LABELS.get(node, node)}{detail}[/dim]")
+            status.update(f"{next_label(node)}…")
 
-        status.update("writing the search query…")
+        status.update(f"{LABELS[first_node()]}…")
         _, result = asyncio.run(
             run_question(settings, question, qtype, context=context, on_event=progress)
         )

@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from graphs.cli.common import CliError, err, out, settings_for, write_json
 
+if TYPE_CHECKING:
+    from graphs.traces.read import Step
+
 trace_app = typer.Typer(no_args_is_help=True, help="Read runs back from their checkpoints.")
 
 
-def _steps(settings: Any, thread_id: str) -> list[dict[str, Any]]:
+def _steps(settings: Any, thread_id: str) -> list[Step]:
     from graphs.traces.read import UnknownThread, node_updates
 
     try:
@@ -89,7 +92,7 @@ def trace_show(
     ] = False,
 ) -> None:
     """Show a run's nodes in execution order with each node's state update."""
-    from graphs.traces.read import DESCRIBERS, describe_call, node_names
+    from graphs.describe import DESCRIBERS, describe_call, node_names
 
     if node is not None and node not in node_names():
         raise CliError(f"unknown node {node!r}; the graph's nodes: {', '.join(node_names())}")
@@ -127,7 +130,7 @@ def trace_show(
                 out.print(f"      {line}", markup=False, highlight=False)
 
 
-def _with_calls(step: dict[str, Any]) -> dict[str, Any]:
+def _with_calls(step: Step) -> dict[str, Any]:
     update = {k: v for k, v in step["update"].items() if k != "calls"}
     return {
         "node": step["node"],

@@ -10,12 +10,15 @@ import json
 import math
 import os
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from html import escape
 from pathlib import Path
 from typing import Any
 
-from graphs.traces.read import DESCRIBERS
+from graphs.describe import DESCRIBERS
+from graphs.traces.read import Step
+from nodes.state import Call, QAState, RelationEdge, call_tokens
 
 LABEL_COLOURS = {
     "duplicated": "#6a3d9a",
@@ -59,7 +62,7 @@ function setAll(open){document.querySelectorAll('details').forEach(function(d){d
 """
 
 
-def export_html(steps: list[dict[str, Any]], *, thread_id: str, question: str) -> str:
+def export_html(steps: list[Step], *, thread_id: str, question: str) -> str:
     """Return the trace of a run as one self-contained HTML page.
 
     Args:
@@ -68,7 +71,7 @@ def export_html(steps: list[dict[str, Any]], *, thread_id: str, question: str) -
         question: The question the run answered.
     """
     calls = [c for s in steps for c in _calls(s)]
-    tokens = sum(_tokens(c) for c in calls)
+    tokens = sum(call_tokens(c) for c in calls)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -118,12 +121,8 @@ def _json(value: Any) -> str:
     return _e(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
-def _calls(step: dict[str, Any]) -> list[dict[str, Any]]:
+def _calls(step: Step) -> list[Call]:
     return [c for c in step["update"].get("calls") or [] if isinstance(c, dict)]
-
-
-def _tokens(call: dict[str, Any]) -> int:
-    return int(call.get("input_tokens") or 0) + int(call.get("output_tokens") or 0)
 
 
 def _epoch(iso: str | None) -> float | None:
@@ -133,13 +132,13 @@ def _epoch(iso: str | None) -> float | None:
         return None
 
 
-def _span(steps: list[dict[str, Any]]) -> str:
+def _span(steps: list[Step]) -> str:
     first = steps[0].get("started") if steps else None
     wall = sum(s.get("seconds") or 0 for s in steps)
     return f"started {first or '?'}, {wall:.2f}s in nodes"
 
 
-def _answer(steps: list[dict[str, Any]]) -> str:
+def _answer(steps: list[Step]) -> str:
     result = next((s["update"]["result"] for s in reversed(steps) if s["update"].get("result")), {})
     if not result:
         return '<p class="meta">No final answer: the run did not finish.</p>'
@@ -154,7 +153,7 @@ def _answer(steps: list[dict[str, Any]]) -> str:
     return f"<h2>Answer</h2><table>{body}</table>"
 
 
-def _timeline(steps: list[dict[str, Any]]) -> str:
+def _timeline(steps: list[Step]) -> str:
     spans = [(_epoch(s.get("started")), s.get("seconds") or 0.0) for s in steps]
     calls = [(c.get("started"), c.get("latency_s") or 0.0) for s in steps for c in _calls(s)]
     known = [(start, took) for start, took in [*spans, *calls] if start]
@@ -186,7 +185,7 @@ def _bar(kind: str, offset: float, seconds: float, total: float) -> str:
     return f'<span class="{kind}" style="left:{left:.2f}%;width:{width:.2f}%"></span>'
 
 
-def _step_body(step: dict[str, Any]) -> str:
+def _step_body(step: Step) -> str:
     update = step["update"]
     parts = [f'<p class="meta">started {_e(step.get("started"))}</p>']
     describe, _ = DESCRIBERS.get(step["node"], (None, None))
@@ -205,7 +204,7 @@ def _step_body(step: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _call(call: dict[str, Any], number: int, count: int) -> str:
+def _call(call: Call, number: int, count: int) -> str:
     temperature = call.get("temperature")
     facts = [
         f"call {number}/{count}",
@@ -228,7 +227,7 @@ def _call(call: dict[str, Any], number: int, count: int) -> str:
     return "\n".join(parts)
 
 
-def _relation_graph(update: dict[str, Any]) -> str:
+def _relation_graph(update: QAState) -> str:
     graph = update["relation_graph"]
     pmids = [str(p) for p in graph.get("pmids") or []]
     n = int(graph.get("n") or 0)
@@ -294,7 +293,7 @@ def _relation_graph(update: dict[str, Any]) -> str:
     )
 
 
-def _how(edge: dict[str, Any], name: Any) -> str:
+def _how(edge: RelationEdge, name: Callable[[Any], str]) -> str:
     how = str(edge.get("source") or "")
     if edge.get("via") is not None:
         how += f" via {name(edge['via'])}"
@@ -303,7 +302,7 @@ def _how(edge: dict[str, Any], name: Any) -> str:
     return how
 
 
-def _ensemble(update: dict[str, Any]) -> str:
+def _ensemble(update: QAState) -> str:
     votes = update.get("votes") or {}
     parts = []
     if votes:
@@ -346,7 +345,7 @@ def _cell(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _costs(steps: list[dict[str, Any]]) -> str:
+def _costs(steps: list[Step]) -> str:
     by_node: dict[str, dict[str, float]] = {}
     for step in steps:
         row = by_node.setdefault(

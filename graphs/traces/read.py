@@ -1,20 +1,18 @@
 """Traces: a finished (or interrupted) run read back from its checkpoints, node by node."""
 
-from __future__ import annotations
-
+# NOTE: no `from __future__ import annotations` (TypedDict must see NotRequired).
 import sqlite3
 import time
 from datetime import datetime
-from functools import cache
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graphs.qa import build_graph
-from infra.bioasq.types import PHASES
 from infra.checkpoints import saver, thread_exists
 from infra.settings import Settings
+from nodes.state import QAState, Result
 
 THREAD_TAGS = ("conversation", "turn", "bioasq_id", "phase")
 """Metadata some runs carry: chat turns (conversation, turn), BioASQ batches (bioasq_id, phase)."""
@@ -33,7 +31,61 @@ class UnknownThread(LookupError):
     """No run has this thread id."""
 
 
-def node_updates(settings: Settings, thread_id: str) -> list[dict[str, Any]]:
+class Step(TypedDict):
+    """One node's run, read back from the checkpoints."""
+
+    node: str
+    """The node that ran."""
+    step: int | None
+    """The graph step it ran in."""
+    started: str
+    """When the step began (ISO 8601)."""
+    seconds: float | None
+    """How long until the next checkpoint (None for the last)."""
+    update: QAState
+    """What the node returned: a part of the state."""
+
+
+class ThreadSummary(TypedDict):
+    """A run in one line, as `quorum trace list` shows it."""
+
+    thread_id: str
+    """The run's thread."""
+    question: str | None
+    """The question asked."""
+    type: str | None
+    """The question's BioASQ type."""
+    started: str | None
+    """When the first checkpoint was written (ISO 8601)."""
+    status: str
+    """finished, in progress, interrupted, or unreadable."""
+    answer: str | None
+    """The answer in one line (`answer_text`)."""
+    calls: int
+    """Model calls made."""
+    input_tokens: int
+    """Prompt tokens of those calls."""
+    output_tokens: int
+    """Completion tokens of those calls."""
+    tokens: int
+    """Input plus output tokens."""
+    seconds: float | None
+    """First to last checkpoint."""
+    checkpoints: int
+    """Checkpoints written."""
+    conversation: str | None
+    """Chat: the conversation the run is a turn of."""
+    turn: int | None
+    """Chat: the turn's number."""
+    bioasq_id: str | None
+    """BioASQ batch: the question's id."""
+    phase: str | None
+    """BioASQ batch: the phase run."""
+    error: NotRequired[str]
+    """Why the thread could not be read."""
+
+
+def node_updates(settings: Settings, thread_id: str) -> list[Step]:
     """Return the run's node updates in execution order: node, step, started, seconds, update."""
     path = settings.checkpoint_path
     if not thread_exists(path, thread_id):
@@ -53,13 +105,13 @@ def node_updates(settings: Settings, thread_id: str) -> list[dict[str, Any]]:
             if task.name.startswith("__") or task.result is None:
                 continue
             steps.append(
-                {
-                    "node": task.name,
-                    "step": snapshot.metadata.get("step"),
-                    "started": snapshot.created_at,
-                    "seconds": _seconds(snapshot.created_at, finished),
-                    "update": task.result,
-                }
+                Step(
+                    node=task.name,
+                    step=snapshot.metadata.get("step"),
+                    started=snapshot.created_at,
+                    seconds=_seconds(snapshot.created_at, finished),
+                    update=task.result,
+                )
             )
     return steps
 
@@ -78,7 +130,7 @@ def thread_question(settings: Settings, thread_id: str) -> str:
     return values.get("asked") or values.get("question") or metadata.get("question") or ""
 
 
-def list_threads(settings: Settings, *, limit: int = 20) -> list[dict[str, Any]]:
+def list_threads(settings: Settings, *, limit: int = 20) -> list[ThreadSummary]:
     """Return summaries of the `limit` most recently started runs, newest first.
 
     Each has thread_id, question, started, status (finished, in progress, interrupted),
@@ -97,8 +149,8 @@ def list_threads(settings: Settings, *, limit: int = 20) -> list[dict[str, Any]]
 
 def _summary(
     checkpointer: SqliteSaver, thread_id: str, first_id: str, last_id: str, checkpoints: int
-) -> dict[str, Any]:
-    summary: dict[str, Any] = {
+) -> ThreadSummary:
+    summary: ThreadSummary = {
         "thread_id": thread_id,
         "question": None,
         "type": None,
@@ -154,7 +206,7 @@ def _checkpoint(checkpointer: SqliteSaver, thread_id: str, checkpoint_id: str) -
     return found
 
 
-def _status(result: dict[str, Any], last: CheckpointTuple, ended: str | None) -> str:
+def _status(result: Result, last: CheckpointTuple, ended: str | None) -> str:
     if result:
         return "finished"
     # A node that raised leaves its error as a pending write of the last checkpoint.
@@ -165,7 +217,7 @@ def _status(result: dict[str, Any], last: CheckpointTuple, ended: str | None) ->
     return "interrupted"
 
 
-def answer_text(result: dict[str, Any]) -> str:
+def answer_text(result: Result) -> str:
     """Return a run's answer in one line: the exact answer, else the ideal one's first 80 chars."""
     exact = result.get("exact_answer")
     if isinstance(exact, str) and exact:
@@ -175,146 +227,7 @@ def answer_text(result: dict[str, Any]) -> str:
     return (result.get("ideal_answer") or "")[:80]
 
 
-@cache
-def node_names() -> tuple[str, ...]:
-    """Return every node a QA graph of any phase can run, in the order they are added."""
-    names: dict[str, None] = {}
-    for phase in PHASES:
-        names |= dict.fromkeys(n for n in build_graph(phase=phase).nodes if not n.startswith("__"))
-    return tuple(names)
-
-
-def describe_call(call: dict[str, Any]) -> list[str]:
-    """Return readable lines for one model call: model and cost, each prompt message, raw output."""
-    tokens = f"{call.get('input_tokens') or 0} in + {call.get('output_tokens') or 0} out tokens"
-    temperature = call.get("temperature")
-    head = [
-        call.get("model") or "?",
-        f"kind {call['kind']}" if call.get("kind") else None,
-        f"temperature {temperature:g}" if temperature is not None else "default temperature",
-        f"{call.get('latency_s') or 0:.2f}s",
-        tokens,
-    ]
-    lines = [", ".join(part for part in head if part)]
-    for message in call.get("prompt") or []:
-        lines.append(f"[{message.get('role', '?')}]")
-        lines.extend(f"  {line}" for line in str(message.get("content", "")).splitlines())
-    if call.get("raw"):
-        lines.append("[raw output]")
-        lines.extend(f"  {line}" for line in str(call["raw"]).splitlines())
-    if call.get("error"):
-        lines.append(f"[error] {call['error']}")
-    return lines
-
-
 def _seconds(start: str | None, end: str | None) -> float | None:
     if not start or not end:
         return None
     return round((datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds(), 3)
-
-
-def describe_organize(update: dict[str, Any]) -> list[str]:
-    """Return readable lines for an organize update: the relation graph, then the groups."""
-    lines: list[str] = []
-    graph = update.get("relation_graph")
-    if graph:
-        pmids = graph.get("pmids", [])
-
-        def name(i: int) -> str:
-            return f"[{i + 1}] {pmids[i]}" if i < len(pmids) else f"[{i + 1}]"
-
-        anchors = ", ".join(name(i) for i in graph.get("rounds", []))
-        lines.append(
-            f"relation graph: {graph['n']} contexts, {graph['calls']} relation calls for "
-            f"{graph['naive_calls']} pairs; anchors {anchors or '-'}"
-        )
-        for edge in graph.get("edges", []):
-            a, b = edge["pair"]
-            how = edge["source"]
-            if edge.get("via") is not None:
-                how += f" via {name(edge['via'])}"
-            if edge.get("error"):
-                how += f" ({edge['error'][:80]})"
-            lines.append(f"  {name(a)} ~ {name(b)}: {edge['label']} ({how})")
-    elif update.get("relations"):
-        for r in update["relations"]:
-            state = "applied" if r.get("applied", True) else "not applied"
-            lines.append(f"  {r['a']} ~ {r['b']}: {r['label']} ({state})")
-    for number, group in enumerate(update.get("groups") or [], 1):
-        lines.append(f"group {number}: {', '.join(group['pmids'])}")
-        if group.get("question"):
-            lines.append(f"  asks: {group['question']}")
-        cited = f" [{', '.join(group['cited'])}]" if group.get("cited") else ""
-        answer = group.get("answer") or f"(no answer: {group.get('error') or 'empty'})"
-        lines.append(f"  answer: {answer}{cited}")
-    return lines
-
-
-def describe_ensemble(update: dict[str, Any]) -> list[str]:
-    """Return readable lines for an ensemble update: each member's view and output, the vote."""
-    votes = update.get("votes") or {}
-    members = update.get("members") or []
-    lines = [
-        f"strategy {votes.get('strategy', '?')}: {len(members)} member call(s), agreement "
-        f"{votes.get('agreement', 0):.2f}, {votes.get('distinct', 0)} distinct answer(s)"
-    ]
-    for m in members:
-        said = "; ".join(m.get("answer") or []) or "-"
-        cited = f" cites {', '.join(m['pmids'])}" if m.get("pmids") else ""
-        outcome = f"ERROR {m['error']}" if m.get("error") else f"{said}{cited}"
-        lines.append(
-            f"  {m['model']} view {m['view']} [{' '.join(m['order'])}] "
-            f"t={m.get('temperature', 0):g} {m.get('latency_s', 0):.2f}s: {outcome}"
-        )
-    lines.append("vote table:")
-    for row in votes.get("table", []):
-        variants = f" (as {', '.join(row['variants'])})" if row.get("variants") else ""
-        lines.append(f"  {row['votes']:>3}  {row['answer']}{variants}")
-    if ccv := votes.get("ccv"):
-        lines.append(
-            f"citation-consistent vote ({ccv['evidence']}): winner {ccv['winner']!r}, "
-            f"citation agreement {ccv['citation_agreement']:.2f}"
-        )
-        for row in ccv["table"]:
-            lines.append(
-                f"  score {row['score']} (said {row['frequency']}x, cites {row['pmid']}): "
-                f"{row['answer']}"
-            )
-    for name, fit in (votes.get("moi") or {}).items():
-        weights = ", ".join(f"{w:.2f}" for w in fit["position_weights"])
-        utilities = ", ".join(f"{p} {u:.2f}" for p, u in fit["utilities"].items())
-        lines.append(f"MoI {name}: position weights [{weights}]; utilities {utilities}")
-        lines.append(f"  debiased order: {' '.join(fit['order'])}")
-    lines.append(f"ranked: {'; '.join(votes.get('ranked', [])) or '-'}")
-    return lines
-
-
-def describe_synthesize(update: dict[str, Any]) -> list[str]:
-    """Return readable lines for a synthesis attempt: temperature, answer, confidence, why."""
-    lines = []
-    for attempt in update.get("attempts", []):
-        answer = attempt.get("answer") or {}
-        again = " (again, at temperature 0)" if attempt["temperature"] == 0 else ""
-        lines.append(
-            f"attempt in round {attempt['round']} at temperature {attempt['temperature']:g}"
-            f"{again}: confidence {answer.get('confidence', 0):.2f} from {answer.get('source')}"
-        )
-        if attempt.get("error"):
-            lines.append(f"  error: {attempt['error']}")
-        if answer.get("extracted") and answer.get("extracted") != answer.get("exact"):
-            lines.append(f"  extracted: {'; '.join(answer['extracted'])}")
-        lines.append(f"  exact: {'; '.join(answer.get('exact') or []) or '-'}")
-        lines.append(f"  ideal: {answer.get('ideal') or '-'}")
-        if answer.get("rationale"):
-            lines.append(f"  rationale: {answer['rationale']}")
-        if answer.get("cited"):
-            lines.append(f"  cites: {', '.join(answer['cited'])}")
-    return lines
-
-
-DESCRIBERS = {
-    "organize": (describe_organize, frozenset({"relation_graph", "relations", "groups"})),
-    "ensemble": (describe_ensemble, frozenset({"members", "votes"})),
-    "synthesize": (describe_synthesize, frozenset({"attempts", "answer"})),
-}
-"""Nodes whose updates read better as lines than as raw JSON, and the keys the lines cover."""

@@ -1,27 +1,6 @@
 // The quorum page: a chat whose turns stream from the server, and a trace panel per turn.
 "use strict";
 
-const LABELS = {
-  generate_query: "writing the search query",
-  search: "searching",
-  refine_query: "relaxing the query",
-  rerank: "reranking",
-  organize: "organizing contexts",
-  ensemble: "ensemble answering",
-  synthesize: "synthesizing",
-  fallback_search: "searching PubMed",
-  finalize: "finalizing",
-};
-const NEXT = {
-  generate_query: "search",
-  search: "rerank",
-  refine_query: "search",
-  rerank: "organize",
-  organize: "ensemble",
-  ensemble: "synthesize",
-  synthesize: "finalize",
-  fallback_search: "rerank",
-};
 const PREVIEW_CHARS = 600;
 const CONVERSATION = /^#(chat-[A-Za-z0-9_-]+)$/;
 
@@ -47,6 +26,15 @@ async function api(path, options = {}) {
   const body = await response.json().catch(() => ({ error: response.statusText }));
   if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
   return body;
+}
+
+// The graph's first node, each node's progress words and the node expected after it, as the
+// server reads them from the compiled graph (graphs/describe.py).
+const graph = { first: null, labels: {}, next: {}, idle: null };
+const graphLoaded = api("/api/graph").then((body) => Object.assign(graph, body));
+
+function label(node) {
+  return graph.labels[node] || node;
 }
 
 // Server-sent events over fetch (EventSource cannot POST): blocks split by a blank line.
@@ -119,15 +107,15 @@ class TurnView {
   on(event, data) {
     if (event === "started") {
       this.root.dataset.conversation = data.conversation;
-      this.status.textContent = `${LABELS.generate_query}…`;
+      this.status.textContent = `${label(graph.first)}…`;
     } else if (event === "status") {
       this.status.textContent = `${data.message}…`;
     } else if (event === "node") {
-      const label = LABELS[data.node] || data.node;
       this.steps.append(el("li", { "data-node": data.node },
-        el("span", { class: "tick" }, "✓ "), label,
+        el("span", { class: "tick" }, "✓ "), label(data.node),
         data.summary ? el("span", { class: "muted" }, ` — ${data.summary}`) : null));
-      this.status.textContent = `${LABELS[NEXT[data.node]] || "working"}… (${this.elapsed()})`;
+      const after = graph.next[data.node];
+      this.status.textContent = `${after ? label(after) : graph.idle}… (${this.elapsed()})`;
       this.meter.hidden = true;
       this.preview.hidden = true;
       this.preview.textContent = "";
@@ -137,7 +125,7 @@ class TurnView {
         this.meter.max = data.total;
         this.meter.value = data.done;
         this.status.textContent =
-          `${LABELS[data.node] || data.node}: ${data.done} of ${data.total} done…`;
+          `${label(data.node)}: ${data.done} of ${data.total} done…`;
       }
     } else if (event === "token") {
       if (this.preview.dataset.node !== data.node) {
@@ -257,6 +245,7 @@ async function ask(question) {
   setRunning(true);
   const view = new TurnView(question);
   try {
+    await graphLoaded;
     if (!chat.conversation) setConversation((await api("/api/conversations", { method: "POST" })).id);
     const response = await fetch(`/api/conversations/${chat.conversation}/turns`, {
       method: "POST",

@@ -4,6 +4,7 @@ Endpoints (JSON unless said; every error is `{"error": "<one line>"}` with a 4xx
 
     GET  /                                  the page (graphs/web/; works offline)
     GET  /api/health                        {"status": "ok"}; answers while turns run
+    GET  /api/graph                         {"first", "labels", "next", "idle"}: progress words
     POST /api/conversations                 {"id"}: a new conversation
     GET  /api/conversations/{id}            {"id", "turns"}: the turns so far, as answer events
     POST /api/conversations/{id}/turns      {"question"} -> text/event-stream of one turn
@@ -36,10 +37,12 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from graphs.chat.conversation import Conversations, Turn, run_turn
+from graphs.describe import DESCRIBERS, IDLE, LABELS, first_node, next_nodes, summarize
 from graphs.runtime import InputProblem, build_context, check_question
-from graphs.traces.read import DESCRIBERS, UnknownThread, node_updates
+from graphs.traces.read import Step, UnknownThread, node_updates
 from infra.settings import Settings, SettingsError, secret_from_env
 from nodes.context import Context
+from nodes.state import QAState
 
 WEB = Path(__file__).parent
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -170,6 +173,12 @@ def create_app(
     async def health() -> Response:
         return state.json({"status": "ok", "running": len(state.busy)})
 
+    @app.get("/api/graph")
+    async def graph() -> Response:
+        return state.json(
+            {"first": first_node(), "labels": LABELS, "next": next_nodes(), "idle": IDLE}
+        )
+
     @app.post("/api/conversations")
     async def new_conversation() -> Response:
         return state.json({"id": Conversations.new_id()}, 201)
@@ -257,7 +266,7 @@ async def _run(
     # NOTE: the turn runs on even if the browser goes away, so the conversation stays whole.
     cited: list[str] = []
 
-    def on_event(node: str, update: dict[str, Any]) -> None:
+    def on_event(node: str, update: QAState) -> None:
         if node == "synthesize":
             cited[:] = (update.get("answer") or {}).get("cited") or []
         emit("node", {"node": node, "summary": summarize(node, update)})
@@ -288,38 +297,6 @@ async def _run(
         queue.put_nowait(None)
 
 
-def summarize(node: str, update: dict[str, Any]) -> str:
-    """Return one short line on what a node's update says, for the progress list."""
-    parts: list[str] = []
-    if node in ("generate_query", "refine_query") and update.get("query"):
-        parts.append(f"query: {update['query']}")
-    if node == "generate_query" and update.get("asked") and update.get("question"):
-        parts.append(f"read as: {update['question']}")
-    if "hits" in update:
-        parts.append(f"{update['hits']:,} hits")
-    if node == "rerank" and "contexts" in update:
-        parts.append(f"{len(update['contexts'])} contexts")
-    if node == "organize":
-        if update.get("groups"):
-            parts.append(f"{len(update['groups'])} groups")
-        elif "organized" in update:
-            parts.append(f"{len(update['organized'])} contexts kept")
-    if node == "ensemble" and "votes" in update:
-        votes = update["votes"] or {}
-        parts.append(
-            f"{len(update.get('members') or [])} member calls, "
-            f"agreement {votes.get('agreement', 0):.2f}"
-        )
-    if node == "synthesize" and update.get("answer"):
-        parts.append(f"confidence {update['answer'].get('confidence', 0):.2f}")
-    if node == "finalize" and update.get("result"):
-        result = update["result"]
-        parts.append(f"{len(result.get('documents') or [])} documents")
-    if not parts and update.get("notes"):
-        parts.append(str(update["notes"][0])[:200])
-    return "; ".join(parts)
-
-
 def _answer(turn: Turn, cited: list[str] | None) -> dict[str, Any]:
     result = turn.result
     titles = result.get("titles") or {}
@@ -342,7 +319,7 @@ def _answer(turn: Turn, cited: list[str] | None) -> dict[str, Any]:
     }
 
 
-def _step(step: dict[str, Any]) -> dict[str, Any]:
+def _step(step: Step) -> dict[str, Any]:
     describe, covered = DESCRIBERS.get(step["node"], (None, frozenset()))
     try:
         lines = describe(step["update"]) if describe else []

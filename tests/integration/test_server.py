@@ -346,3 +346,13 @@ async def test_a_context_that_cannot_be_built_is_one_error_event(tmp_path):
         "message": "models.query 'm': environment variable QUORUM_SERVER_TEST_UNSET is not set"
     }
     assert health.json()["running"] == 0
+
+
+async def test_the_page_gets_the_progress_words_read_from_the_compiled_graph(settings):
+    from graphs.describe import LABELS, next_nodes
+
+    async with client_for(create_app(settings)) as client:  # no context is built for it
+        graph = (await client.get("/api/graph")).json()
+    assert graph["first"] == "generate_query" and graph["idle"] == "working"
+    assert graph["labels"] == LABELS and graph["next"] == next_nodes()
+    assert graph["next"]["fallback_search"] == "rerank"

@@ -1,7 +1,8 @@
 """A run read back from its SQLite checkpoints, as `quorum trace show` prints it."""
 
+from graphs.describe import DESCRIBERS
 from graphs.runtime import run_question
-from graphs.traces.read import DESCRIBERS, node_updates
+from graphs.traces.read import node_updates
 from tests.support.fakes import pmids_in, script
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"

@@ -5,7 +5,7 @@ import json
 import pytest
 from langgraph.runtime import Runtime
 
-from graphs.traces.read import describe_organize
+from graphs.describe import describe_organize
 from infra.search.fusion import fuse
 from nodes.ensemble import ensemble
 from nodes.fallback_search import fallback_search

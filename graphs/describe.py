@@ -1,0 +1,303 @@
+"""The QA graph described for people: node labels, one-line summaries, trace describers.
+
+The nodes and their order are read from the compiled graph (`build_graph(...).get_graph()`),
+never copied: a node added to graphs/qa.py needs a label here and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from functools import cache
+
+from langgraph.graph import END, START
+
+from graphs.qa import build_graph
+from infra.bioasq.types import PHASES
+from nodes.state import Call, QAState
+
+LABELS = {
+    "given_evidence": "reading the given snippets",
+    "generate_query": "writing the search query",
+    "search": "searching",
+    "refine_query": "relaxing the query",
+    "rerank": "reranking",
+    "organize": "organizing contexts",
+    "ensemble": "ensemble answering",
+    "synthesize": "synthesizing",
+    "fallback_search": "searching PubMed",
+    "finalize": "finalizing",
+}
+"""What a running node is doing, in a few words (`quorum ask`'s status, the page's progress)."""
+DONE = {
+    "generate_query": "query written",
+    "refine_query": "query relaxed",
+    "rerank": "reranked",
+    "synthesize": "synthesized",
+    "fallback_search": "searched PubMed",
+}
+"""What a finished node did, where `progress_line` has nothing more telling to say."""
+IDLE = "working"
+"""The status once the last node finished (the answer is being put together)."""
+
+
+@cache
+def nodes(phase: str = "A+") -> tuple[str, ...]:
+    """Return a phase's nodes in the order the graph adds them."""
+    return tuple(n for n in build_graph(phase=phase).get_graph().nodes if n not in (START, END))
+
+
+@cache
+def node_names() -> tuple[str, ...]:
+    """Return every node a QA graph of any phase can run, in the order they are added."""
+    return tuple(dict.fromkeys(n for phase in PHASES for n in nodes(phase)))
+
+
+@cache
+def _successors(phase: str) -> dict[str, tuple[str, ...]]:
+    found: dict[str, tuple[str, ...]] = {}
+    for edge in build_graph(phase=phase).get_graph().edges:
+        found[edge.source] = (*found.get(edge.source, ()), edge.target)
+    return found
+
+
+@cache
+def main_path(phase: str = "A+") -> tuple[str, ...]:
+    """Return the nodes a run passes when nothing is retried: the shortest way from start to end.
+
+    Refinement, re-synthesis and fallback rounds are detours from it.
+    """
+    successors = _successors(phase)
+    came_from: dict[str, str] = {}
+    queue = deque([START])
+    while queue:
+        node = queue.popleft()
+        for target in successors.get(node, ()):
+            if target not in came_from and target != START:
+                came_from[target] = node
+                queue.append(target)
+    path, node = [], came_from[END]
+    while node != START:
+        path.append(node)
+        node = came_from[node]
+    return tuple(reversed(path))
+
+
+@cache
+def next_nodes(phase: str = "A+") -> dict[str, str]:
+    """Return the node expected after each node (the last node has none).
+
+    On the main path, the next node on it; after a detour, the earliest node of the main path
+    it can go back to (refine_query → search, fallback_search → rerank).
+    """
+    path = main_path(phase)
+    successors = _successors(phase)
+    expected = {}
+    for node in nodes(phase):
+        if node in path:
+            following = path[path.index(node) + 1 :]
+            if following:
+                expected[node] = following[0]
+        else:
+            back = [t for t in successors.get(node, ()) if t in path]
+            expected[node] = min(back, key=path.index)
+    return expected
+
+
+def goes_back(node: str, phase: str = "A+") -> bool:
+    """Tell whether a detour returns to the node that branched to it (refine_query → search)."""
+    after = next_nodes(phase).get(node)
+    return (
+        node not in main_path(phase)
+        and after is not None
+        and node in _successors(phase).get(after, ())
+    )
+
+
+def first_node(phase: str = "A+") -> str:
+    """Return the node a run starts with."""
+    return main_path(phase)[0]
+
+
+def next_label(node: str, phase: str = "A+") -> str:
+    """Return what the run is doing once `node` finished: the next node's label, or IDLE."""
+    after = next_nodes(phase).get(node)
+    return LABELS[after] if after else IDLE
+
+
+def progress_line(node: str, update: QAState) -> str:
+    """Say what a finished node did, in a few words (the chat's progress)."""
+    if node == "search":
+        return f"searched: {update.get('hits', 0):,} hits"
+    if node == "organize":
+        kept = len(update.get("organized") or [])
+        groups = update.get("groups") or []
+        return f"organized {kept} contexts" + (f" into {len(groups)} groups" if groups else "")
+    if node == "ensemble":
+        votes = update.get("votes") or {}
+        members, agreement = votes.get("members", 0), votes.get("agreement", 0)
+        return f"ensemble: {members} answers, agreement {agreement:.2f}"
+    return DONE.get(node, node)
+
+
+def summarize(node: str, update: QAState) -> str:
+    """Return one short line on what a node's update says (the page's progress list)."""
+    parts: list[str] = []
+    if node in ("generate_query", "refine_query") and update.get("query"):
+        parts.append(f"query: {update['query']}")
+    if node == "generate_query" and update.get("asked") and update.get("question"):
+        parts.append(f"read as: {update['question']}")
+    if "hits" in update:
+        parts.append(f"{update['hits']:,} hits")
+    if node == "rerank" and "contexts" in update:
+        parts.append(f"{len(update['contexts'])} contexts")
+    if node == "organize":
+        if update.get("groups"):
+            parts.append(f"{len(update['groups'])} groups")
+        elif "organized" in update:
+            parts.append(f"{len(update['organized'])} contexts kept")
+    if node == "ensemble" and "votes" in update:
+        votes = update["votes"] or {}
+        parts.append(
+            f"{len(update.get('members') or [])} member calls, "
+            f"agreement {votes.get('agreement', 0):.2f}"
+        )
+    if node == "synthesize" and (answer := update.get("answer")):
+        parts.append(f"confidence {answer.get('confidence', 0):.2f}")
+    if node == "finalize" and (result := update.get("result")):
+        parts.append(f"{len(result.get('documents') or [])} documents")
+    if not parts and update.get("notes"):
+        parts.append(str(update["notes"][0])[:200])
+    return "; ".join(parts)
+
+
+def describe_call(call: Call) -> list[str]:
+    """Return readable lines for one model call: model and cost, each prompt message, raw output."""
+    tokens = f"{call.get('input_tokens') or 0} in + {call.get('output_tokens') or 0} out tokens"
+    temperature = call.get("temperature")
+    head = [
+        call.get("model") or "?",
+        f"kind {call['kind']}" if call.get("kind") else None,
+        f"temperature {temperature:g}" if temperature is not None else "default temperature",
+        f"{call.get('latency_s') or 0:.2f}s",
+        tokens,
+    ]
+    lines = [", ".join(part for part in head if part)]
+    for message in call.get("prompt") or []:
+        lines.append(f"[{message.get('role', '?')}]")
+        lines.extend(f"  {line}" for line in str(message.get("content", "")).splitlines())
+    if call.get("raw"):
+        lines.append("[raw output]")
+        lines.extend(f"  {line}" for line in str(call["raw"]).splitlines())
+    if call.get("error"):
+        lines.append(f"[error] {call['error']}")
+    return lines
+
+
+def describe_organize(update: QAState) -> list[str]:
+    """Return readable lines for an organize update: the relation graph, then the groups."""
+    lines: list[str] = []
+    graph = update.get("relation_graph")
+    if graph:
+        pmids = graph.get("pmids", [])
+
+        def name(i: int) -> str:
+            return f"[{i + 1}] {pmids[i]}" if i < len(pmids) else f"[{i + 1}]"
+
+        anchors = ", ".join(name(i) for i in graph.get("rounds", []))
+        lines.append(
+            f"relation graph: {graph['n']} contexts, {graph['calls']} relation calls for "
+            f"{graph['naive_calls']} pairs; anchors {anchors or '-'}"
+        )
+        for edge in graph.get("edges", []):
+            a, b = edge["pair"]
+            how = edge["source"]
+            if edge.get("via") is not None:
+                how += f" via {name(edge['via'])}"
+            if edge.get("error"):
+                how += f" ({edge['error'][:80]})"
+            lines.append(f"  {name(a)} ~ {name(b)}: {edge['label']} ({how})")
+    elif update.get("relations"):
+        for r in update["relations"]:
+            state = "applied" if r.get("applied", True) else "not applied"
+            lines.append(f"  {r['a']} ~ {r['b']}: {r['label']} ({state})")
+    for number, group in enumerate(update.get("groups") or [], 1):
+        lines.append(f"group {number}: {', '.join(group['pmids'])}")
+        if group.get("question"):
+            lines.append(f"  asks: {group['question']}")
+        cited = f" [{', '.join(group['cited'])}]" if group.get("cited") else ""
+        answer = group.get("answer") or f"(no answer: {group.get('error') or 'empty'})"
+        lines.append(f"  answer: {answer}{cited}")
+    return lines
+
+
+def describe_ensemble(update: QAState) -> list[str]:
+    """Return readable lines for an ensemble update: each member's view and output, the vote."""
+    votes = update.get("votes") or {}
+    members = update.get("members") or []
+    lines = [
+        f"strategy {votes.get('strategy', '?')}: {len(members)} member call(s), agreement "
+        f"{votes.get('agreement', 0):.2f}, {votes.get('distinct', 0)} distinct answer(s)"
+    ]
+    for m in members:
+        said = "; ".join(m.get("answer") or []) or "-"
+        cited = f" cites {', '.join(m['pmids'])}" if m.get("pmids") else ""
+        outcome = f"ERROR {m['error']}" if m.get("error") else f"{said}{cited}"
+        lines.append(
+            f"  {m['model']} view {m['view']} [{' '.join(m['order'])}] "
+            f"t={m.get('temperature', 0):g} {m.get('latency_s', 0):.2f}s: {outcome}"
+        )
+    lines.append("vote table:")
+    for row in votes.get("table", []):
+        variants = f" (as {', '.join(row['variants'])})" if row.get("variants") else ""
+        lines.append(f"  {row['votes']:>3}  {row['answer']}{variants}")
+    ccv = votes.get("ccv")
+    if isinstance(ccv, str):  # a question type CCV cannot vote on, and why
+        lines.append(f"citation-consistent vote: not used ({ccv})")
+    elif ccv:
+        lines.append(
+            f"citation-consistent vote ({ccv['evidence']}): winner {ccv['winner']!r}, "
+            f"citation agreement {ccv['citation_agreement']:.2f}"
+        )
+        for row in ccv["table"]:
+            lines.append(
+                f"  score {row['score']} (said {row['frequency']}x, cites {row['pmid']}): "
+                f"{row['answer']}"
+            )
+    for name, fit in (votes.get("moi") or {}).items():
+        weights = ", ".join(f"{w:.2f}" for w in fit["position_weights"])
+        utilities = ", ".join(f"{p} {u:.2f}" for p, u in fit["utilities"].items())
+        lines.append(f"MoI {name}: position weights [{weights}]; utilities {utilities}")
+        lines.append(f"  debiased order: {' '.join(fit['order'])}")
+    lines.append(f"ranked: {'; '.join(votes.get('ranked', [])) or '-'}")
+    return lines
+
+
+def describe_synthesize(update: QAState) -> list[str]:
+    """Return readable lines for a synthesis attempt: temperature, answer, confidence, why."""
+    lines = []
+    for attempt in update.get("attempts", []):
+        answer = attempt.get("answer") or {}
+        again = " (again, at temperature 0)" if attempt["temperature"] == 0 else ""
+        lines.append(
+            f"attempt in round {attempt['round']} at temperature {attempt['temperature']:g}"
+            f"{again}: confidence {answer.get('confidence', 0):.2f} from {answer.get('source')}"
+        )
+        if attempt.get("error"):
+            lines.append(f"  error: {attempt['error']}")
+        if answer.get("extracted") and answer.get("extracted") != answer.get("exact"):
+            lines.append(f"  extracted: {'; '.join(answer['extracted'])}")
+        lines.append(f"  exact: {'; '.join(answer.get('exact') or []) or '-'}")
+        lines.append(f"  ideal: {answer.get('ideal') or '-'}")
+        if answer.get("rationale"):
+            lines.append(f"  rationale: {answer['rationale']}")
+        if answer.get("cited"):
+            lines.append(f"  cites: {', '.join(answer['cited'])}")
+    return lines
+
+
+DESCRIBERS = {
+    "organize": (describe_organize, frozenset({"relation_graph", "relations", "groups"})),
+    "ensemble": (describe_ensemble, frozenset({"members", "votes"})),
+    "synthesize": (describe_synthesize, frozenset({"attempts", "answer"})),
+}
+"""Nodes whose updates read better as lines than as raw JSON, and the keys the lines cover."""
