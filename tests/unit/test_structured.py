@@ -21,7 +21,7 @@ class CutOffModel(BaseChatModel):
     """Replies cut off at the limit `cut` times, then a whole answer; records what it was asked."""
 
     cut: int
-    asked: list[list] = []
+    asked: list[list] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
