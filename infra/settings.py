@@ -6,7 +6,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from platformdirs import user_data_dir
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -427,6 +427,11 @@ def load_settings(**overrides: Any) -> Settings:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise SettingsError(f"invalid setting {where}: {first['msg']}") from None
+
+
+def choices(group: type[BaseModel], name: str) -> tuple[str, ...]:
+    """Return the names a Literal setting accepts, in their documented order."""
+    return get_args(group.model_fields[name].annotation)
 
 
 def secret_from_env(name: str | None) -> SecretStr | None:

@@ -9,6 +9,11 @@ from typing import Annotated
 import typer
 
 from graphs.cli.common import CliError, extra_files, out, print_report, settings_for, write_json
+from infra.backends import BACKENDS
+from infra.settings import EnsembleSettings, OrganizeSettings, choices
+
+ORGANIZE_STRATEGIES = choices(OrganizeSettings, "strategy")
+ENSEMBLE_STRATEGIES = choices(EnsembleSettings, "strategy")
 
 eval_app = typer.Typer(no_args_is_help=True, help="Measure quorum on golden data.")
 
@@ -21,7 +26,7 @@ def eval_retrieval(
         typer.Option("--questions", help="BioASQ golden JSON files (--questions A B C …)."),
     ],
     backend: Annotated[
-        str | None, typer.Option("--backend", help="embedded or elasticsearch.")
+        str | None, typer.Option("--backend", help=f"{' or '.join(BACKENDS)}.")
     ] = None,
     name: Annotated[
         str | None, typer.Option("--index", help="Index name (default: settings).")
@@ -46,8 +51,8 @@ def eval_retrieval(
 
     if query_mode not in ("question", "llm"):
         raise CliError(f"unknown --query-mode {query_mode!r}; choose question or llm")
-    if backend is not None and backend not in ("embedded", "elasticsearch"):
-        raise CliError(f"unknown --backend {backend!r}; choose embedded or elasticsearch")
+    if backend is not None and backend not in BACKENDS:
+        raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")
     paths = [*questions, *extra_files(ctx)]
     loaded = [q for path in paths for q in load_questions(path)][:limit]
     search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
@@ -70,7 +75,11 @@ def eval_organize(
         Path, typer.Option("--dataset", help="ConflictQA .jsonl or BioASQ golden .json.")
     ],
     strategy: Annotated[
-        str, typer.Option("--strategy", help="corg, dedupe, base, separate, random or kmeans.")
+        str,
+        typer.Option(
+            "--strategy",
+            help=f"{', '.join(ORGANIZE_STRATEGIES[:-1])} or {ORGANIZE_STRATEGIES[-1]}.",
+        ),
     ] = "corg",
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
     min_snippets: Annotated[
@@ -86,9 +95,10 @@ def eval_organize(
     from graphs.eval.organize import evaluate_organize, load_cases
     from graphs.runtime import build_context
 
-    strategies = ("corg", "dedupe", "base", "separate", "random", "kmeans")
-    if strategy not in strategies:
-        raise CliError(f"unknown --strategy {strategy!r}; choose one of {', '.join(strategies)}")
+    if strategy not in ORGANIZE_STRATEGIES:
+        raise CliError(
+            f"unknown --strategy {strategy!r}; choose one of {', '.join(ORGANIZE_STRATEGIES)}"
+        )
     if not dataset.is_file():
         raise CliError(f"{dataset}: no such file")
     cases = [c for c in load_cases(dataset) if c.snippets >= min_snippets][:limit]
@@ -112,7 +122,7 @@ def eval_ensemble(
         str,
         typer.Option(
             "--strategies",
-            help="Comma-separated: single, self_consistency, permute_vote, cobag, ccv, moi "
+            help=f"Comma-separated: {', '.join(ENSEMBLE_STRATEGIES)} "
             "(permute_vote always runs, as the reference).",
         ),
     ] = "single,permute_vote,cobag,ccv,moi",
@@ -132,18 +142,12 @@ def eval_ensemble(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """Ensemble strategies on the same contexts: accuracy, cost, agreement, McNemar test."""
-    from graphs.eval.ensemble import (
-        STRATEGIES,
-        evaluate_ensemble,
-        load_cases,
-        table,
-        with_models,
-    )
+    from graphs.eval.ensemble import evaluate_ensemble, load_cases, table, with_models
     from graphs.runtime import build_context
 
     chosen = [s.strip() for s in strategies.split(",") if s.strip()]
-    if bad := [s for s in chosen if s not in STRATEGIES]:
-        raise CliError(f"unknown strategy {bad[0]!r}; choose from {', '.join(STRATEGIES)}")
+    if bad := [s for s in chosen if s not in ENSEMBLE_STRATEGIES]:
+        raise CliError(f"unknown strategy {bad[0]!r}; choose from {', '.join(ENSEMBLE_STRATEGIES)}")
     if not dataset.is_file():
         raise CliError(f"{dataset}: no such file")
     settings = settings_for()

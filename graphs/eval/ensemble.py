@@ -26,7 +26,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import numpy as np
 from langgraph.runtime import Runtime
@@ -37,11 +37,10 @@ from infra.bioasq.formats import FormatError, load_questions, pmid_of
 from infra.search.embedded import EmbeddedIndex
 from infra.search.keywords import keyword_query
 from infra.search.query import QueryError
-from infra.settings import EnsembleSettings, Settings
+from infra.settings import Settings
 from nodes.context import Context
 from nodes.ensemble import StrategyUnavailable, ensemble
 
-STRATEGIES: tuple[str, ...] = get_args(EnsembleSettings.model_fields["strategy"].annotation)
 REFERENCE = "permute_vote"
 # BM25 hits looked at per question: answer-bearing and duplicate passages are skipped.
 SEARCH_DEPTH = 200

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from nodes.organize.relations import RelationGraph
 
@@ -113,38 +110,3 @@ def group_contexts(
     return Grouping(
         groups=[sorted(g) for g in groups], dropped=dropped, not_organized=not_organized
     )
-
-
-def baseline_groups(
-    n: int, strategy: str, *, groups: int, vectors: np.ndarray | None = None, seed: int = 0
-) -> list[list[int]]:
-    """Group n contexts without relations, for ablations against CORG.
-
-    base: all in one group; separate: one group each; random: a seeded random partition into
-    `groups` groups; kmeans: k-means over the contexts' vectors with `groups` clusters.
-    """
-    if n == 0:
-        return []
-    k = max(1, min(groups, n))
-    if strategy == "base":
-        return [list(range(n))]
-    if strategy == "separate":
-        return [[i] for i in range(n)]
-    if strategy == "random":
-        order = list(range(n))
-        random.Random(seed).shuffle(order)
-        labels = {index: position % k for position, index in enumerate(order)}
-    elif strategy == "kmeans":
-        if vectors is None:
-            raise ValueError("kmeans grouping needs the contexts' vectors")
-        from sklearn.cluster import KMeans
-
-        labels = dict(
-            enumerate(KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(vectors))
-        )
-    else:
-        raise ValueError(f"unknown grouping strategy {strategy!r}")
-    out: dict[int, list[int]] = {}
-    for index in range(n):
-        out.setdefault(int(labels[index]), []).append(index)
-    return [out[key] for key in sorted(out, key=lambda key: out[key][0])]

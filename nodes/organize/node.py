@@ -1,108 +1,21 @@
-"""organize: find duplicate contexts in one model call and keep one of each."""
+"""organize: the strategy named by `organize.strategy` relates, groups or prunes the contexts."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-import numpy as np
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field, create_model
 
-from infra.embeddings import document_text
 from nodes.context import Context
-from nodes.evidence import passages
-from nodes.organize.corg import organize_baseline, organize_contexts
+from nodes.organize.strategies import strategy_named
 from nodes.state import QAState
-from prompts import render
-
-# Duplicates show in a passage's opening; the organizer needs no more of it.
-ORGANIZE_CHARS = 400
-# A claimed duplicate must also be close in embedding space; a small model's over-eager
-# labels must not delete evidence.
-MIN_DUPLICATE_COSINE = 0.85
-
-
-MAX_DUPLICATES = 3
-
-
-def duplicates_schema(n: int) -> type[BaseModel]:
-    """Return the organizer's output for n passages: at most a few (later, earlier) pairs."""
-    number = Literal[tuple(range(1, n + 1))]
-    pair = create_model(
-        "Duplicate",
-        index=(number, Field(description="Number of the later passage")),
-        same_as=(number, Field(description="Number of the earlier passage it repeats")),
-    )
-    return create_model(
-        "Duplicates",
-        duplicates=(list[pair], Field(default_factory=list, max_length=MAX_DUPLICATES)),
-    )
 
 
 async def organize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Label duplicated contexts, verify each label, and drop the later copy."""
+    """Organize the top contexts with the configured strategy (dedupe by default)."""
     ctx = runtime.context
+    strategy = strategy_named(ctx.settings.organize.strategy)
     contexts = list(state.get("contexts", []))[: ctx.settings.organize.top_k]
     if len(contexts) < 2:
         return {"organized": contexts, "relations": []}
-    model = ctx.models.first("organize")
-    settings = ctx.settings.organize
-    if settings.strategy == "corg":
-        return await organize_contexts(
-            state["question"],
-            contexts,
-            model,
-            top_k=settings.top_k,
-            max_concurrency=ctx.settings.ensemble.max_concurrency,
-        )
-    if settings.strategy != "dedupe":
-        vectors = None
-        if settings.strategy == "kmeans":
-            vectors = ctx.embedder.embed_documents(
-                [document_text(c.get("title", ""), c.get("abstract", "")) for c in contexts]
-            )
-        return await organize_baseline(
-            state["question"],
-            contexts,
-            model,
-            strategy=settings.strategy,
-            groups=settings.groups,
-            seed=settings.seed,
-            vectors=vectors,
-            max_concurrency=ctx.settings.ensemble.max_concurrency,
-        )
-    messages = render(
-        "organize",
-        question=state["question"],
-        contexts=passages(contexts, min(model.context_chars, ORGANIZE_CHARS)),
-    )
-    reply = await model.structured(duplicates_schema(len(contexts)), messages)
-    vectors = ctx.embedder.embed_documents(
-        [document_text(c.get("title", ""), c.get("abstract", "")) for c in contexts]
-    )
-    relations, dropped = [], set()
-    for dup in reply.value.duplicates if reply.value else []:
-        later, earlier = dup.index - 1, dup.same_as - 1
-        if not (0 <= earlier < later < len(contexts)):
-            continue
-        similarity = float(np.dot(vectors[later], vectors[earlier]))
-        applied = similarity >= MIN_DUPLICATE_COSINE and earlier not in dropped
-        relations.append(
-            {
-                "a": contexts[earlier]["pmid"],
-                "b": contexts[later]["pmid"],
-                "label": "duplicated",
-                "cosine": round(similarity, 3),
-                "applied": applied,
-            }
-        )
-        if applied:
-            dropped.add(later)
-    organized = [c for i, c in enumerate(contexts) if i not in dropped]
-    notes = [f"organize: dropped {len(dropped)} duplicate context(s)"] if dropped else []
-    return {
-        "organized": organized,
-        "relations": relations,
-        "calls": [reply.record("organize")],
-        "notes": notes,
-    }
+    return await strategy.organize(ctx, state["question"], contexts, ctx.models.first("organize"))

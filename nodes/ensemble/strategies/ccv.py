@@ -7,6 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from infra.bioasq import normalize_answer
+from infra.models import ChatModel
+from nodes.context import Context
+from nodes.ensemble.strategies.registry import Plan, Strategy, every_model, register
+from nodes.ensemble.views import permuted_views
+
 
 @dataclass(frozen=True)
 class CitedAnswer:
@@ -97,4 +103,71 @@ def ccv_select(
         "valid": valid,
         "cited": cited,
         "citation_agreement": agreeing / n_valid if n_valid else 0.0,
+    }
+
+
+@register("ccv")
+class CCV(Strategy):
+    """Permuted views whose members cite one passage; yes/no and factoid vote on citations."""
+
+    cited = True
+
+    async def plan(
+        self,
+        ctx: Context,
+        question: str,
+        contexts: list[dict[str, Any]],
+        models: list[ChatModel],
+        seed: int,
+    ) -> Plan:
+        """Return permute_vote's views: the citations, not the orders, make the difference."""
+        settings = ctx.settings.ensemble
+        orders = permuted_views(len(contexts), settings.members, settings.contexts, seed)
+        return Plan(every_model(models, orders, 0.0), contexts)
+
+    async def tally(
+        self, ctx: Context, qtype: str, members: list[dict[str, Any]], plan: Plan
+    ) -> dict[str, Any]:
+        """Return the majority table, re-ranked by citation consistency where one answer is due."""
+        votes = await super().tally(ctx, qtype, members, plan)
+        if qtype not in ("yesno", "factoid"):
+            why = f"{qtype} answers are voted by majority (CCV needs one answer)"
+            plan.diagnostics["ccv"] = why
+            return votes
+        strict = ctx.settings.ensemble.ccv.evidence == "strict"
+        return votes | _ccv_vote(qtype, members, plan.contexts, strict=strict)
+
+
+def _ccv_vote(
+    qtype: str, members: list[dict[str, Any]], contexts: list[dict[str, Any]], *, strict: bool
+) -> dict[str, Any]:
+    """Re-rank the vote by citation consistency; the rest of the table keeps its order."""
+    ok = [m for m in members if m["error"] is None and m["answer"]]
+    cited = [
+        CitedAnswer(
+            answer=normalize_answer(m["answer"][0]),
+            index=m.get("passage"),
+            quote=m.get("quote"),
+            order=tuple(m["order"]),
+        )
+        for m in ok
+    ]
+    texts = {c["pmid"]: f"{c.get('title') or ''} {c.get('abstract') or ''}" for c in contexts}
+    chosen = ccv_select(cited, texts, strict=strict)
+    surface = {normalize_answer(m["answer"][0]): m["answer"][0] for m in ok}
+    winner = chosen["winner"]
+    ranked = [surface[winner]] if winner else []
+    if qtype == "factoid":  # the other candidates follow in CCV's order, up to five in all
+        rest = [row["answer"] for row in chosen["table"] if row["answer"] != winner]
+        ranked += [surface[k] for k in rest if k in surface][:4]
+    return {
+        "ranked": ranked,
+        "ccv": {
+            "winner": winner,
+            "table": chosen["table"],
+            "valid": chosen["valid"],
+            "citation_agreement": chosen["citation_agreement"],
+            "evidence": "strict" if strict else "relaxed",
+        },
+        "citation_agreement": chosen["citation_agreement"],
     }

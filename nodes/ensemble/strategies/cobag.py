@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+
+from infra.embeddings import document_text
+from infra.models import ChatModel
+from nodes.context import Context
+from nodes.ensemble.strategies.registry import Plan, Strategy, every_model, register
 
 
 def cobag_views(
@@ -62,3 +69,51 @@ def mean_relevance(view: Sequence[int], relevance: Sequence[float]) -> float:
     if not view:
         return float("-inf")
     return float(np.mean([relevance[i] for i in view]))
+
+
+@register("cobag")
+class CoBag(Strategy):
+    """Bagged views weighted by their relevance: a tie goes to the most relevant view."""
+
+    async def plan(
+        self,
+        ctx: Context,
+        question: str,
+        contexts: list[dict[str, Any]],
+        models: list[ChatModel],
+        seed: int,
+    ) -> Plan:
+        """Return the bags, answered greedily, with each context's relevance for the trace."""
+        bag = ctx.settings.ensemble.cobag
+        relevance = await _relevance(ctx, question, contexts)
+        orders = cobag_views(
+            relevance,
+            members=bag.members,
+            size=bag.contexts,
+            core=min(bag.core, bag.contexts),
+            tau=bag.tau,
+            seed=seed % 2**32,
+        )
+        return Plan(
+            every_model(models, orders, 0.0),
+            contexts,
+            weights=[mean_relevance(o, relevance) for o in orders],
+            diagnostics={
+                "relevance": {
+                    c["pmid"]: round(float(r), 4) for c, r in zip(contexts, relevance, strict=True)
+                }
+            },
+        )
+
+
+async def _relevance(ctx: Context, question: str, contexts: list[dict[str, Any]]) -> np.ndarray:
+    """Return cosine(question, context) per context from the embedder."""
+
+    def compute() -> np.ndarray:
+        query = ctx.embedder.embed_query(question)
+        docs = ctx.embedder.embed_documents(
+            [document_text(c.get("title", ""), c.get("abstract", "")) for c in contexts]
+        )
+        return docs @ query
+
+    return await asyncio.to_thread(compute)

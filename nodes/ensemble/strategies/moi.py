@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
+
+from infra.models import ChatModel, LikelihoodUnavailable
+from nodes.context import Context
+from nodes.ensemble.strategies.registry import (
+    Plan,
+    Strategy,
+    StrategyUnavailable,
+    View,
+    register,
+)
+from nodes.evidence import passages
 
 
 def moi_permutations(
@@ -277,3 +290,83 @@ def moi_solve(
     weights.setflags(write=False)
     utilities.setflags(write=False)
     return MoIFit(weights=weights, utilities=utilities, residual=float(errors @ errors))
+
+
+@register("moi")
+class MoI(Strategy):
+    """Each model's likelihoods under several orders debias the order; one answer per model."""
+
+    async def plan(
+        self,
+        ctx: Context,
+        question: str,
+        contexts: list[dict[str, Any]],
+        models: list[ChatModel],
+        seed: int,
+    ) -> Plan:
+        """Observe the question's likelihood under each order; answer in the debiased order."""
+        settings = ctx.settings.ensemble
+        top = contexts[: settings.contexts]
+        perms = moi_permutations(
+            len(top),
+            settings.moi.permutations,
+            prefix_length=settings.moi.prefix_length,
+            seed=seed % 2**32,
+        )
+        scores = np.array([float(c.get("score") or 0.0) for c in top])
+        calls: list[dict[str, Any]] = []
+        fits: dict[str, Any] = {}
+        views: list[View] = []
+
+        async def observe(model: ChatModel) -> list[float]:
+            return list(
+                await asyncio.gather(
+                    *(_observe(model, question, [top[i] for i in perm], calls) for perm in perms)
+                )
+            )
+
+        try:
+            observed = await asyncio.gather(*(observe(model) for model in models))
+        except LikelihoodUnavailable as exc:
+            raise StrategyUnavailable(f"ensemble strategy 'moi': {exc}") from None
+        for number, (model, observations) in enumerate(zip(models, observed, strict=True)):
+            obs = np.array(observations)
+            spread = float(obs.std()) or 1.0
+            z = (scores - scores.mean()) / (scores.std() or 1.0)
+            prior = obs.mean() + z * spread  # the retriever's ranking, in the likelihoods' units
+            fit = moi_solve(perms, obs, len(top), prior=prior, ridge=settings.moi.ridge, seed=seed)
+            order = fit.order()
+            views.append(View(model, number, order, 0.0))
+            fits[f"{number}:{model.name}"] = {
+                "observations": [round(float(o), 3) for o in obs],
+                "permutations": [[top[i]["pmid"] for i in p] for p in perms],
+                "position_weights": [round(float(a), 4) for a in fit.weights],
+                "utilities": {
+                    top[i]["pmid"]: round(float(u), 4) for i, u in enumerate(fit.utilities)
+                },
+                "order": [top[i]["pmid"] for i in order],
+                "residual": round(float(fit.residual), 6),
+            }
+        return Plan(views, top, calls=calls, diagnostics={"moi": fits})
+
+
+async def _observe(
+    model: ChatModel, question: str, docs: list[dict[str, Any]], calls: list[dict[str, Any]]
+) -> float:
+    context = passages(docs, model.context_chars) + "\n\nQuestion: "
+    started, wall = time.perf_counter(), time.time()
+    value, tokens = await model.loglikelihood(context, question)
+    calls.append(
+        {
+            "node": "ensemble",
+            "kind": "loglikelihood",
+            "model": model.name,
+            "started": round(wall, 4),
+            "latency_s": round(time.perf_counter() - started, 3),
+            "input_tokens": tokens,
+            "output_tokens": 0,
+            "raw": "",
+            "error": None,
+        }
+    )
+    return value

@@ -1,0 +1,28 @@
+"""permute_vote: K orders of the top-m, answered greedily, then a majority vote."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.models import ChatModel
+from nodes.context import Context
+from nodes.ensemble.strategies.registry import Plan, Strategy, every_model, register
+from nodes.ensemble.views import permuted_views
+
+
+@register("permute_vote")
+class PermuteVote(Strategy):
+    """K permutations of the same passages: the spread comes from position bias."""
+
+    async def plan(
+        self,
+        ctx: Context,
+        question: str,
+        contexts: list[dict[str, Any]],
+        models: list[ChatModel],
+        seed: int,
+    ) -> Plan:
+        """Return the rank order and K-1 distinct shuffles of the top-m, answered greedily."""
+        settings = ctx.settings.ensemble
+        orders = permuted_views(len(contexts), settings.members, settings.contexts, seed)
+        return Plan(every_model(models, orders, 0.0), contexts)

@@ -1,0 +1,29 @@
+"""self_consistency: the same top-m view K times, sampled, then a majority vote."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.models import ChatModel
+from nodes.context import Context
+from nodes.ensemble.strategies.registry import Plan, Strategy, every_model, register
+
+
+@register("self_consistency")
+class SelfConsistency(Strategy):
+    """K samples of one view: the spread comes from the temperature, not from the order."""
+
+    async def plan(
+        self,
+        ctx: Context,
+        question: str,
+        contexts: list[dict[str, Any]],
+        models: list[ChatModel],
+        seed: int,
+    ) -> Plan:
+        """Return the top-m view K times at the sampling temperature."""
+        settings = ctx.settings.ensemble
+        top = list(range(min(len(contexts), settings.contexts)))
+        return Plan(
+            every_model(models, [top] * settings.members, settings.sample_temperature), contexts
+        )

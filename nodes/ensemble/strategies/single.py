@@ -1,0 +1,26 @@
+"""single: the top-m contexts in rank order, one greedy call per model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.models import ChatModel
+from nodes.context import Context
+from nodes.ensemble.strategies.registry import Plan, Strategy, every_model, register
+
+
+@register("single")
+class Single(Strategy):
+    """One view, the retriever's order: the baseline every ensemble is measured against."""
+
+    async def plan(
+        self,
+        ctx: Context,
+        question: str,
+        contexts: list[dict[str, Any]],
+        models: list[ChatModel],
+        seed: int,
+    ) -> Plan:
+        """Return the top-m in rank order, answered greedily."""
+        top = list(range(min(len(contexts), ctx.settings.ensemble.contexts)))
+        return Plan(every_model(models, [top], 0.0), contexts)

@@ -1,0 +1,55 @@
+"""Organize strategies by their settings name: each turns the top contexts into the update.
+
+A strategy is a class in a module of this package decorated `@register("<name>")`, the name
+it has in `organize.strategy`; the package imports every module, so that decorator is the
+strategy's whole registration (and the name in the settings Literal, which a test checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from infra.models import ChatModel
+from infra.settings import SettingsError
+from nodes.context import Context
+
+
+class OrganizeStrategy:
+    """One way to relate, group or prune the top contexts before answering."""
+
+    name: ClassVar[str]
+
+    async def organize(
+        self, ctx: Context, question: str, contexts: list[dict[str, Any]], model: ChatModel
+    ) -> dict[str, Any]:
+        """Return the node's update: `organized` and `relations`, and whatever else it found."""
+        raise NotImplementedError
+
+
+STRATEGIES: dict[str, OrganizeStrategy] = {}
+"""Every organize strategy by its `organize.strategy` name."""
+
+
+def register(name: str) -> Callable[[type[OrganizeStrategy]], type[OrganizeStrategy]]:
+    """Register an OrganizeStrategy class under its settings name."""
+
+    def add(cls: type[OrganizeStrategy]) -> type[OrganizeStrategy]:
+        if name in STRATEGIES:
+            raise ValueError(f"organize strategy {name!r} is registered twice")
+        cls.name = name
+        STRATEGIES[name] = cls()
+        return cls
+
+    return add
+
+
+def strategy_named(name: str) -> OrganizeStrategy:
+    """Return the registered strategy; an unknown name is a one-line settings error."""
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise SettingsError(
+            f"invalid setting organize.strategy: unknown strategy {name!r}; "
+            f"choose one of {', '.join(STRATEGIES)}"
+        ) from None
