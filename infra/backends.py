@@ -1,15 +1,139 @@
-"""Search backends from settings: open one for searching, or a writer for ingestion."""
+"""Search backends by their settings name: open one for searching, or a writer for ingestion.
+
+BACKENDS is the one list of backends: `search.backend` names a key (its settings Literal is
+checked against these keys by a test), the CLI's --backend choices are these keys, and a name
+that is not here is a one-line settings error, never another backend.
+"""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from infra.embeddings import Embedder
 from infra.errors import UserError
 from infra.ingest.corpus import DEMO_MODEL, IndexMissing, demo_documents, ensure_index
-from infra.search.base import IndexWriter, SearchBackend
+from infra.search.base import Backend, IndexWriter, SearchBackend
 from infra.search.embedded_store import EmbeddedWriter
-from infra.settings import Settings, secret_from_env
+from infra.settings import Settings, SettingsError, secret_from_env
+
+
+class IndexMismatch(UserError):
+    """An index holds vectors of another kind than this run would write."""
+
+
+class Embedded:
+    """tantivy and numpy files under QUORUM_HOME/indexes/<index>: no server."""
+
+    def open(self, settings: Settings, embedder: Embedder | None) -> SearchBackend:
+        """Open the index directory; the demo index is built there on first use."""
+        index = ensure_index(
+            settings.index_dir,
+            settings.search.index,
+            embedder,
+            max_prefix=settings.search.max_prefix_expansions,
+        )
+        stored = index.meta.get("embedding_model")
+        if embedder is not None and stored and stored != embedder.name:
+            raise IndexMismatch(
+                f"index {settings.search.index!r} holds {stored} vectors but the configured "
+                f"embedder is {embedder.name}; re-index it or configure {stored}"
+            )
+        return index
+
+    def open_writer(self, settings: Settings, embedder: Embedder | None) -> IndexWriter:
+        """Open (creating if needed) the index directory for writing."""
+        dims = embedder.dim if embedder is not None else None
+        model = embedder.name if embedder is not None else None
+        writer = EmbeddedWriter(settings.index_dir, dims=dims, embedding_model=model)
+        stored = writer.meta.get("embedding_model")
+        if writer.dims != dims or (dims and stored != model):
+            writer.close()
+            _mismatch(
+                settings, f"{stored} ({writer.dims} dims)" if writer.dims else None, model, dims
+            )
+        return writer
+
+    def drop(self, settings: Settings) -> None:
+        """Delete the index directory, its journal with it."""
+        shutil.rmtree(settings.index_dir, ignore_errors=True)
+
+    def journal_path(self, settings: Settings, writer: IndexWriter) -> Path:
+        """Return the journal inside the index directory: a re-created index starts over."""
+        return settings.index_dir / "ingest-journal.json"
+
+
+class Elasticsearch:
+    """An Elasticsearch index at `search.elasticsearch_url`."""
+
+    def open(self, settings: Settings, embedder: Embedder | None) -> SearchBackend:
+        """Open the index; only the demo index is created (and filled) when missing."""
+        backend = _elastic(settings, create=False)
+        if backend.exists():
+            return backend
+        if settings.search.index != "demo":
+            raise IndexMissing(f"Elasticsearch index {settings.search.index!r} does not exist")
+        docs, vectors = demo_documents(embedder)
+        dims = vectors.shape[1] if vectors is not None else None
+        writer = _elastic(settings, create=True, dims=dims)
+        writer.upsert(docs, vectors)
+        writer.commit()
+        return writer
+
+    def open_writer(self, settings: Settings, embedder: Embedder | None) -> IndexWriter:
+        """Open (creating if needed) the index for writing."""
+        dims = embedder.dim if embedder is not None else None
+        model = embedder.name if embedder is not None else None
+        writer = _elastic(settings, create=True, dims=dims)
+        if writer.dims != dims:
+            _mismatch(
+                settings, f"{writer.dims}-dimensional vectors" if writer.dims else None, model, dims
+            )
+        return writer
+
+    def drop(self, settings: Settings) -> None:
+        """Delete the index; its journal is keyed by the index's UUID, so it is never reused."""
+        _elastic(settings, create=False).drop()
+
+    def journal_path(self, settings: Settings, writer: IndexWriter) -> Path:
+        """Return a journal under QUORUM_HOME keyed by the index's UUID."""
+        identity = writer.identity()  # the ElasticIndex open_writer made: the index UUID
+        return settings.home / "ingest" / f"elasticsearch-{settings.search.index}-{identity}.json"
+
+
+BACKENDS: dict[str, Backend] = {"embedded": Embedded(), "elasticsearch": Elasticsearch()}
+"""Every search backend by its `search.backend` name."""
+
+
+def backend_for(settings: Settings) -> Backend:
+    """Return the configured backend; an unknown name is a one-line settings error."""
+    name = settings.search.backend
+    if name not in BACKENDS:
+        raise SettingsError(
+            f"invalid setting search.backend: unknown backend {name!r}; "
+            f"choose {' or '.join(BACKENDS)}"
+        )
+    return BACKENDS[name]
+
+
+def open_backend(settings: Settings, embedder: Embedder | None) -> SearchBackend:
+    """Open the configured index for searching; the demo index is built on first use."""
+    return backend_for(settings).open(settings, embedder)
+
+
+def open_writer(settings: Settings, embedder: Embedder | None) -> IndexWriter:
+    """Open (creating if needed) the configured index for writing."""
+    return backend_for(settings).open_writer(settings, embedder)
+
+
+def drop_index(settings: Settings) -> None:
+    """Delete the configured index and its ingestion journal (benchmarks start from nothing)."""
+    backend_for(settings).drop(settings)
+
+
+def journal_path(settings: Settings, writer: IndexWriter) -> Path:
+    """Return the ingestion journal of the index `writer` writes: a re-created one starts over."""
+    return backend_for(settings).journal_path(settings, writer)
 
 
 def _elastic(settings: Settings, *, create: bool, dims: int | None = None):
@@ -26,60 +150,6 @@ def _elastic(settings: Settings, *, create: bool, dims: int | None = None):
     )
 
 
-class IndexMismatch(UserError):
-    """An index holds vectors of another kind than this run would write."""
-
-
-def open_backend(settings: Settings, embedder: Embedder | None) -> SearchBackend:
-    """Open the configured index for searching; the demo index is built on first use."""
-    if settings.search.backend == "embedded":
-        index = ensure_index(
-            settings.index_dir,
-            settings.search.index,
-            embedder,
-            max_prefix=settings.search.max_prefix_expansions,
-        )
-        stored = index.meta.get("embedding_model")
-        if embedder is not None and stored and stored != embedder.name:
-            raise IndexMismatch(
-                f"index {settings.search.index!r} holds {stored} vectors but the configured "
-                f"embedder is {embedder.name}; re-index it or configure {stored}"
-            )
-        return index
-    backend = _elastic(settings, create=False)
-    if backend.exists():
-        return backend
-    if settings.search.index != "demo":
-        raise IndexMissing(f"Elasticsearch index {settings.search.index!r} does not exist")
-    docs, vectors = demo_documents(embedder)
-    writer = _elastic(settings, create=True, dims=vectors.shape[1] if vectors is not None else None)
-    writer.upsert(docs, vectors)
-    writer.commit()
-    return writer
-
-
-def open_writer(settings: Settings, embedder: Embedder | None) -> IndexWriter:
-    """Open (creating if needed) the configured index for writing."""
-    dims = embedder.dim if embedder is not None else None
-    model = embedder.name if embedder is not None else None
-    if settings.search.backend == "embedded":
-        path: Path = settings.index_dir
-        writer = EmbeddedWriter(path, dims=dims, embedding_model=model)
-        stored = writer.meta.get("embedding_model")
-        if writer.dims != dims or (dims and stored != model):
-            writer.close()
-            _mismatch(
-                settings, f"{stored} ({writer.dims} dims)" if writer.dims else None, model, dims
-            )
-        return writer
-    writer = _elastic(settings, create=True, dims=dims)
-    if writer.dims != dims:
-        _mismatch(
-            settings, f"{writer.dims}-dimensional vectors" if writer.dims else None, model, dims
-        )
-    return writer
-
-
 def _mismatch(settings: Settings, have: str | None, model: str | None, dims: int | None) -> None:
     want = f"{model} ({dims} dims)" if dims else "no vectors"
     raise IndexMismatch(
@@ -89,15 +159,12 @@ def _mismatch(settings: Settings, have: str | None, model: str | None, dims: int
     )
 
 
-def drop_index(settings: Settings) -> None:
-    """Delete the configured index and its ingestion journal (benchmarks start from nothing)."""
-    import shutil
-
-    if settings.search.backend == "embedded":
-        shutil.rmtree(settings.index_dir, ignore_errors=True)
-    else:
-        _elastic(settings, create=False).drop()
-    # Journals live in the embedded index or are keyed by the Elasticsearch index's UUID.
-
-
-__all__ = ["DEMO_MODEL", "drop_index", "open_backend", "open_writer"]
+__all__ = [
+    "BACKENDS",
+    "DEMO_MODEL",
+    "backend_for",
+    "drop_index",
+    "journal_path",
+    "open_backend",
+    "open_writer",
+]

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.errors import UserError
+
 OUTAGE_S = 1.0
 """How long the embedded index is away during the outage."""
 
@@ -55,22 +57,43 @@ class Outage:
     es_port: int | None = None
     window: tuple[float, float] | None = None
 
+    def __post_init__(self) -> None:
+        """Refuse a backend the drill cannot take away (never take away another one's index)."""
+        if self.backend not in TAKE_AWAY:
+            raise UserError(
+                f"the fault drill cannot take search backend {self.backend!r} away; "
+                f"it knows {', '.join(TAKE_AWAY)}"
+            )
+
     def __call__(self, run: int, log: Callable[[str], None]) -> None:
         """Make the backend unavailable, then restore it; record the window."""
         began = time.time()
-        if self.backend == "elasticsearch":
-            from infra.elasticsearch_server import ensure_running, stop
-
-            log(f"run {run}: stopping Elasticsearch ({self.es_dir})")
-            stop(self.es_dir)
-            ensure_running(self.es_dir, self.es_port or 9200)
-        else:
-            away = self.index_dir.with_name(self.index_dir.name + ".away")
-            log(f"run {run}: index {self.index_dir.name} renamed away for {OUTAGE_S:.0f} s")
-            os.rename(self.index_dir, away)
-            try:
-                time.sleep(OUTAGE_S)
-            finally:
-                os.rename(away, self.index_dir)
+        TAKE_AWAY[self.backend](self, run, log)
         self.window = (began, time.time())
         log(f"run {run}: search backend back after {self.window[1] - began:.1f} s")
+
+
+def _restart_node(outage: Outage, run: int, log: Callable[[str], None]) -> None:
+    from infra.elasticsearch_server import ensure_running, stop
+
+    log(f"run {run}: stopping Elasticsearch ({outage.es_dir})")
+    stop(outage.es_dir)
+    ensure_running(outage.es_dir, outage.es_port or 9200)
+
+
+def _rename_away(outage: Outage, run: int, log: Callable[[str], None]) -> None:
+    index_dir = outage.index_dir
+    away = index_dir.with_name(index_dir.name + ".away")
+    log(f"run {run}: index {index_dir.name} renamed away for {OUTAGE_S:.0f} s")
+    os.rename(index_dir, away)
+    try:
+        time.sleep(OUTAGE_S)
+    finally:
+        os.rename(away, index_dir)
+
+
+TAKE_AWAY: dict[str, Callable[[Outage, int, Callable[[str], None]], None]] = {
+    "embedded": _rename_away,
+    "elasticsearch": _restart_node,
+}
+"""How the drill takes each search backend away (a key of infra.backends.BACKENDS)."""

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from graphs.cli.common import CliError, extra_files, out, settings_for, write_json
+from infra.backends import BACKENDS
 
 bench_app = typer.Typer(no_args_is_help=True, help="Speed and memory benchmarks.")
 
@@ -21,7 +22,7 @@ def bench_retrieval_cmd(
         list[Path], typer.Option("--questions", help="BioASQ JSON files (queries).")
     ],
     backends: Annotated[
-        str, typer.Option(help="Comma-separated: embedded,elasticsearch.")
+        str, typer.Option(help=f"Comma-separated: {','.join(BACKENDS)}.")
     ] = "embedded",
     limit: Annotated[int, typer.Option(min=1, help="Questions timed.")] = 500,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
@@ -31,8 +32,8 @@ def bench_retrieval_cmd(
     from infra.bioasq.formats import load_questions
 
     chosen = [b.strip() for b in backends.split(",") if b.strip()]
-    if bad := [b for b in chosen if b not in ("embedded", "elasticsearch")]:
-        raise CliError(f"unknown backend {bad[0]!r}; choose embedded and/or elasticsearch")
+    if bad := [b for b in chosen if b not in BACKENDS]:
+        raise CliError(f"unknown backend {bad[0]!r}; choose {' and/or '.join(BACKENDS)}")
     loaded = [q for path in [*questions, *extra_files(ctx)] for q in load_questions(path)][:limit]
     report = bench_retrieval(settings_for(), corpus, loaded, chosen)
     if as_json:
@@ -99,11 +100,11 @@ def bench_faults_cmd(
 
     search: dict[str, str] = {}
     es_dir = es_port = None
-    if backend == "elasticsearch":
+    if backend not in BACKENDS:
+        raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")
+    if backend == "elasticsearch":  # the drill restarts a node of its own
         es_dir, es_port, url = _managed_elasticsearch()
         search = {"backend": "elasticsearch", "elasticsearch_url": url}
-    elif backend != "embedded":
-        raise CliError(f"unknown --backend {backend!r}; choose embedded or elasticsearch")
     if input_path is not None and not input_path.is_file():
         raise CliError(f"{input_path}: no such file")
     try:

@@ -10,19 +10,18 @@ import typer
 from tqdm import tqdm
 
 from graphs.cli.common import CliError, err, fail, settings_for
-from infra.backends import open_writer
+from infra.backends import BACKENDS, journal_path, open_writer
 from infra.embeddings import HuggingFaceEmbedder
 from infra.ingest.pipeline import IngestReport, Journal, ingest
 from infra.ingest.sources import check
-from infra.search.base import IndexWriter
-from infra.search.embedded_store import EmbeddedWriter
 from infra.settings import Settings
 
 
 def index(
     sources: Annotated[list[Path], typer.Argument(help=".jsonl(.gz) or PubMed .xml(.gz) files.")],
     backend: Annotated[
-        str | None, typer.Option("--backend", help="embedded or elasticsearch (default: settings).")
+        str | None,
+        typer.Option("--backend", help=f"{' or '.join(BACKENDS)} (default: settings)."),
     ] = None,
     name: Annotated[
         str | None, typer.Option("--index", help="Index name (default: settings).")
@@ -38,8 +37,8 @@ def index(
     ] = 4096,
 ) -> None:
     """Index corpus files; re-indexing replaces by PMID, and an interrupted run resumes."""
-    if backend is not None and backend not in ("embedded", "elasticsearch"):
-        raise CliError(f"unknown --backend {backend!r}; choose embedded or elasticsearch")
+    if backend is not None and backend not in BACKENDS:
+        raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")
     search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
     settings = settings_for(search=search) if search else settings_for()
     try:
@@ -57,14 +56,6 @@ def index(
         f"{report.skipped:,} into {settings.search.backend}:{settings.search.index} "
         f"({report.docs_per_s:,.0f} docs/s)"
     )
-
-
-def journal_path(settings: Settings, writer: IndexWriter) -> Path:
-    """Return the index's ingestion journal: tied to that index, so a re-created one starts over."""
-    if isinstance(writer, EmbeddedWriter):
-        return writer.path / "ingest-journal.json"
-    identity = writer.identity()  # Elasticsearch: the index's UUID
-    return settings.home / "ingest" / f"elasticsearch-{settings.search.index}-{identity}.json"
 
 
 def run_index(

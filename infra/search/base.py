@@ -1,12 +1,17 @@
-"""The search backend interface every engine implements, read side and write side."""
+"""The search backend interface every engine implements: read side, write side, lifecycle."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from infra.embeddings import Embedder
+    from infra.settings import Settings
 
 
 @dataclass
@@ -67,4 +72,24 @@ class IndexWriter(Protocol):
 
     def close(self) -> None:
         """Commit and release the index."""
+        ...
+
+
+class Backend(Protocol):
+    """One kind of search engine, as `search.backend` names it: opens, writes and drops indexes."""
+
+    def open(self, settings: Settings, embedder: Embedder | None) -> SearchBackend:
+        """Open the configured index for searching (the demo index may be built on first use)."""
+        ...
+
+    def open_writer(self, settings: Settings, embedder: Embedder | None) -> IndexWriter:
+        """Open (creating if needed) the configured index for writing vectors of `embedder`."""
+        ...
+
+    def drop(self, settings: Settings) -> None:
+        """Delete the configured index, if there is one."""
+        ...
+
+    def journal_path(self, settings: Settings, writer: IndexWriter) -> Path:
+        """Return the ingestion journal of the index `writer` writes, tied to that very index."""
         ...
