@@ -156,16 +156,16 @@ def trace_export(
     ],
 ) -> None:
     """Export a run's trace as a single HTML file that opens offline in any browser."""
-    from graphs.traces.export import export_html, write_atomic
+    from graphs.traces.export import export_html
     from graphs.traces.read import thread_question
+    from infra.files import check_target, write_atomic
 
-    if not html.parent.is_dir():
-        raise CliError(f"no directory {html.parent} to write {html.name} into")
+    check_target(html, what="--html")  # a device or FIFO is never replaced by the page
     settings = settings_for()
     steps = _steps(settings, thread_id)
     question = thread_question(settings, thread_id)
     page = export_html(steps, thread_id=thread_id, question=question)
-    write_atomic(html, page)
+    write_atomic(html, page, what="--html")
     err.print(f"wrote {html} ({len(page.encode()) / 1024:,.0f} KiB)", markup=False)
 
 

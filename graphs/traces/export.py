@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import uuid
 from collections.abc import Callable
 from datetime import datetime
 from html import escape
-from pathlib import Path
 from typing import Any
 
 from graphs.describe import DESCRIBERS
@@ -99,18 +96,6 @@ def export_html(steps: list[Step], *, thread_id: str, question: str) -> str:
             parts += [f"<h2>Ensemble · {where}</h2>", _ensemble(update)]
     parts += ["<h2>Costs</h2>", _costs(steps), "</body></html>"]
     return "\n".join(parts) + "\n"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write text to path through a temporary file in the same directory, then rename it."""
-    # Not mkstemp: its 0600 mode would make the page unreadable to whoever it is shared with.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _e(value: Any) -> str:

@@ -45,3 +45,14 @@ def test_bioasq_report_refuses_an_output_dir_that_is_a_file(tmp_path):
     )
     assert proc.returncode == 2 and "is not a directory" in proc.stderr, proc.stderr
     assert taken.read_text() == "keep me"
+
+
+def test_trace_export_refuses_a_fifo_before_reading_any_run(tmp_path):
+    fifo = tmp_path / "page.html"
+    os.mkfifo(fifo)
+    proc = run_quorum(
+        quorum_env(tmp_path), "trace", "export", "any-thread", "--html", str(fifo), timeout=120
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "--html" in proc.stderr and "is a FIFO, not a file" in proc.stderr
+    assert stat.S_ISFIFO(fifo.stat().st_mode)

@@ -3,7 +3,8 @@
 import re
 from html.parser import HTMLParser
 
-from graphs.traces.export import export_html, write_atomic
+from graphs.traces.export import export_html
+from infra.files import write_atomic
 
 EVIL = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
