@@ -26,6 +26,9 @@ from nodes.organize import organize
 from nodes.organize.strategies import registry as organize_registry
 from tests.support.fakes import script
 
+# Today "embedded or elasticsearch": the messages the CLI always gave; a new backend joins them.
+NAMES = " or ".join(backends.BACKENDS)
+
 REGISTRIES = {
     "ensemble.strategy": (EnsembleSettings, "strategy", ensemble_registry.STRATEGIES),
     "organize.strategy": (OrganizeSettings, "strategy", organize_registry.STRATEGIES),
@@ -65,8 +68,7 @@ def test_an_unknown_backend_is_refused_not_opened_as_another(settings):
         with pytest.raises(SettingsError) as caught:
             call()
         assert str(caught.value) == (
-            "invalid setting search.backend: unknown backend 'magic'; "
-            "choose embedded or elasticsearch"
+            f"invalid setting search.backend: unknown backend 'magic'; choose {NAMES}"
         )
 
 
@@ -173,13 +175,14 @@ def test_the_embedded_journal_lives_in_its_index(settings):
 
 
 def test_cli_backend_choices_are_the_registry(tmp_path: Path):
+    assert NAMES.startswith("embedded or elasticsearch")
     runs = {
-        "unknown --backend 'magic'; choose embedded or elasticsearch": [
+        f"unknown --backend 'magic'; choose {NAMES}": [
             lambda: index_cmd([tmp_path / "x.jsonl"], backend="magic"),
             lambda: eval_retrieval(None, [tmp_path / "q.json"], backend="magic"),
             lambda: bench_faults_cmd(backend="magic"),
         ],
-        "unknown backend 'magic'; choose embedded and/or elasticsearch": [
+        f"unknown backend 'magic'; choose {' and/or '.join(backends.BACKENDS)}": [
             lambda: bench_retrieval_cmd(None, tmp_path / "c.jsonl", [], backends="embedded,magic"),
         ],
     }
