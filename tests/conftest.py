@@ -1,5 +1,4 @@
-"""Fixtures both suites use: settings rooted in tmp_path (suite fixtures live in unit/ and
-integration/; fakes and helpers in tests/support)."""
+"""The fixture both suites use: settings rooted in tmp_path (the rest: unit/, integration/)."""
 
 from __future__ import annotations
 

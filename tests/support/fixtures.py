@@ -1,5 +1,4 @@
-"""Fixtures for the in-process fakes; each suite's conftest imports them, so both suites share one
-definition: the hash embedder, a small real index over DOCS, a Context of scripted models."""
+"""Fixtures over the in-process fakes, defined once; each suite's conftest imports them by name."""
 
 from __future__ import annotations
 
