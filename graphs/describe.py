@@ -6,7 +6,6 @@ never copied: a node added to graphs/qa.py needs a label here and nothing else.
 
 from __future__ import annotations
 
-from collections import deque
 from functools import cache
 
 from langgraph.graph import END, START
@@ -28,16 +27,11 @@ LABELS = {
     "finalize": "finalizing",
 }
 """What a running node is doing, in a few words (`quorum ask`'s status, the page's progress)."""
-DONE = {
-    "generate_query": "query written",
-    "refine_query": "query relaxed",
-    "rerank": "reranked",
-    "synthesize": "synthesized",
-    "fallback_search": "searched PubMed",
-}
-"""What a finished node did, where `progress_line` has nothing more telling to say."""
-IDLE = "working"
-"""The status once the last node finished (the answer is being put together)."""
+DEMO_NOTICE = (
+    "answering with the built-in SmolLM2-135M demo model, which proves the pipeline's wiring, "
+    "not answer quality. Point quorum at a real model: see README, 'Models'."
+)
+"""Said wherever the demo model answers (the CLI, chat, the page)."""
 
 
 @cache
@@ -52,91 +46,40 @@ def node_names() -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for phase in PHASES for n in nodes(phase)))
 
 
-@cache
-def _successors(phase: str) -> dict[str, tuple[str, ...]]:
-    found: dict[str, tuple[str, ...]] = {}
-    for edge in build_graph(phase=phase).get_graph().edges:
-        found[edge.source] = (*found.get(edge.source, ()), edge.target)
-    return found
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """Return "1 hit", "2 hits", "1,204 hits": the count and the word in the right number."""
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
 
 
-@cache
-def main_path(phase: str = "A+") -> tuple[str, ...]:
-    """Return the nodes a run passes when nothing is retried: the shortest way from start to end.
-
-    Refinement, re-synthesis and fallback rounds are detours from it.
-    """
-    successors = _successors(phase)
-    came_from: dict[str, str] = {}
-    queue = deque([START])
-    while queue:
-        node = queue.popleft()
-        for target in successors.get(node, ()):
-            if target not in came_from and target != START:
-                came_from[target] = node
-                queue.append(target)
-    path, node = [], came_from[END]
-    while node != START:
-        path.append(node)
-        node = came_from[node]
-    return tuple(reversed(path))
-
-
-@cache
-def next_nodes(phase: str = "A+") -> dict[str, str]:
-    """Return the node expected after each node (the last node has none).
-
-    On the main path, the next node on it; after a detour, the earliest node of the main path
-    it can go back to (refine_query → search, fallback_search → rerank).
-    """
-    path = main_path(phase)
-    successors = _successors(phase)
-    expected = {}
-    for node in nodes(phase):
-        if node in path:
-            following = path[path.index(node) + 1 :]
-            if following:
-                expected[node] = following[0]
-        else:
-            back = [t for t in successors.get(node, ()) if t in path]
-            expected[node] = min(back, key=path.index)
-    return expected
-
-
-def goes_back(node: str, phase: str = "A+") -> bool:
-    """Tell whether a detour returns to the node that branched to it (refine_query → search)."""
-    after = next_nodes(phase).get(node)
-    return (
-        node not in main_path(phase)
-        and after is not None
-        and node in _successors(phase).get(after, ())
-    )
-
-
-def first_node(phase: str = "A+") -> str:
-    """Return the node a run starts with."""
-    return main_path(phase)[0]
-
-
-def next_label(node: str, phase: str = "A+") -> str:
-    """Return what the run is doing once `node` finished: the next node's label, or IDLE."""
-    after = next_nodes(phase).get(node)
-    return LABELS[after] if after else IDLE
-
-
-def progress_line(node: str, update: QAState) -> str:
-    """Say what a finished node did, in a few words (the chat's progress)."""
+def done_line(node: str, update: QAState) -> str:
+    """Say what a finished node did, in a few words: the same on the CLI, in chat and the page."""
+    if node == "generate_query":
+        return "query written"
+    if node == "refine_query":
+        return "query relaxed"
     if node == "search":
-        return f"searched: {update.get('hits', 0):,} hits"
+        return f"searched: {plural(update.get('hits', 0), 'hit')}"
+    if node == "rerank":
+        return f"reranked: {plural(len(update.get('contexts') or []), 'context')} kept"
     if node == "organize":
-        kept = len(update.get("organized") or [])
+        kept = plural(len(update.get("organized") or []), "context")
         groups = update.get("groups") or []
-        return f"organized {kept} contexts" + (f" into {len(groups)} groups" if groups else "")
+        return f"organized {kept}" + (f" into {plural(len(groups), 'group')}" if groups else "")
     if node == "ensemble":
         votes = update.get("votes") or {}
-        members, agreement = votes.get("members", 0), votes.get("agreement", 0)
-        return f"ensemble: {members} answers, agreement {agreement:.2f}"
-    return DONE.get(node, node)
+        answers = plural(votes.get("members", 0), "answer")
+        return f"ensemble: {answers}, agreement {votes.get('agreement', 0):.2f}"
+    if node == "synthesize":
+        confidence = (update.get("answer") or {}).get("confidence", 0.0)
+        return f"synthesized: confidence {confidence:.2f}"
+    if node == "fallback_search":
+        added = sum(f.get("added", 0) for f in update.get("fallbacks") or [])
+        return f"searched PubMed: {plural(added, 'document')} added"
+    if node == "given_evidence":
+        return f"read the given snippets: {plural(len(update.get('contexts') or []), 'document')}"
+    if node == "finalize":
+        return "answer ready"
+    return node
 
 
 def summarize(node: str, update: QAState) -> str:

@@ -67,6 +67,7 @@ async def run_question(
     *,
     context: Context | None = None,
     thread_id: str | None = None,
+    on_start: Callable[[str], None] | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     on_token: Callable[[str, str], None] | None = None,
@@ -81,6 +82,7 @@ async def run_question(
         qtype: BioASQ type, detected when None.
         context: Dependencies; built from settings when None.
         thread_id: The checkpoint thread (a new one when None; a used one is refused).
+        on_start: Called with the node's name as each node starts (what the run is doing now).
         on_event: Called with (node, update) as each node finishes.
         on_progress: Called with what nodes report while they run (e.g. ensemble members done).
         on_token: Called with (node, text) as a streaming model produces text.
@@ -98,7 +100,8 @@ async def run_question(
         "metadata": {"question": question[:300], **(metadata or {})},
     }
     state: dict[str, Any] = {"question": question, "qtype": qtype, **(inputs or {})}
-    modes = ["updates"] + (["custom"] if on_progress else []) + (["messages"] if on_token else [])
+    modes = ["updates"] + (["tasks"] if on_start else [])
+    modes += (["custom"] if on_progress else []) + (["messages"] if on_token else [])
     async with async_saver(settings.checkpoint_path) as saver:
         graph = build_graph(checkpointer=saver)
         async for mode, chunk in graph.astream(state, config, context=context, stream_mode=modes):
@@ -106,6 +109,10 @@ async def run_question(
                 for node, values in chunk.items():
                     if on_event is not None:
                         on_event(node, values or {})
+            elif mode == "tasks" and on_start is not None:
+                # A task's start carries its input; its result event carries "result" instead.
+                if "input" in chunk and not chunk["name"].startswith("__"):
+                    on_start(chunk["name"])
             elif mode == "custom" and on_progress is not None:
                 on_progress(chunk)
             elif mode == "messages" and on_token is not None:

@@ -143,6 +143,10 @@ class ModelSettings(Group):
             raise KeyError(f"unknown model role {role!r}")
         return [spec]
 
+    def uses_demo_model(self) -> bool:
+        """Tell whether any role is played by the built-in demo model (no path given)."""
+        return any(spec.provider == "local" and spec.path is None for _, spec in self.by_role())
+
     def by_role(self) -> list[tuple[str, ModelSpec]]:
         """Return (role, spec) for every role in MODEL_ROLES, defaults applied."""
         return [(role, spec) for role in MODEL_ROLES for spec in self.for_role(role)]

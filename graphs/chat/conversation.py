@@ -109,6 +109,7 @@ async def run_turn(
     store: Conversations,
     conversation: str,
     question: str,
+    qtype: str | None = None,
     **callbacks: Callable[..., None] | None,
 ) -> Turn:
     """Answer the next question of a conversation and record the turn.
@@ -119,7 +120,8 @@ async def run_turn(
         store: Where the turns are kept.
         conversation: The conversation's id.
         question: The user's words (a follow-up is rewritten against the history).
-        **callbacks: on_event, on_progress, on_token, passed to `run_question`.
+        qtype: The BioASQ type every turn is answered as (detected per question when None).
+        **callbacks: on_start, on_event, on_progress, on_token, passed to `run_question`.
     """
     earlier = store.turns(conversation)
     number = len(earlier) + 1
@@ -127,6 +129,7 @@ async def run_turn(
     thread_id, result = await run_question(
         settings,
         question,
+        qtype,
         context=context,
         thread_id=f"{conversation}-{number}-{uuid.uuid4().hex[:6]}",
         inputs={"history": history} if history else None,

@@ -18,18 +18,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from graphs.chat.conversation import Conversations, Turn, run_turn
-from graphs.describe import DESCRIBERS, LABELS, first_node, goes_back, next_label, progress_line
+from graphs.cli.live import LiveStatus
+from graphs.describe import DESCRIBERS, LABELS, done_line
 from graphs.traces.read import node_updates
 from infra.settings import Settings
 from nodes.context import Context
 from nodes.state import QAState
 
 HELP = "commands: /open PMID · /trace · /new · /quit (Ctrl-C cancels a running turn)"
-
-
-def status_after(node: str) -> str:
-    """Say what the run does once a node finished ("searching again…" after refine_query)."""
-    return f"{next_label(node)}{' again' if goes_back(node) else ''}…"
 
 
 class IdealStream:
@@ -71,8 +67,11 @@ class IdealStream:
 class Chat:
     """One terminal conversation; `handle` takes a line and returns False to stop."""
 
-    def __init__(self, settings: Settings, context: Context, console: Console):
+    def __init__(
+        self, settings: Settings, context: Context, console: Console, qtype: str | None = None
+    ):
         self.settings = settings
+        self.qtype = qtype
         self.context = context
         self.console = console
         self.store = Conversations.for_settings(settings)
@@ -103,11 +102,13 @@ class Chat:
         """Run one turn with live progress; Ctrl-C cancels it and keeps the conversation."""
         stream = IdealStream()
         streamed: list[str] = []
-        with self.console.status(f"{LABELS[first_node()]}…") as status:
+        with LiveStatus(self.console, "starting…") as status:
+
+            def on_start(node: str) -> None:
+                status.update(f"{LABELS.get(node, node)}…")
 
             def on_event(node: str, update: QAState) -> None:
-                self.console.print(f"[dim]✓ {escape(progress_line(node, update))}[/dim]")
-                status.update(status_after(node))
+                status.print(f"[dim]✓ {escape(done_line(node, update))}[/dim]")
 
             def on_progress(event: dict[str, Any]) -> None:
                 if event.get("node") == "ensemble" and "total" in event:
@@ -119,7 +120,7 @@ class Chat:
                     status.update(f"answering: {''.join(streamed)[-60:]}")
 
             try:
-                turn = asyncio.run(self._turn(question, on_event, on_progress, on_token))
+                turn = asyncio.run(self._turn(question, on_start, on_event, on_progress, on_token))
             except KeyboardInterrupt:
                 self.console.print("[yellow]turn cancelled; the conversation goes on[/yellow]")
                 return
@@ -129,6 +130,7 @@ class Chat:
     async def _turn(
         self,
         question: str,
+        on_start: Callable[[str], None],
         on_event: Callable[[str, QAState], None],
         on_progress: Callable[[dict[str, Any]], None],
         on_token: Callable[[str, str], None],
@@ -139,6 +141,8 @@ class Chat:
             self.store,
             self.conversation,
             question,
+            self.qtype,
+            on_start=on_start,
             on_event=on_event,
             on_progress=on_progress,
             on_token=on_token,
@@ -198,10 +202,14 @@ class Chat:
 
 
 def run_chat(
-    settings: Settings, context: Context, console: Console, read: Callable[[], str]
+    settings: Settings,
+    context: Context,
+    console: Console,
+    read: Callable[[], str],
+    qtype: str | None = None,
 ) -> None:
     """Read lines until /quit or end of input."""
-    chat = Chat(settings, context, console)
+    chat = Chat(settings, context, console, qtype)
     console.print(f"[bold]quorum chat[/bold] — {HELP}")
     while True:
         try:

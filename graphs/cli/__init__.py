@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import typer
+from typer.core import TyperOption
 from typer.exceptions import TyperException
 
 from graphs.cli.ask import ask
@@ -16,6 +17,13 @@ from graphs.cli.eval import eval_app
 from graphs.cli.index import index
 from graphs.cli.serve import serve
 from graphs.cli.trace import trace_app
+
+# NOTE: typer 0.29's help prints a type beside every option, flags too ("--json <bool>"); a
+# flag takes no value, so it gets none.
+_display_type = TyperOption.display_type_rich
+TyperOption.display_type_rich = lambda self, ctx: (  # type: ignore[method-assign]
+    None if self.is_flag else _display_type(self, ctx)
+)
 
 app = typer.Typer(
     add_completion=False,

@@ -6,8 +6,18 @@ import asyncio
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
-from graphs.cli.common import CliError, demo_notice, err, out, settings_for, write_json
+from graphs.cli.common import (
+    CliError,
+    demo_notice,
+    err,
+    out,
+    search_options,
+    settings_for,
+    write_json,
+)
+from graphs.cli.live import LiveStatus
 from infra.bioasq.types import QUESTION_TYPES
 from nodes.state import QAState
 
@@ -18,6 +28,12 @@ def ask(
         str | None,
         typer.Option("--type", help="yesno, factoid, list or summary (detected when omitted)."),
     ] = None,
+    index_name: Annotated[
+        str | None, typer.Option("--index", help="Index to search (default: settings).")
+    ] = None,
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="Search backend (default: settings).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """Answer a question from the configured corpus."""
@@ -26,24 +42,24 @@ def ask(
     question = check_question(question)
     if qtype is not None and qtype not in QUESTION_TYPES:
         raise CliError(f"unknown --type {qtype!r}; choose one of {', '.join(QUESTION_TYPES)}")
-    settings = settings_for()
-    from graphs.describe import LABELS, first_node, next_label
+    settings = settings_for(**search_options(index_name, backend))
+    from graphs.describe import LABELS, done_line
     from graphs.runtime import build_context, run_question  # models and index: after the checks
 
     demo_notice(settings)
-    with err.status("loading models and index…") as status:
+    with LiveStatus(err, "loading models and index…") as status:
         context = build_context(settings)
 
-        def progress(node: str, update: QAState) -> None:
-            detail = ""
-            if node == "search" and "hits" in update:
-                detail = f" ({update['hits']:,} hits)"
-            err.print(f"[dim]✓ {LABELS.get(node, node)}{detail}[/dim]")
-            status.update(f"{next_label(node)}…")
+        def started(node: str) -> None:
+            status.update(f"{LABELS.get(node, node)}…")
 
-        status.update(f"{LABELS[first_node()]}…")
+        def finished(node: str, update: QAState) -> None:
+            status.print(f"[dim]✓ {escape(done_line(node, update))}[/dim]")
+
         _, result = asyncio.run(
-            run_question(settings, question, qtype, context=context, on_event=progress)
+            run_question(
+                settings, question, qtype, context=context, on_start=started, on_event=finished
+            )
         )
     if as_json:
         keys = (
@@ -65,17 +81,17 @@ def _print_answer(result: dict[str, Any]) -> None:
     exact = result.get("exact_answer")
     if isinstance(exact, list):
         exact = "; ".join(item[0] for item in exact if item) or "(none)"
-    out.print(
-        f"[bold]Answer[/bold] ({result['type']}): {exact if exact is not None else '(summary)'}"
-    )
-    out.print(f"[bold]Confidence[/bold]: {result.get('confidence', 0):.2f}")
+    if exact is not None:
+        out.print(f"[bold]Exact answer[/bold] ({result['type']}): {escape(str(exact))}")
     if result.get("ideal_answer"):
-        out.print(result["ideal_answer"])
+        label = "Ideal answer" if exact is not None else f"Ideal answer ({result['type']})"
+        out.print(f"[bold]{label}[/bold]: {escape(result['ideal_answer'])}")
+    out.print(f"[bold]Confidence[/bold]: {result.get('confidence', 0):.2f}")
     titles = result.get("titles", {})
     if result.get("documents"):
         out.print("[bold]Documents[/bold] (best first):")
-        for pmid in result["documents"][:5]:
-            out.print(f"  [{pmid}] {titles.get(pmid, '')}")
+        for pmid in result["documents"]:
+            out.print(f"  [{pmid}] {titles.get(pmid, '')}", markup=False)
     out.print(
         f"[dim]thread {result['thread_id']} — every step: "
         f"quorum trace show {result['thread_id']}[/dim]"

@@ -33,6 +33,12 @@ def settings_for(**overrides: Any):
     return load_settings(**merged)
 
 
+def search_options(index: str | None, backend: str | None) -> dict[str, dict[str, str]]:
+    """Return `settings_for` overrides for the --index and --backend flags that were given."""
+    search = {k: v for k, v in (("index", index), ("backend", backend)) if v is not None}
+    return {"search": search} if search else {}
+
+
 def extra_files(ctx: typer.Context) -> list[Path]:
     """Return further files given after a list option (`--questions a.json b.json`)."""
     extra = [Path(arg) for arg in ctx.args]
@@ -54,12 +60,10 @@ def print_report(report: dict[str, Any], width: int = 22) -> None:
 
 def demo_notice(settings: Any) -> None:
     """Say so when the built-in demo model answers: it proves wiring, not quality."""
-    if any(spec.provider == "local" and spec.path is None for _, spec in settings.models.by_role()):
-        err.print(
-            "[dim]note: answering with the built-in SmolLM2-135M demo model, which proves the "
-            "pipeline's "
-            "wiring, not answer quality. Point quorum at a real model: see README, 'Models'.[/dim]"
-        )
+    from graphs.describe import DEMO_NOTICE
+
+    if settings.models.uses_demo_model():
+        err.print(f"[dim]note: {DEMO_NOTICE}[/dim]")
 
 
 def fail(message: str, code: int) -> None:

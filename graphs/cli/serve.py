@@ -6,7 +6,9 @@ from typing import Annotated
 
 import typer
 
-from graphs.cli.common import CliError, demo_notice, err, settings_for
+from graphs.cli.common import CliError, demo_notice, err, search_options, settings_for
+from graphs.cli.live import LiveStatus
+from infra.bioasq.types import QUESTION_TYPES
 
 
 def serve(
@@ -21,6 +23,16 @@ def serve(
             help="Allow a non-loopback --host: whoever reaches it can ask and read every trace.",
         ),
     ] = False,
+    index_name: Annotated[
+        str | None, typer.Option("--index", help="Index the page asks (default: settings).")
+    ] = None,
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="Search backend (default: settings).")
+    ] = None,
+    qtype: Annotated[
+        str | None,
+        typer.Option("--type", help="Answer every turn as yesno, factoid, list or summary."),
+    ] = None,
 ) -> None:
     """Serve a local web page: chat with the corpus and step through each turn's nodes."""
     import socket
@@ -36,14 +48,16 @@ def serve(
             f"--host {host} is reachable from other machines and the page has no login; "
             "add --allow-remote to serve it anyway"
         )
-    settings = settings_for()
+    if qtype is not None and qtype not in QUESTION_TYPES:
+        raise CliError(f"unknown --type {qtype!r}; choose one of {', '.join(QUESTION_TYPES)}")
+    settings = settings_for(**search_options(index_name, backend))
     demo_notice(settings)
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         listener = socket.create_server((host.strip("[]"), port), family=family)
     except OSError as exc:
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    with err.status("loading models and index…"):
+    with LiveStatus(err, "loading models and index…"):
         context = build_context(settings)
     if remote:
         err.print(
@@ -54,7 +68,7 @@ def serve(
     err.print(f"quorum: serving on http://{shown}:{port}/ (Ctrl+C to stop)")
     hosts = ["*"] if remote else [host, *LOOPBACK_NAMES]
     config = uvicorn.Config(
-        create_app(settings, context, allowed_hosts=hosts),
+        create_app(settings, context, allowed_hosts=hosts, qtype=qtype),
         log_level="warning",
         timeout_graceful_shutdown=3,
     )

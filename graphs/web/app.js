@@ -28,10 +28,14 @@ async function api(path, options = {}) {
   return body;
 }
 
-// The graph's first node, each node's progress words and the node expected after it, as the
-// server reads them from the compiled graph (graphs/describe.py).
-const graph = { first: null, labels: {}, next: {}, idle: null };
-const graphLoaded = api("/api/graph").then((body) => Object.assign(graph, body));
+// Each node's progress words, and whether the demo model answers (graphs/describe.py).
+const graph = { labels: {}, demo_notice: null };
+const graphLoaded = api("/api/graph").then((body) => {
+  Object.assign(graph, body);
+  if (graph.demo_notice) {
+    $("#chat").prepend(el("p", { id: "demo-notice", class: "notice" }, `Note: ${graph.demo_notice}`));
+  }
+});
 
 function label(node) {
   return graph.labels[node] || node;
@@ -107,15 +111,16 @@ class TurnView {
   on(event, data) {
     if (event === "started") {
       this.root.dataset.conversation = data.conversation;
-      this.status.textContent = `${label(graph.first)}…`;
+      this.status.textContent = "starting…";
     } else if (event === "status") {
       this.status.textContent = `${data.message}…`;
+    } else if (event === "start") {
+      // The server says which node runs now: the status never guesses the next one.
+      this.status.textContent = `${label(data.node)}… (${this.elapsed()})`;
     } else if (event === "node") {
       this.steps.append(el("li", { "data-node": data.node },
-        el("span", { class: "tick" }, "✓ "), label(data.node),
+        el("span", { class: "tick" }, "✓ "), data.line || label(data.node),
         data.summary ? el("span", { class: "muted" }, ` — ${data.summary}`) : null));
-      const after = graph.next[data.node];
-      this.status.textContent = `${after ? label(after) : graph.idle}… (${this.elapsed()})`;
       this.meter.hidden = true;
       this.preview.hidden = true;
       this.preview.textContent = "";

@@ -37,7 +37,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from graphs.chat.conversation import Conversations, Turn, run_turn
-from graphs.describe import DESCRIBERS, IDLE, LABELS, first_node, next_nodes, summarize
+from graphs.describe import DEMO_NOTICE, DESCRIBERS, LABELS, done_line, summarize
 from graphs.runtime import InputProblem, build_context, check_question
 from graphs.traces.read import Step, UnknownThread, node_updates
 from infra.settings import Settings, SettingsError, secret_from_env
@@ -83,8 +83,9 @@ class _Problem(Exception):
 class _State:
     """What the app's handlers share: settings, the lazily built context, the turn store."""
 
-    def __init__(self, settings: Settings, context: Context | None):
+    def __init__(self, settings: Settings, context: Context | None, qtype: str | None = None):
         self.settings = settings
+        self.qtype = qtype
         self.context = context
         self.store = Conversations.for_settings(settings)
         self.busy: set[str] = set()
@@ -120,6 +121,7 @@ def create_app(
     context: Context | None = None,
     *,
     allowed_hosts: Sequence[str] = LOOPBACK_NAMES,
+    qtype: str | None = None,
 ) -> FastAPI:
     """Build the web app.
 
@@ -128,8 +130,9 @@ def create_app(
         context: Dependencies of the runs; built from settings on first use when None.
         allowed_hosts: Host headers served (loopback names by default, against DNS rebinding);
             `["*"]` for any.
+        qtype: The BioASQ type every turn is answered as (detected when None).
     """
-    state = _State(settings, context)
+    state = _State(settings, context, qtype)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -175,9 +178,8 @@ def create_app(
 
     @app.get("/api/graph")
     async def graph() -> Response:
-        return state.json(
-            {"first": first_node(), "labels": LABELS, "next": next_nodes(), "idle": IDLE}
-        )
+        demo = state.settings.models.uses_demo_model()
+        return state.json({"labels": LABELS, "demo_notice": DEMO_NOTICE if demo else None})
 
     @app.post("/api/conversations")
     async def new_conversation() -> Response:
@@ -266,10 +268,16 @@ async def _run(
     # NOTE: the turn runs on even if the browser goes away, so the conversation stays whole.
     cited: list[str] = []
 
+    def on_start(node: str) -> None:
+        emit("start", {"node": node})
+
     def on_event(node: str, update: QAState) -> None:
         if node == "synthesize":
             cited[:] = (update.get("answer") or {}).get("cited") or []
-        emit("node", {"node": node, "summary": summarize(node, update)})
+        emit(
+            "node",
+            {"node": node, "line": done_line(node, update), "summary": summarize(node, update)},
+        )
 
     def on_token(node: str, text: str) -> None:
         emit("token", {"node": node, "text": text})
@@ -282,6 +290,8 @@ async def _run(
             state.store,
             conversation,
             question,
+            state.qtype,
+            on_start=on_start,
             on_event=on_event,
             on_progress=lambda p: emit("progress", p),
             on_token=on_token,

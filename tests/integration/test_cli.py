@@ -72,7 +72,10 @@ def test_trace_shows_the_nodes_in_order(home, asked):
 def test_ask_human_output_names_answer_and_titles(home):
     proc = quorum(home, "ask", QUESTION, "--type", "yesno")
     assert proc.returncode == 0, proc.stderr
-    assert "Answer (yesno):" in proc.stdout
+    assert "Exact answer (yesno):" in proc.stdout and "Ideal answer:" in proc.stdout
+    # The same words as chat and the page, counted in the right number.
+    assert "✓ query written" in proc.stderr and "✓ answer ready" in proc.stderr
+    assert "✓ searched: " in proc.stderr and " 1 hits" not in proc.stderr
     assert "[21645374] Do mitochondria play a role" in proc.stdout
     assert "SmolLM2-135M demo model" in proc.stderr
 

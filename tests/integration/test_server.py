@@ -88,6 +88,12 @@ async def test_a_turn_streams_started_then_nodes_then_the_answer_with_citations(
     names = [name for name, _ in events]
     assert names[0] == "started" and events[0][1]["conversation"] == conversation
     assert [d["node"] for n, d in events if n == "node"] == ANSWERING_NODES
+    # The status comes from real events: each node is announced as it starts, before its result.
+    assert [d["node"] for n, d in events if n == "start"] == ANSWERING_NODES
+    starts = [i for i, (n, _) in enumerate(events) if n == "start"]
+    ends = [i for i, (n, _) in enumerate(events) if n == "node"]
+    assert all(s < e for s, e in zip(starts, ends, strict=True))
+    assert {d["node"]: d["line"] for n, d in events if n == "node"}["search"] == "searched: 5 hits"
     assert names[-1] == "answer" and "error" not in names
     assert ("progress", {"node": "ensemble", "done": 3, "total": 3}) in events
     assert {d["node"] for n, d in events if n == "token"} >= {"generate_query", "synthesize"}
@@ -348,11 +354,11 @@ async def test_a_context_that_cannot_be_built_is_one_error_event(tmp_path):
     assert health.json()["running"] == 0
 
 
-async def test_the_page_gets_the_progress_words_read_from_the_compiled_graph(settings):
-    from graphs.describe import LABELS, next_nodes
+async def test_the_page_gets_the_progress_words_and_the_demo_notice(settings):
+    from graphs.describe import DEMO_NOTICE, LABELS
 
     async with client_for(create_app(settings)) as client:  # no context is built for it
         graph = (await client.get("/api/graph")).json()
-    assert graph["first"] == "generate_query" and graph["idle"] == "working"
-    assert graph["labels"] == LABELS and graph["next"] == next_nodes()
-    assert graph["next"]["fallback_search"] == "rerank"
+    assert graph["labels"] == LABELS
+    # The test settings name no model path, so the demo model would answer: the page says so.
+    assert settings.models.uses_demo_model() and graph["demo_notice"] == DEMO_NOTICE
