@@ -14,7 +14,7 @@ from infra.embeddings import Embedder
 from infra.errors import UserError
 from infra.ingest.corpus import DEMO_MODEL, IndexMissing, demo_documents, ensure_index
 from infra.search.base import Backend, IndexWriter, SearchBackend
-from infra.search.embedded_store import EmbeddedWriter
+from infra.search.embedded_store import META, EmbeddedWriter
 from infra.settings import Settings, SettingsError, secret_from_env
 
 
@@ -27,12 +27,15 @@ class Embedded:
 
     def open(self, settings: Settings, embedder: Embedder | None) -> SearchBackend:
         """Open the index directory; the demo index is built there on first use."""
-        index = ensure_index(
-            settings.index_dir,
-            settings.search.index,
-            embedder,
-            max_prefix=settings.search.max_prefix_expansions,
-        )
+        try:
+            index = ensure_index(
+                settings.index_dir,
+                settings.search.index,
+                embedder,
+                max_prefix=settings.search.max_prefix_expansions,
+            )
+        except IndexMissing:
+            raise _missing(settings, self.index_names(settings), "") from None
         stored = index.meta.get("embedding_model")
         if embedder is not None and stored and stored != embedder.name:
             raise IndexMismatch(
@@ -54,6 +57,15 @@ class Embedded:
             )
         return writer
 
+    def exists(self, settings: Settings) -> bool:
+        """Tell whether the configured index holds a committed index."""
+        return (settings.index_dir / META).exists()
+
+    def index_names(self, settings: Settings) -> list[str]:
+        """Return the indexes under QUORUM_HOME/indexes."""
+        root = settings.index_dir.parent
+        return sorted(p.name for p in root.glob("*") if (p / META).exists())
+
     def drop(self, settings: Settings) -> None:
         """Delete the index directory, its journal with it."""
         shutil.rmtree(settings.index_dir, ignore_errors=True)
@@ -72,7 +84,7 @@ class Elasticsearch:
         if backend.exists():
             return backend
         if settings.search.index != "demo":
-            raise IndexMissing(f"Elasticsearch index {settings.search.index!r} does not exist")
+            raise _missing(settings, backend.index_names(), f"on {backend.url}")
         docs, vectors = demo_documents(embedder)
         dims = vectors.shape[1] if vectors is not None else None
         writer = _elastic(settings, create=True, dims=dims)
@@ -140,13 +152,25 @@ def _elastic(settings: Settings, *, create: bool, dims: int | None = None):
     from infra.search.elastic import ElasticIndex
 
     key = secret_from_env(settings.search.elasticsearch_api_key_env)
-    return ElasticIndex(
+    index = ElasticIndex(
         url=settings.search.elasticsearch_url,
         index=settings.search.index,
         api_key=key.get_secret_value() if key else None,
         timeout_s=settings.search.timeout_s,
-        dims=dims,
-        create=create,
+    )
+    index.check_reachable()
+    if create:
+        index.create(dims)
+    return index
+
+
+def _missing(settings: Settings, names: list[str], where: str) -> IndexMissing:
+    name = settings.search.index
+    there = f" {where}" if where else ""
+    known = f"existing: {', '.join(names)}" if names else "no index exists yet"
+    return IndexMissing(
+        f"index {name!r} does not exist{there} ({known}); build it with "
+        f"`quorum index FILE... --index {name}`, or name another with --index"
     )
 
 

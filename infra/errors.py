@@ -7,3 +7,7 @@ or an outage and is reported as such. Kept free of imports so catching it costs 
 
 class UserError(ValueError):
     """Bad input: a file, a setting, a question or an id the user gave."""
+
+
+class Unavailable(ConnectionError):
+    """A service quorum needs cannot be reached; the message names it and how to get it back."""

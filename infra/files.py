@@ -29,8 +29,10 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def check_target(path: Path, *, what: str = "output") -> None:
+def check_target(path: Path, *, what: str = "output", create_parent: bool = False) -> None:
     """Refuse a target that exists but is not a regular file, or whose directory is not writable.
+
+    With `create_parent`, a missing directory is created (as `mkdir -p` would) instead.
 
     NOTE: writes go through a temporary file renamed over the target; renamed over /dev/full
     or a FIFO, that replaces the special file itself (as root, the device node is gone).
@@ -45,6 +47,13 @@ def check_target(path: Path, *, what: str = "output") -> None:
     if mode is not None and not stat.S_ISREG(mode):
         raise UnsafeTarget(f"{what} {path} is {_kind(mode)}, not a file: name a file to write")
     parent = path.resolve().parent
+    if not parent.is_dir() and create_parent:
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UnsafeTarget(
+                f"{what} {path}: cannot create directory {parent} ({exc.strerror})"
+            ) from None
     if not parent.is_dir():
         raise UnsafeTarget(f"{what} {path}: no directory {parent} to write into; create it first")
     if not os.access(parent, os.W_OK | os.X_OK):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -152,6 +153,13 @@ class ModelSettings(Group):
         return [(role, spec) for role in MODEL_ROLES for spec in self.for_role(role)]
 
 
+INDEX_NAME = re.compile(r"[a-z0-9][a-z0-9_\-]{0,63}")
+INDEX_NAME_RULE = (
+    "Index names are 1 to 64 characters: lowercase letters, digits, '-' and '_', "
+    "starting with a letter or digit."
+)
+
+
 class SearchSettings(Group):
     """Where BM25 candidates come from."""
 
@@ -160,8 +168,8 @@ class SearchSettings(Group):
     )
     index: str = Field(
         "demo",
-        pattern=r"^[a-z0-9][a-z0-9_\-]{0,63}$",
-        description="Index name; 'demo' is PubMedQA's 1,000 abstracts shipped with quorum.",
+        description="Index name; 'demo' is PubMedQA's 1,000 abstracts shipped with quorum. "
+        + INDEX_NAME_RULE,
     )
     max_candidates: int = Field(10_000, ge=1, le=10_000, description="BM25 candidates per query.")
     min_hits: int = Field(
@@ -176,6 +184,13 @@ class SearchSettings(Group):
         None, description="Environment variable holding an Elasticsearch API key."
     )
     timeout_s: float = Field(30.0, gt=0, description="Search request timeout.")
+
+    @field_validator("index")
+    @classmethod
+    def _index_name(cls, value: str) -> str:
+        if not INDEX_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not an index name. {INDEX_NAME_RULE}")
+        return value
 
 
 class EmbeddingSettings(Group):
@@ -430,7 +445,8 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise SettingsError(f"invalid setting {where}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise SettingsError(f"invalid setting {where}: {message}") from None
 
 
 def choices(group: type[BaseModel], name: str) -> tuple[str, ...]:

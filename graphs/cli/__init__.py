@@ -41,7 +41,7 @@ app.add_typer(bioasq_app, name="bioasq")
 
 def main() -> None:
     """Run the CLI: user errors are one line, exit 2; tracebacks only with QUORUM_DEBUG set."""
-    from infra.errors import UserError
+    from infra.errors import Unavailable, UserError
 
     try:
         # Without standalone mode click returns a typer.Exit's code instead of raising it.
@@ -58,6 +58,8 @@ def main() -> None:
         fail(exc.format_message(), getattr(exc, "exit_code", 2))
     except (CliError, UserError) as exc:
         fail(str(exc), 2)
+    except Unavailable as exc:  # a server that is down: its name and how to start it
+        fail(str(exc), 1)
     except KeyboardInterrupt:
         fail("interrupted", 130)
     except Exception as exc:

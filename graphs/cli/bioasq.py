@@ -36,7 +36,7 @@ def bioasq_run(
     from graphs.bioasq.run import journal_path
     from infra.files import check_target
 
-    check_target(output, what="--output")  # before any model loads
+    check_target(output, what="--output", create_parent=True)  # before any model loads
     check_target(journal_path(output), what="the batch journal")
     settings = settings_for()
     load_testset(input_path, phase=phase, limit=limit)  # refuse a bad file before loading models

@@ -13,8 +13,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+from elastic_transport import ConnectionError as TransportConnectionError
+from elastic_transport import ConnectionTimeout
 from elasticsearch import ApiError, BadRequestError, Elasticsearch, helpers
 
+from infra.errors import Unavailable
 from infra.search.base import SearchResult
 from infra.search.elastic_query import to_elasticsearch
 from infra.search.elastic_schema import (
@@ -25,8 +28,8 @@ from infra.search.elastic_schema import (
     to_source,
 )
 from infra.search.query import QueryError, parse_query
+from infra.settings import INDEX_NAME, INDEX_NAME_RULE
 
-INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
 PAGE = 10_000  # index.max_result_window and the knn num_candidates ceiling
 MAX_HITS = 100_000  # search() pages at most MAX_HITS / PAGE times
 MAX_ERRORS_SHOWN = 5
@@ -52,7 +55,7 @@ class ElasticIndex:
         max_prefix_expansions: int = 64,
     ):
         if not INDEX_NAME.fullmatch(index or ""):
-            raise ValueError(f"index name {index!r} must match {INDEX_NAME.pattern}")
+            raise ValueError(f"index name {index!r} is not allowed. {INDEX_NAME_RULE}")
         self.url = re.sub(r"//[^/@]*@", "//", url)  # never keep credentials from the URL
         self.index = index
         self.timeout_s = timeout_s
@@ -63,11 +66,40 @@ class ElasticIndex:
         )
         self._mapping: dict[str, Any] | None = None  # properties, once analysis is checked
         if create:
-            with _guard(self._secret):
-                self._create(dims)
+            self.create(dims)
+
+    def create(self, dims: int | None) -> None:
+        """Create the index for `dims`-dimensional vectors (none when None), unless it exists."""
+        with _guard(self._secret):
+            self._create(dims)
 
     def __repr__(self) -> str:
         return f"ElasticIndex(url={self.url!r}, index={self.index!r})"
+
+    def check_reachable(self) -> None:
+        """Fail at once, naming the URL and how to start a node, when no server answers.
+
+        NOTE: the client's own retries with back-off took 13-24 s to give up on a refused
+        connection; one short, unretried request tells the same thing at once.
+        """
+        try:
+            with _guard(self._secret):
+                self._client.options(request_timeout=min(5.0, self.timeout_s), max_retries=0).info()
+        except (ConnectionError, TransportConnectionError, ConnectionTimeout) as exc:
+            said = f"{exc} {getattr(exc, 'message', '')}"
+            found = re.search(r"\[Errno -?\d+\][^)'\"]*|timed out", said)
+            reason = found.group(0).strip() if found else type(exc).__name__
+            raise Unavailable(
+                f"Elasticsearch at {self.url} cannot be reached ({reason}); start a node with "
+                "`python -m infra.elasticsearch_server start`, or point search.elasticsearch_url "
+                "(QUORUM_SEARCH__ELASTICSEARCH_URL) at a running one"
+            ) from None
+
+    def index_names(self) -> list[str]:
+        """Return the names of the server's indexes (hidden and system ones left out)."""
+        with _guard(self._secret):
+            found = self._client.indices.get_alias(index="*", expand_wildcards="open")
+        return sorted(name for name in found if not name.startswith("."))
 
     @property
     def dims(self) -> int | None:

@@ -36,6 +36,15 @@ def test_a_missing_directory_is_named(tmp_path):
         check_target(tmp_path / "nope" / "out.json")
 
 
+def test_a_missing_directory_is_made_when_asked(tmp_path):
+    check_target(tmp_path / "a" / "b" / "out.json", create_parent=True)
+    assert (tmp_path / "a" / "b").is_dir()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(UnsafeTarget, match="Not a directory"):
+        check_target(blocker / "sub" / "out.json", create_parent=True)
+
+
 def test_refusals_are_user_errors_so_the_cli_says_one_line():
     assert issubclass(UnsafeTarget, UserError)
 
