@@ -1,0 +1,16 @@
+"""A simulated OpenAI-compatible endpoint, and a reader with planted biases behind it.
+
+- `server.py`: `SimulatedEndpoint`, a real HTTP server (chat completions, completions with
+  echoed log-probabilities, models), with injected faults (`faults.py`).
+- `planted.py`: the plant format — per question its gold answer, per passage (by the id shown
+  after "PMID") its role, answer and utility; CORG relations follow from them.
+- `reader.py`: the position-biased reader — weights utility × position curve, one seeded
+  reading per prompt, log-probabilities from the same weights.
+- `replies.py`: what each prompt kind gets back (member, cited member, synthesis, group,
+  relation, duplicates, plural question).
+- `python -m infra.simulate --planted FILE …` serves it from the command line.
+
+A run records the reader it met: `GET <base_url>/reader` returns the settings and the plants'
+digest; every reply also carries them, as compact JSON, in the `x-quorum-reader` header and
+the `system_fingerprint` field (LangChain: `AIMessage.response_metadata["system_fingerprint"]`).
+"""

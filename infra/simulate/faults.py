@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,28 @@ def request_key(texts: Sequence[str]) -> str:
     (its prompt's contents) gives the same key, so a fault can be traced to the call it hit.
     """
     return hashlib.sha256(json.dumps(list(texts), ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def fault_record(
+    kind: str, number: int, earlier: Sequence[dict[str, Any]], **request: Any
+) -> dict[str, Any]:
+    """Return the record of request `number`'s fault, with the request's details.
+
+    5xx statuses and malformed variants take turns with the earlier faults of the same kind.
+    """
+    fault: dict[str, Any] = {
+        "request": number,
+        "kind": kind,
+        "model": request.get("model"),
+        "at": time.time(),
+        **{k: request.get(k) for k in ("key", "retry", "temperature")},
+    }
+    same = sum(f["kind"] == kind for f in earlier)
+    if kind == "server_error":
+        fault["status"] = SERVER_ERRORS[same % len(SERVER_ERRORS)]
+    elif kind == "malformed":
+        fault["variant"] = ("invalid_json", "schema_violation")[same % 2]
+    return fault
 
 
 def faulty_output(fault: dict[str, Any], schema: dict | None) -> str:

@@ -7,6 +7,7 @@ conversion, and LangChain's function-calling conversion are all handled.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 PLACEHOLDER = "simulated"
@@ -179,4 +180,101 @@ def _number(schema: dict, numbers: float) -> float:
             value = (bottom + top) / 2
         else:
             value = bottom + 1 if bottom is not None else top - 1
+    return value
+
+
+MISSING = object()
+"""What `fitted` returns for a value no option of an enum accepts."""
+
+
+def resolved(schema: Any, defs: dict) -> dict:
+    """Return a schema with its `$ref`, `allOf` and nullable `anyOf`/`oneOf` taken apart."""
+    if not isinstance(schema, dict):
+        return {}
+    if "$ref" in schema:
+        rest = {k: v for k, v in schema.items() if k != "$ref"}
+        return resolved(_merge(_resolve(schema["$ref"], defs), rest), defs)
+    if "allOf" in schema:
+        merged = {k: v for k, v in schema.items() if k != "allOf"}
+        for part in schema["allOf"]:
+            merged = _merge(merged, resolved(part, defs))
+        return merged
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            options = [o for o in schema[key] if isinstance(o, dict) and o.get("type") != "null"]
+            rest = {k: v for k, v in schema.items() if k != key}
+            return resolved(_merge(rest, options[0]), defs) if options else rest
+    return schema
+
+
+def fitted(value: Any, schema: Any, defs: dict, *, numbers: float = 0.9) -> Any:
+    """Return `value` shaped to a schema, or `schema_instance`'s value where it cannot be.
+
+    Enum values are matched (case and spaces aside), strings and lists clipped to their
+    bounds, numbers clamped. A list given for a string is joined by ", "; a scalar given for
+    a list becomes one item; list items no enum option accepts are dropped.
+    """
+    schema = resolved(schema, defs)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return _enum_choice(value, schema["enum"])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    kind = kind or _implied_type(schema)
+    if kind == "array":
+        items = list(value) if isinstance(value, list | tuple) else [value]
+        shaped = [fitted(v, schema.get("items", {}), defs, numbers=numbers) for v in items]
+        shaped = [v for v in shaped if v is not MISSING]
+        if "maxItems" in schema:
+            shaped = shaped[: schema["maxItems"]]
+        if len(shaped) < schema.get("minItems", 0):
+            return _instance(schema, defs, numbers, 0)
+        return shaped
+    if kind == "string":
+        text = ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+        text = text[: schema["maxLength"]] if "maxLength" in schema else text
+        return text + "x" * max(0, schema.get("minLength", 0) - len(text))
+    if kind in ("number", "integer"):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return _instance(schema, defs, numbers, 0)
+        if kind == "number":
+            return _number(schema, number)
+        return _clamped_integer(schema, number)
+    if kind == "boolean":
+        return bool(value)
+    if kind == "object" and isinstance(value, dict):
+        base = _instance(schema, defs, numbers, 0) or {}
+        properties = schema.get("properties", {})
+        return base | {
+            k: fitted(v, properties[k], defs, numbers=numbers)
+            for k, v in value.items()
+            if k in properties
+        }
+    return value
+
+
+def _enum_choice(value: Any, options: list) -> Any:
+    if isinstance(value, list | tuple):
+        found = (_enum_choice(v, options) for v in value)
+        return next((v for v in found if v is not MISSING), MISSING)
+    if value in options:
+        return value
+    key = " ".join(str(value).split()).casefold()
+    return next((o for o in options if " ".join(str(o).split()).casefold() == key), MISSING)
+
+
+def _clamped_integer(schema: dict, number: float) -> int:
+    value = round(number)
+    if "minimum" in schema:
+        value = max(value, math.ceil(schema["minimum"]))
+    if "exclusiveMinimum" in schema:
+        value = max(value, math.floor(schema["exclusiveMinimum"]) + 1)
+    if "maximum" in schema:
+        value = min(value, math.floor(schema["maximum"]))
+    if "exclusiveMaximum" in schema:
+        value = min(value, math.ceil(schema["exclusiveMaximum"]) - 1)
     return value

@@ -9,105 +9,66 @@ and `/v1/completions` echoes prompts with deterministic log-probabilities, the v
 A `FaultPlan` makes it misbehave like a real endpoint under load: some chat completions get a
 5xx, a 429, a reply slower than the client's timeout, malformed JSON or an empty answer, drawn
 from a seeded RNG; every injected fault is recorded, so a benchmark can check what absorbed it.
+
+Given plants (`planted=`, see `planted.py`), it becomes a reader with planted biases
+(`reader.py`, `replies.py`): chat completions that show numbered passages of a planted question
+are answered from one passage the position-biased reader reads, `/v1/completions` log-probs
+follow the same model, `GET /v1/reader` returns its settings, and every reply carries them in
+the `x-quorum-reader` header and the `system_fingerprint` field.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import re
+import socket
 import sys
 import threading
 import time
-import zlib
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from infra.simulate.faults import (
     FAULT_KINDS,
-    SERVER_ERRORS,
     FaultPlan,
+    fault_record,
     faulty_output,
     request_key,
 )
+from infra.simulate.planted import Plants
+from infra.simulate.protocol import (
+    RequestError,
+    SimulatorStats,
+    echo_logprobs,
+    message_text,
+    requested_schema,
+    schema_from_messages,
+    stream_body,
+    token_logprob,
+)
+from infra.simulate.reader import READER_HEADER, PlantedReader, ReaderSettings
+from infra.simulate.replies import chat_reply
 from infra.simulate.schema_instance import PLACEHOLDER, schema_instance
+
+__all__ = [
+    "FAULT_KINDS",
+    "FaultPlan",
+    "PlantedReader",
+    "Plants",
+    "ReaderSettings",
+    "RequestError",
+    "SimulatedEndpoint",
+    "SimulatorStats",
+    "request_key",
+    "schema_from_messages",
+    "schema_instance",
+    "token_logprob",
+]
 
 STREAM_PIECE = 8
 """Characters per streamed chunk."""
-# What `infra.structured.json_instruction` puts before the schema when asking for JSON in words.
-SCHEMA_IN_TEXT = re.compile(r"matching this JSON schema:\s*\n")
-
-
-@dataclass
-class SimulatorStats:
-    """Counters shared by the handler threads; read them after the calls have returned."""
-
-    calls: int = 0
-    """Chat completions answered."""
-    max_in_flight: int = 0
-    """Most requests (chat and completions) sleeping at the same time."""
-    by_model: dict[str, int] = field(default_factory=dict)
-    """Chat completions per requested model name."""
-    completions: int = 0
-    """Legacy `/v1/completions` requests answered."""
-    in_flight: int = 0
-    """Requests sleeping right now."""
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def started(self, model: str | None = None) -> None:
-        """Count one request entering its delay; `model` is set for chat completions."""
-        with self._lock:
-            if model is None:
-                self.completions += 1
-            else:
-                self.calls += 1
-                self.by_model[model] = self.by_model.get(model, 0) + 1
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-
-    def finished(self) -> None:
-        """Count one request leaving its delay."""
-        with self._lock:
-            self.in_flight -= 1
-
-
-def schema_from_messages(messages: list[dict]) -> dict | None:
-    """Find a JSON schema written into the messages after "matching this JSON schema:"."""
-    for text in map(_message_text, messages):
-        match = SCHEMA_IN_TEXT.search(text)
-        if match is None:
-            continue
-        try:
-            found, _ = json.JSONDecoder().raw_decode(text, match.end())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(found, dict):
-            return found
-    return None
-
-
-def token_logprob(token: str) -> float:
-    """Return a deterministic negative log-probability for a token (crc32, not `hash`)."""
-    return -(zlib.crc32(token.encode()) % 1000) / 250 - 0.1
-
-
-def _message_text(message: dict) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
-class RequestError(Exception):
-    """A request the simulator refuses; becomes an OpenAI-style error reply."""
-
-    def __init__(self, status: int, message: str, *, retry_after: str | None = None):
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -117,10 +78,20 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet: a benchmark makes thousands of requests."""
 
+    def setup(self) -> None:
+        """Send each write at once, without waiting to coalesce small packets."""
+        # NOTE: headers and body go out in two writes; Nagle's algorithm held the second for
+        # the client's delayed ACK, adding 40 ms to every reply.
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def do_GET(self) -> None:
-        """Answer `/v1/models`; anything else is a 404."""
+        """Answer `/v1/models` and, with plants, `/v1/reader`; anything else is a 404."""
+        reader = self.server.endpoint.reader
         if self._route() == "/models":
             self._reply(200, {"object": "list", "data": [{"id": "simulated", "object": "model"}]})
+        elif self._route() == "/reader" and reader is not None:
+            self._reply(200, reader.describe())
         else:
             self._error(404, f"no route for GET {self.path}")
 
@@ -178,7 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
         retry = self.headers.get("x-stainless-retry-count", "0")
         fault = endpoint.note_request(
             model,
-            request_key([_message_text(m) for m in messages if isinstance(m, dict)]),
+            request_key([message_text(m) for m in messages if isinstance(m, dict)]),
             retry=int(retry) if retry.isdigit() else 0,
             temperature=request.get("temperature"),
         )
@@ -191,18 +162,15 @@ class _Handler(BaseHTTPRequestHandler):
         numbers = endpoint.numbers
         message: dict[str, Any] = {"role": "assistant", "content": None}
         finish = "stop"
-        tool = _chosen_tool(request)
-        response_format = request.get("response_format") or {}
-        schema: dict | None = None
-        if tool is not None:
-            schema = tool.get("parameters", {})
-        elif response_format.get("type") == "json_schema":
-            schema = response_format.get("json_schema", {}).get("schema", {})
-        elif response_format.get("type") == "json_object":
-            # JSON mode without a schema in the messages: any object will do.
-            schema = schema_from_messages(messages) or {"type": "object"}
+        tool, schema = requested_schema(request, messages)
+        read = None
+        if endpoint.reader is not None and fault is None:
+            turns = [(str(m.get("role", "")), message_text(m)) for m in messages]
+            read = chat_reply(endpoint.reader, turns, schema)
         if fault is not None and fault["kind"] in ("malformed", "empty"):
             written = faulty_output(fault, schema)
+        elif read is not None:
+            written = read if isinstance(read, str) else json.dumps(read, ensure_ascii=False)
         elif schema is not None:
             written = json.dumps(schema_instance(schema, numbers=numbers))
         else:
@@ -214,7 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
             finish = "tool_calls"
         else:
             message["content"] = written
-        prompt_tokens = max(1, sum(len(_message_text(m)) for m in messages) // 4)
+        prompt_tokens = max(1, sum(len(message_text(m)) for m in messages) // 4)
         return self._envelope(
             "chatcmpl",
             model,
@@ -230,21 +198,17 @@ class _Handler(BaseHTTPRequestHandler):
         self._delay(None)
         echo = bool(request.get("echo"))
         generated = "" if request.get("max_tokens") == 0 else PLACEHOLDER
+        reader = self.server.endpoint.reader
         choices = []
         for index, prompt in enumerate(prompts):
             text = " ".join(part for part in (prompt if echo else "", generated) if part)
-            spans = list(re.finditer(r"\S+", text))
-            tokens = [s.group(0) for s in spans]
-            scores: list[float | None] = [token_logprob(t) for t in tokens]
-            if echo and scores:
-                scores[0] = None  # nothing comes before the first prompt token
-            pairs = zip(tokens, scores, strict=True)
-            logprobs = {
-                "tokens": tokens,
-                "token_logprobs": scores,
-                "top_logprobs": [None if v is None else {t: v} for t, v in pairs],
-                "text_offset": [s.start() for s in spans],
-            }
+            scored = reader.score(prompt) if reader is not None and echo else None
+            if scored is None:
+                logprobs = echo_logprobs(text, echo=echo)
+            else:
+                logprobs = echo_logprobs(
+                    text, echo=echo, split=scored.start, end=len(prompt), spread=scored.logprob
+                )
             choices.append(
                 {
                     "index": index,
@@ -258,7 +222,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _envelope(self, kind: str, model: str, choices: list, usage: tuple[int, int]) -> dict:
         objects = {"chatcmpl": "chat.completion", "cmpl": "text_completion"}
-        return {
+        reader = self.server.endpoint.reader
+        fingerprint = {"system_fingerprint": reader.fingerprint()} if reader is not None else {}
+        return fingerprint | {
             "id": f"{kind}-sim-{self.server.next_id()}",
             "object": objects[kind],
             "created": int(time.time()),
@@ -273,35 +239,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, reply: dict, request: dict) -> None:
         """Send a finished chat completion as OpenAI's server-sent chunks, then [DONE]."""
-        choice = reply["choices"][0]
-        message = choice["message"]
-        base = {
-            "id": reply["id"],
-            "object": "chat.completion.chunk",
-            "created": reply["created"],
-            "model": reply["model"],
-        }
-
-        def chunk(delta: dict, finish: str | None = None) -> dict:
-            return base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-        events = [chunk({"role": "assistant", "content": ""})]
-        text = message.get("content") or ""
-        events += [
-            chunk({"content": text[i : i + STREAM_PIECE]})
-            for i in range(0, len(text), STREAM_PIECE)
-        ]
-        for i, call in enumerate(message.get("tool_calls") or []):
-            events.append(chunk({"tool_calls": [{"index": i, **call}]}))
-        events.append(chunk({}, choice["finish_reason"]))
-        if (request.get("stream_options") or {}).get("include_usage"):
-            events.append(base | {"choices": [], "usage": reply["usage"]})
-        body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        body = stream_body(reply, request, STREAM_PIECE)
         # No length is known up front in a stream: the connection's end ends the body.
         self.close_connection = True
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
+        self._reader_header()
         self.end_headers()
         self.wfile.write(body.encode())
 
@@ -319,20 +263,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
+        self._reader_header()
         self.end_headers()
         self.wfile.write(data)
 
-
-def _chosen_tool(request: dict) -> dict | None:
-    """Return the function the request forces (by name, or the only one under "required")."""
-    tools = [t.get("function", {}) for t in request.get("tools") or [] if isinstance(t, dict)]
-    choice = request.get("tool_choice")
-    if isinstance(choice, dict):
-        name = (choice.get("function") or {}).get("name")
-        return next((t for t in tools if t.get("name") == name), None)
-    if choice == "required" and tools:
-        return tools[0]
-    return None
+    def _reader_header(self) -> None:
+        if (reader := self.server.endpoint.reader) is not None:
+            self.send_header(READER_HEADER, reader.fingerprint())
 
 
 class _Server(ThreadingHTTPServer):
@@ -367,6 +304,8 @@ class SimulatedEndpoint:
         numbers: float = 0.9,
         fail_first: int = 0,
         faults: FaultPlan | None = None,
+        planted: Plants | str | Path | Sequence[dict[str, Any]] | None = None,
+        reader: ReaderSettings | None = None,
     ):
         """Configure the endpoint; nothing listens until `__enter__`.
 
@@ -379,7 +318,15 @@ class SimulatedEndpoint:
                 clients' retries; they are not counted in the stats.
             faults: chances of injected faults per chat completion; errors (5xx, 429) are not
                 counted in the stats, slow, malformed and empty answers are.
+            planted: plants (a plant file, question objects, or `Plants`); with them the
+                endpoint is a reader with planted biases. Without them it answers as it
+                always has.
+            reader: the planted reader's settings (default `ReaderSettings()`); needs plants.
         """
+        if reader is not None and planted is None:
+            raise ValueError("reader settings need plants (planted=...)")
+        self.reader = PlantedReader(Plants.load(planted), reader) if planted is not None else None
+        """The planted reader, when plants were given."""
         self._failures = fail_first
         self._failures_lock = threading.Lock()
         self.rejected = 0
@@ -421,20 +368,15 @@ class SimulatedEndpoint:
             kind = self.faults.draw(self._rng) if self.faults else None
             if kind is None:
                 return None
-            fault: dict[str, Any] = {
-                "request": number,
-                "kind": kind,
-                "model": model,
-                "at": time.time(),
-                "key": key,
-                "retry": retry,
-                "temperature": temperature,
-            }
-            same = sum(f["kind"] == kind for f in self.faults_injected)
-            if kind == "server_error":
-                fault["status"] = SERVER_ERRORS[same % len(SERVER_ERRORS)]
-            elif kind == "malformed":
-                fault["variant"] = ("invalid_json", "schema_violation")[same % 2]
+            fault = fault_record(
+                kind,
+                number,
+                self.faults_injected,
+                model=model,
+                key=key,
+                retry=retry,
+                temperature=temperature,
+            )
             self.faults_injected.append(fault)
             return fault
 

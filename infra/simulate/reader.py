@@ -1,0 +1,311 @@
+"""A reader with planted biases: it weighs the passages it is shown and reads one.
+
+Each shown passage k at position j (0-based, of n shown) weighs
+
+    w_k = utility(k) × curve(j, n)
+
+utility comes from the plants (gold 1, hard distractor `distractor_strength`, irrelevant
+`irrelevant_utility`, or the passage's own); the curve is the position bias:
+
+    u        1 − s·g(x)/max g, g(x) = 4x(1 − x) + 0.3x
+                               lost in the middle: first 1, last 1 − 0.26s, least 1 − s
+    primacy  1 − s·x
+    recency  1 − s·(1 − x)
+    flat     1                 no position bias (a control)
+
+with x = j / (n − 1) (x = 0 when n = 1) and s the `strength`. The U leans to primacy, as
+Liu et al. measured (the first position is read best); the lean also keeps every position's
+weight distinct, so a rank correlation against the curve meets no ties.
+
+A chat completion reads ONE passage, drawn with probability w_k / Σw from an RNG seeded by
+(seed, the request's message texts): the same prompt always gets the same reading, another
+order of the same passages another, reproducible one. The decoding temperature is ignored:
+the reader's errors come from its context, never from sampling.
+
+Log-probabilities follow the same model (see `PlantedReader.score`): an answer a after a
+prompt showing passages has probability (1 − floor)·share(a) + floor, share(a) = Σ w_k / Σ w
+over shown passages supporting a, which is exactly how often a chat reading of that prompt
+answers a over seeds; the question q after the passages has
+log P(q | passages) = Σ_j ā_j · log max(utility(π_j), floor), ā = curve / Σ curve: MoI's
+model, linear in position weights that sum to 1, holds exactly on these log-likelihoods.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from infra.bioasq.answers import normalize_answer
+from infra.simulate.planted import PlantedPassage, PlantedQuestion, Plants
+from infra.simulate.prompt_text import continuation_start, numbered_passages, question_of
+
+CURVES = ("u", "primacy", "recency", "flat")
+U_LEAN = 0.3
+"""How much less the last position is read than the first under the U curve (before scaling)."""
+U_PEAK = (4.0 + U_LEAN) ** 2 / 16.0
+"""The largest value of 4x(1 − x) + U_LEAN·x on [0, 1], at x = (4 + U_LEAN) / 8."""
+READER_HEADER = "x-quorum-reader"
+"""Response header carrying `PlantedReader.describe()` as compact JSON."""
+
+
+@dataclass(frozen=True)
+class ReaderSettings:
+    """How the planted reader is biased; recorded with every reply it serves."""
+
+    curve: str = "u"
+    """Position curve: u (lost in the middle), primacy, recency, or flat (none)."""
+    strength: float = 0.8
+    """How deep the curve dips, in [0, 1): the least-read position weighs 1 − strength."""
+    seed: int = 0
+    """Seed of every reading; with the prompt it fixes the passage read."""
+    distractor_strength: float = 0.7
+    """Utility of a hard distractor (gold = 1) unless the passage plants its own."""
+    irrelevant_utility: float = 0.05
+    """Utility of an irrelevant or unplanted passage unless the passage plants its own."""
+    floor: float = 1e-3
+    """Least probability of any scored continuation (no log of zero)."""
+    override: float = 0.0
+    """Chance a synthesis prompt's reader ignores the decision it is told and reads itself."""
+
+    def __post_init__(self) -> None:
+        """Refuse settings outside their ranges."""
+        if self.curve not in CURVES:
+            raise ValueError(f"reader curve must be one of {CURVES}, got {self.curve!r}")
+        if not 0.0 <= self.strength < 1.0:
+            raise ValueError(f"reader strength must be in [0, 1), got {self.strength}")
+        if self.distractor_strength < 0 or self.irrelevant_utility < 0:
+            raise ValueError("reader utilities must be >= 0")
+        if not 0.0 < self.floor < 1.0 or not 0.0 <= self.override <= 1.0:
+            raise ValueError("reader floor must be in (0, 1) and override in [0, 1]")
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the settings as JSON-able values."""
+        return asdict(self)
+
+    def utility(self, passage: PlantedPassage, question: PlantedQuestion | None) -> float:
+        """Return a passage's utility: its own, else its role's (a duplicate: its root's)."""
+        if passage.utility is not None:
+            return passage.utility
+        if passage.role == "duplicate" and question is not None:
+            return self.utility(question.passages[passage.root], question)
+        if passage.role == "distractor":
+            return self.distractor_strength
+        if passage.role == "irrelevant":
+            return self.irrelevant_utility
+        return 1.0
+
+
+def position_curve(curve: str, strength: float, n: int) -> list[float]:
+    """Return the position weights of n shown passages (before normalisation)."""
+    xs = [j / (n - 1) if n > 1 else 0.0 for j in range(n)]
+    if curve == "u":
+        return [1.0 - strength * (4.0 * x * (1.0 - x) + U_LEAN * x) / U_PEAK for x in xs]
+    if curve == "primacy":
+        return [1.0 - strength * x for x in xs]
+    if curve == "recency":
+        return [1.0 - strength * (1.0 - x) for x in xs]
+    if curve == "flat":
+        return [1.0] * n
+    raise ValueError(f"unknown curve {curve!r}")
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A passage as the reader saw it: where, what it supports, what it weighs."""
+
+    number: int
+    """Its number in the prompt ("[number] PMID …")."""
+    position: int
+    """0-based order of appearance."""
+    pmid: str
+    body: str
+    """The shown title line and text, verbatim."""
+    passage: PlantedPassage
+    utility: float
+    weight: float
+    keys: frozenset[str]
+    """Normalised strings that count as this passage's answer."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the reader makes of a prompt that shows numbered passages."""
+
+    question: PlantedQuestion
+    asked: str
+    """The question as the prompt words it ("" when it has no "Question:" line)."""
+    seen: tuple[Seen, ...]
+    end: int
+    """Offset just past the last passage in the prompt text."""
+
+    @property
+    def total(self) -> float:
+        """Return the summed weight of the shown passages."""
+        return sum(s.weight for s in self.seen)
+
+    def share(self, answer: str | Sequence[str]) -> float:
+        """Return the weight share of shown passages that support this answer (any item)."""
+        total = self.total
+        support = sum(s.weight for s in self.supporting(answer))
+        return support / total if total > 0 else 0.0
+
+    def draw(self, rng: random.Random) -> Seen:
+        """Return one shown passage, drawn with probability weight / total."""
+        total = self.total
+        if total <= 0:
+            return self.seen[0]
+        roll, edge = rng.random() * total, 0.0
+        for seen in self.seen:
+            edge += seen.weight
+            if roll < edge:
+                return seen
+        return self.seen[-1]
+
+    def supporting(self, answer: str | Sequence[str]) -> list[Seen]:
+        """Return the shown passages supporting this answer (any item), heaviest first."""
+        items = [answer] if isinstance(answer, str) else list(answer)
+        keys = {normalize_answer(a) for a in (*items, ", ".join(items))} - {""}
+        return sorted(
+            (s for s in self.seen if s.keys & keys), key=lambda s: (-s.weight, s.position)
+        )
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A /completions prompt's continuation as the reader scores it."""
+
+    start: int
+    """Offset in the prompt where the continuation starts."""
+    logprob: float
+    """log P(continuation | everything before it), spread over its tokens."""
+    kind: str
+    """"answer" or "question"."""
+
+
+class PlantedReader:
+    """Reads prompts against planted questions; thread-safe, deterministic."""
+
+    def __init__(self, plants: Plants, settings: ReaderSettings | None = None):
+        """Read with these plants and settings (defaults: `ReaderSettings()`)."""
+        self.plants = plants
+        self.settings = settings or ReaderSettings()
+        self.records: list[dict[str, Any]] = []
+        """Every reading and scoring made, for audit (kind, question, shown, read, answer…)."""
+        self._lock = threading.Lock()
+
+    def describe(self) -> dict[str, Any]:
+        """Return what a run records: the mode, the settings and the plants' digest."""
+        return {"mode": "planted", **self.settings.as_dict(), "plants": self.plants.summary()}
+
+    def fingerprint(self) -> str:
+        """Return `describe()` as compact JSON (header and `system_fingerprint` value)."""
+        return json.dumps(self.describe(), separators=(",", ":"), sort_keys=True)
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Keep one audit record."""
+        with self._lock:
+            self.records.append(entry)
+
+    def rng(self, texts: Sequence[str], salt: str = "") -> random.Random:
+        """Return the RNG of one prompt: seeded by the settings' seed and the texts."""
+        digest = hashlib.sha256(
+            json.dumps([self.settings.seed, salt, list(texts)], ensure_ascii=False).encode()
+        ).digest()
+        return random.Random(int.from_bytes(digest[:8], "big"))
+
+    def reading(self, text: str) -> Reading | None:
+        """Return the reader's view of a prompt, or None when no shown passage is planted."""
+        blocks = numbered_passages(text)
+        if not blocks:
+            return None
+        asked = question_of(text[blocks[-1].end :]) or question_of(text) or ""
+        question = self.plants.locate([b.pmid for b in blocks], asked)
+        if question is None:
+            return None
+        curve = position_curve(self.settings.curve, self.settings.strength, len(blocks))
+        seen = []
+        for j, block in enumerate(blocks):
+            passage = question.passages.get(block.pmid) or _unplanted(block.pmid, block.body)
+            utility = self.settings.utility(passage, question)
+            seen.append(
+                Seen(
+                    number=block.number,
+                    position=j,
+                    pmid=block.pmid,
+                    body=block.body,
+                    passage=passage,
+                    utility=utility,
+                    weight=utility * curve[j],
+                    keys=answer_keys(passage, question),
+                )
+            )
+        return Reading(question, asked, tuple(seen), blocks[-1].end)
+
+    def score(self, prompt: str) -> Scored | None:
+        """Return the log-probability of the continuation a /completions prompt ends with.
+
+        The continuation is what follows the last "Question:" or "Answer:" after the
+        passages (else a planted answer the prompt ends with). After "Answer:", or as a
+        planted answer: log((1 − floor)·share(a) + floor). After "Question:":
+        Σ_j ā_j · log max(utility_j, floor), ā the curve normalised over the shown positions.
+        None when the prompt shows no planted passage or has no continuation.
+        """
+        reading = self.reading(prompt)
+        if reading is None:
+            return None
+        found = continuation_start(prompt, reading.end) or self._answer_suffix(prompt, reading)
+        if found is None or not prompt[found[0] :].strip():
+            return None
+        start, kind = found
+        floor = self.settings.floor
+        if kind == "answer":
+            share = reading.share(prompt[start:].strip())
+            logprob = math.log((1.0 - floor) * share + floor)
+        else:
+            curve = position_curve(self.settings.curve, self.settings.strength, len(reading.seen))
+            total = sum(curve)
+            logprob = sum(
+                (c / total) * math.log(max(s.utility, floor))
+                for c, s in zip(curve, reading.seen, strict=True)
+            )
+        self.record(
+            {
+                "kind": "score",
+                "question": reading.question.id,
+                "shown": [s.pmid for s in reading.seen],
+                "continuation": kind,
+                "logprob": logprob,
+            }
+        )
+        return Scored(start=start, logprob=logprob, kind=kind)
+
+    def _answer_suffix(self, prompt: str, reading: Reading) -> tuple[int, str] | None:
+        text = prompt.rstrip()
+        candidates = {a for p in reading.question.passages.values() for a in p.answer}
+        candidates |= set(reading.question.accepted())
+        for answer in sorted(candidates, key=len, reverse=True):
+            if answer and text.endswith(answer) and len(text) - len(answer) >= reading.end:
+                return len(text) - len(answer), "answer"
+        return None
+
+
+def answer_keys(passage: PlantedPassage, question: PlantedQuestion) -> frozenset[str]:
+    """Return the normalised strings that count as a passage's answer (gold: its aliases)."""
+    keys = {normalize_answer(a) for a in (*passage.answer, passage.answer_text)}
+    gold = {normalize_answer(a) for a in question.accepted()}
+    if keys & gold and passage.role != "irrelevant":
+        keys |= gold
+    return frozenset(k for k in keys if k)
+
+
+def _unplanted(pmid: str, body: str) -> PlantedPassage:
+    """Return an irrelevant passage standing for a shown one the plants do not know."""
+    first = body.strip().split("\n", 1)[0]
+    answer = " ".join(first.split()[:6]) or "no answer"
+    return PlantedPassage(pmid=pmid, role="irrelevant", answer=(answer,), utility=None, root=pmid)
