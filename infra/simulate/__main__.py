@@ -26,18 +26,37 @@ from infra.simulate.server import SimulatedEndpoint
 def parser() -> argparse.ArgumentParser:
     """Return the command line's parser."""
     defaults = ReaderSettings()
-    cli = argparse.ArgumentParser(prog="python -m infra.simulate", description=__doc__)
+    cli = argparse.ArgumentParser(
+        prog="python -m infra.simulate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     cli.add_argument("--host", default="127.0.0.1")
     cli.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     cli.add_argument("--latency", type=float, default=0.0, help="seconds each request sleeps")
     cli.add_argument("--planted", metavar="FILE", help="plant file (JSON or JSONL)")
-    cli.add_argument("--reader-curve", choices=CURVES, default=defaults.curve)
-    cli.add_argument("--reader-strength", type=float, default=defaults.strength)
-    cli.add_argument("--reader-seed", type=int, default=defaults.seed)
-    cli.add_argument("--distractor-strength", type=float, default=defaults.distractor_strength)
-    cli.add_argument("--irrelevant-utility", type=float, default=defaults.irrelevant_utility)
-    cli.add_argument("--reader-floor", type=float, default=defaults.floor)
-    cli.add_argument("--reader-override", type=float, default=defaults.override)
+    reader = cli.add_argument_group("planted reader (with --planted)")
+    reader.add_argument("--reader-curve", choices=CURVES, default=defaults.curve)
+    reader.add_argument(
+        "--reader-strength", type=float, default=defaults.strength, help="depth of the curve"
+    )
+    reader.add_argument("--reader-seed", type=int, default=defaults.seed)
+    reader.add_argument(
+        "--distractor-strength",
+        type=float,
+        default=defaults.distractor_strength,
+        help="utility of a hard distractor (gold = 1)",
+    )
+    reader.add_argument("--irrelevant-utility", type=float, default=defaults.irrelevant_utility)
+    reader.add_argument(
+        "--reader-floor", type=float, default=defaults.floor, help="least continuation probability"
+    )
+    reader.add_argument(
+        "--reader-override",
+        type=float,
+        default=defaults.override,
+        help="chance synthesis ignores the decision it is told",
+    )
     return cli
 
 

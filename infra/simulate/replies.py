@@ -40,6 +40,8 @@ NUMBER_FIELDS = ("passage", "passage_number", "document", "doc")
 QUOTE_FIELDS = ("quote", "evidence", "span")
 CONFIDENCE_FIELDS = ("confidence", "probability")
 RATIONALE_FIELDS = ("rationale", "reasoning", "explanation")
+QUOTE_CHARS = 200
+"""Longest quote the reader gives (shorter when the schema bounds it)."""
 PLURAL = re.compile(r"^(what|which|who|where|when|how)\s+(is|was|does|has)\s+(the\s+)?(\S+)(.*)$")
 VERBS = {"is": "are", "was": "were", "does": "do", "has": "have"}
 
@@ -68,7 +70,11 @@ def chat_reply(
     """
     text = "\n\n".join(t for _, t in messages)
     defs = {**(schema or {}).get("definitions", {}), **(schema or {}).get("$defs", {})}
-    fields = set(resolved(schema, defs).get("properties", {})) if schema else set()
+    properties = resolved(schema, defs).get("properties", {}) if schema else {}
+    fields = set(properties)
+    # A quote cut to fit its field would lose the answer at its end: quote within the bound.
+    bounds = [resolved(properties[f], defs).get("maxLength") for f in QUOTE_FIELDS if f in fields]
+    limit = min([QUOTE_CHARS, *(b for b in bounds if isinstance(b, int))])
     if {"first", "second", "label"} <= fields:
         values = _relation(reader, text)
     elif "duplicates" in fields:
@@ -76,7 +82,7 @@ def chat_reply(
     elif "question" in fields and not fields & {*ANSWER_FIELDS, *IDEAL_FIELDS}:
         values = {"question": pluralized(asked_question(text) or "")}
     else:
-        values = _reading(reader, messages, text, fields)
+        values = _reading(reader, messages, text, fields, limit)
     if values is None:
         return None
     if schema is None:
@@ -99,7 +105,11 @@ def _filled(schema: dict, defs: dict, values: dict[str, Any]) -> Any:
 
 
 def _reading(
-    reader: PlantedReader, messages: list[tuple[str, str]], text: str, fields: set[str]
+    reader: PlantedReader,
+    messages: list[tuple[str, str]],
+    text: str,
+    fields: set[str],
+    limit: int,
 ) -> dict[str, Any] | None:
     reading = reader.reading(text)
     if reading is None:
@@ -117,11 +127,11 @@ def _reading(
     if kind == "member" and (re.search(r"\bgroup\b", system, re.I) or reading.asked == plural):
         kind = "group"
     if decided is not None:
-        values = _decided(reading, decided)
+        values = _decided(reading, decided, limit)
     elif kind == "group":
-        values = _all_answers(reading)
+        values = _all_answers(reading, limit)
     else:
-        values = _one(reading, reading.draw(rng))
+        values = _one(reading, reading.draw(rng), limit)
     reader.record(
         {
             "kind": kind,
@@ -147,10 +157,10 @@ def _reading(
     return values
 
 
-def _one(reading: Reading, seen: Seen) -> dict[str, Any]:
+def _one(reading: Reading, seen: Seen, limit: int) -> dict[str, Any]:
     """Answer from one passage read."""
     answer = list(seen.passage.answer)
-    said = quote(seen.body, answer)
+    said = quote(seen.body, answer, limit)
     share = reading.share(seen.passage.answer_text)
     return {
         "answer": answer,
@@ -164,10 +174,10 @@ def _one(reading: Reading, seen: Seen) -> dict[str, Any]:
     }
 
 
-def _decided(reading: Reading, decided: list[str]) -> dict[str, Any]:
+def _decided(reading: Reading, decided: list[str], limit: int) -> dict[str, Any]:
     """Answer what the ensemble decided, citing the shown passages that support it."""
     support = reading.supporting(decided)
-    said = quote(support[0].body, [*decided, *support[0].passage.answer]) if support else ""
+    said = quote(support[0].body, [*decided, *support[0].passage.answer], limit) if support else ""
     pmids = [s.pmid for s in support]
     text = ", ".join(decided)
     return {
@@ -183,7 +193,7 @@ def _decided(reading: Reading, decided: list[str]) -> dict[str, Any]:
     }
 
 
-def _all_answers(reading: Reading) -> dict[str, Any]:
+def _all_answers(reading: Reading, limit: int) -> dict[str, Any]:
     """Answer every distinct answer of the relevant shown passages, heaviest first."""
     relevant = [s for s in reading.seen if s.passage.role != "irrelevant"] or list(reading.seen)
     relevant.sort(key=lambda s: (-s.weight, s.position))
@@ -197,7 +207,7 @@ def _all_answers(reading: Reading) -> dict[str, Any]:
     ]
     cited = [s.pmid for s in relevant if any(s.keys & keys for keys in chosen)]
     top = relevant[0]
-    said = quote(top.body, list(top.passage.answer))
+    said = quote(top.body, list(top.passage.answer), limit)
     share = sum(reading.share(s.passage.answer_text) for s in chosen.values())
     return {
         "answer": "; ".join(parts),

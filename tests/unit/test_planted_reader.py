@@ -153,6 +153,15 @@ async def test_a_reading_is_deterministic_cites_and_quotes_the_passage_it_read()
     assert kinds == {"member"} and len(endpoint.reader.records) == 6
 
 
+async def test_a_quote_keeps_the_answer_within_a_tight_bound():
+    short = create_model(
+        "Short", answer=(str, ...), passage=(int, ...), quote=(str, Field(max_length=30))
+    )
+    with SimulatedEndpoint(0.0, planted=[plant()]) as endpoint:
+        reply = await ask(chat_model(endpoint), short, ["g"])
+    assert reply.answer == GOLD and GOLD in reply.quote and reply.quote in TEXTS["g"][1]
+
+
 def middle_and_end_rates(settings: ReaderSettings, permutations: int = 200) -> tuple[float, float]:
     """Return how often gold is answered when shown in the middle and at either end."""
     keys = ["g", "d1", "d2", "d3", "d4", "irr"]
