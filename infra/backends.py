@@ -103,6 +103,10 @@ class Elasticsearch:
             )
         return writer
 
+    def exists(self, settings: Settings) -> bool:
+        """Tell whether the configured index exists on the server."""
+        return _elastic(settings, create=False).exists()
+
     def drop(self, settings: Settings) -> None:
         """Delete the index; its journal is keyed by the index's UUID, so it is never reused."""
         _elastic(settings, create=False).drop()
@@ -136,6 +140,11 @@ def open_backend(settings: Settings, embedder: Embedder | None) -> SearchBackend
 def open_writer(settings: Settings, embedder: Embedder | None) -> IndexWriter:
     """Open (creating if needed) the configured index for writing."""
     return backend_for(settings).open_writer(settings, embedder)
+
+
+def index_exists(settings: Settings) -> bool:
+    """Tell whether the configured index exists."""
+    return backend_for(settings).exists(settings)
 
 
 def drop_index(settings: Settings) -> None:

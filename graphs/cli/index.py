@@ -10,7 +10,8 @@ import typer
 from tqdm import tqdm
 
 from graphs.cli.common import CliError, err, fail, settings_for
-from infra.backends import BACKENDS, journal_path, open_writer
+from graphs.describe import plural
+from infra.backends import BACKENDS, drop_index, index_exists, journal_path, open_writer
 from infra.embeddings import HuggingFaceEmbedder
 from infra.ingest.pipeline import IngestReport, Journal, ingest
 from infra.ingest.sources import check
@@ -51,10 +52,12 @@ def index(
         )
     except KeyboardInterrupt:
         fail("interrupted; run the same command again to resume from the last commit", 130)
+    left_out = f", left out {len(report.rejected):,} (named above)" if report.rejected else ""
     err.print(
-        f"indexed {report.upserted:,} documents, deleted {report.deleted:,}, resumed past "
-        f"{report.skipped:,} into {settings.search.backend}:{settings.search.index} "
-        f"({report.docs_per_s:,.0f} docs/s)"
+        f"indexed {plural(report.upserted, 'document')}, deleted {report.deleted:,}, resumed "
+        f"past {report.skipped:,}{left_out} into {settings.search.backend}:{settings.search.index} "
+        f"({report.docs_per_s:,.0f} docs/s)",
+        markup=False,
     )
 
 
@@ -70,6 +73,7 @@ def run_index(
     for source in sources:
         check(source)
     embedder = HuggingFaceEmbedder(settings.embeddings) if embeddings else None
+    existed = index_exists(settings)
     writer = open_writer(settings, embedder)
     # disable=None: a bar on terminals only, so logs and pipes get just the summary line.
     bar = tqdm(
@@ -89,17 +93,25 @@ def run_index(
         if deletions:
             bar.set_postfix(deleted=deleted, refresh=False)
 
+    journal = Journal(journal_path(settings, writer))
+    finished = False
     try:
         report = ingest(
             sources,
             writer,
             embedder,
-            Journal(journal_path(settings, writer)),
+            journal,
             batch_size=batch_size,
             commit_every=commit_every,
             on_progress=progress,
+            on_reject=lambda why: bar.write(f"skipped {why}", file=sys.stderr),
         )
+        finished = True
     finally:
         bar.close()
         writer.close()
+        if not finished and not existed and not any(journal.done.values()):
+            # Nothing was committed to an index this run created: leave no empty index behind
+            # for a later `ask` to search.
+            drop_index(settings)
     return report

@@ -17,6 +17,8 @@ MAX_RECORD_CHARS = 1_000_000
 """Records longer than this are skipped and named: the longest PubMed abstracts run to some
 20,000 characters, while one 50 MB record took 10 GB to index and ask over."""
 Event = tuple[str, Any]
+PROLOG_BYTES = 1 << 16
+"""How much of an XML file is read to check its prolog."""
 
 
 class SourceError(UserError):
@@ -44,6 +46,24 @@ def check(path: Path) -> None:
         raise SourceError(f"{path}: cannot read ({exc.strerror})") from None
     if path.name.lower().endswith(".gz") and head != b"\x1f\x8b":
         raise SourceError(f"{path}: not a gzip file")
+    if kind(path) == "xml":
+        _check_prolog(path)
+
+
+def _check_prolog(path: Path) -> None:
+    """Refuse XML that declares entities (XXE, billion laughs) before anything loads.
+
+    PubMed's files name their DTD but declare no entity; expat refuses these anyway, but only
+    once parsing starts, after the embedding model loaded.
+    """
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rb") as fh:
+            head = fh.read(PROLOG_BYTES)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise SourceError(f"{path}: cannot read ({exc})") from None
+    if b"<!ENTITY" in head.split(b"<PubmedArticleSet", 1)[0].upper():
+        raise SourceError(f"{path}: the XML declares entities, which PubMed files never do")
 
 
 def events(path: Path, *, max_record_chars: int = MAX_RECORD_CHARS) -> Iterator[Event]:

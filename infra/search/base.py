@@ -86,6 +86,10 @@ class Backend(Protocol):
         """Open (creating if needed) the configured index for writing vectors of `embedder`."""
         ...
 
+    def exists(self, settings: Settings) -> bool:
+        """Tell whether the configured index exists."""
+        ...
+
     def drop(self, settings: Settings) -> None:
         """Delete the configured index, if there is one."""
         ...

@@ -84,7 +84,12 @@ class ElasticIndex:
         """
         try:
             with _guard(self._secret):
-                self._client.options(request_timeout=min(5.0, self.timeout_s), max_retries=0).info()
+                quick = self._client.options(
+                    request_timeout=min(5.0, self.timeout_s), max_retries=0
+                )
+                quick.cluster.health()
+        except ApiError:
+            return  # it answered: reachable (what the answer means is for the real request)
         except (ConnectionError, TransportConnectionError, ConnectionTimeout) as exc:
             said = f"{exc} {getattr(exc, 'message', '')}"
             found = re.search(r"\[Errno -?\d+\][^)'\"]*|timed out", said)

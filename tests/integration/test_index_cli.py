@@ -193,10 +193,40 @@ def test_an_out_of_range_year_is_a_one_line_error_and_the_index_stays_usable(tmp
     rows = [
         {"pmid": str(i), "title": "t", "abstract": "aspirin", "year": 2000} for i in range(1, 4)
     ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert quorum(tmp_path, "index", str(path), "--index", "y").returncode == 0
     rows.append({"pmid": "4", "title": "t", "abstract": "aspirin", "year": 10**20})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     done = quorum(tmp_path, "index", str(path), "--index", "y")
     assert done.returncode == 2 and "year" in done.stderr and "years.jsonl" in done.stderr
     assert "Traceback" not in done.stderr
     index = EmbeddedIndex(tmp_path / "indexes" / "y")  # opens: rows and vectors still aligned
-    assert index.count() in (0, 3)
+    assert index.count() == 3  # an index that existed is kept, whatever the failed run did
+
+
+def test_a_failed_index_leaves_no_empty_index_and_ask_then_says_it_is_missing(tmp_path):
+    bad = Path(__file__).resolve().parents[1] / "fixtures" / "hostile" / "corpus_bad_line.jsonl"
+    failed = quorum(tmp_path, "index", str(bad), "--index", "fresh", "--no-embeddings")
+    assert failed.returncode == 2 and "corpus_bad_line.jsonl:2" in failed.stderr
+    assert not (tmp_path / "indexes" / "fresh").exists()
+    asked = quorum(tmp_path, "ask", "Is aspirin effective?", "--index", "fresh")
+    assert asked.returncode == 2, asked.stderr
+    assert "index 'fresh' does not exist" in asked.stderr
+    assert "quorum index FILE... --index fresh" in asked.stderr
+
+
+def test_records_left_out_are_named_one_line_each(tmp_path):
+    source = tmp_path / "corpus.jsonl"
+    big = json.dumps({"pmid": "2", "title": "t", "abstract": "x" * 1_100_000})
+    source.write_text(
+        json.dumps({"pmid": "1", "title": "aspirin", "abstract": "colorectal cancer"})
+        + "\n"
+        + big
+        + "\n"
+    )
+    proc = quorum(tmp_path, "index", str(source), "--index", "sized", "--no-embeddings")
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        f"skipped {source}:2: 1,100,0" in proc.stderr and "left out 1 (named above)" in proc.stderr
+    )
+    assert "indexed 1 document," in proc.stderr
