@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +58,70 @@ class FaultPlan:
         return None
 
 
+class FaultBook:
+    """Which requests an endpoint refuses or spoils, and the record of what it did."""
+
+    def __init__(self, *, fail_first: int = 0, faults: FaultPlan | None = None):
+        """Refuse the first `fail_first` POSTs with 429; draw faults from the plan's seed."""
+        self._failures = fail_first
+        self._failures_lock = threading.Lock()
+        self.rejected = 0
+        """Requests answered 429 so far."""
+        self.faults = faults
+        self.faults_injected: list[dict[str, Any]] = []
+        """Every injected fault: request (number), kind, model, at (epoch seconds), key (see
+        `request_key`), retry (the client's count), temperature; status (5xx) or variant
+        (malformed)."""
+        self.requests: list[dict[str, Any]] = []
+        """Every chat completion received: request, model, key, retry (the client's count)."""
+        self._rng = random.Random(faults.seed if faults else 0)
+        self._requests_lock = threading.Lock()
+
+    def take_failure(self) -> bool:
+        """Tell whether this request should be rejected with 429 (counts one down)."""
+        with self._failures_lock:
+            if self._failures <= 0:
+                return False
+            self._failures -= 1
+            self.rejected += 1
+            return True
+
+    def note_request(
+        self, model: str, key: str, *, retry: int = 0, temperature: Any = None
+    ) -> dict[str, Any] | None:
+        """Number and record a chat completion; return the fault drawn for it, if any."""
+        with self._requests_lock:
+            number = len(self.requests) + 1
+            self.requests.append({"request": number, "model": model, "key": key, "retry": retry})
+            kind = self.faults.draw(self._rng) if self.faults else None
+            if kind is None:
+                return None
+            fault: dict[str, Any] = {
+                "request": number,
+                "kind": kind,
+                "model": model,
+                "at": time.time(),
+                "key": key,
+                "retry": retry,
+                "temperature": temperature,
+            }
+            same = sum(f["kind"] == kind for f in self.faults_injected)
+            if kind == "server_error":
+                fault["status"] = SERVER_ERRORS[same % len(SERVER_ERRORS)]
+            elif kind == "malformed":
+                fault["variant"] = ("invalid_json", "schema_violation")[same % 2]
+            self.faults_injected.append(fault)
+            return fault
+
+    def fault_counts(self) -> dict[str, int]:
+        """Return how many faults of each kind were injected so far (every kind listed)."""
+        with self._requests_lock:
+            counts = dict.fromkeys(FAULT_KINDS, 0)
+            for fault in self.faults_injected:
+                counts[fault["kind"]] += 1
+            return counts
+
+
 def request_key(texts: Sequence[str]) -> str:
     """Return a short digest of a chat request's message texts.
 
@@ -64,28 +129,6 @@ def request_key(texts: Sequence[str]) -> str:
     (its prompt's contents) gives the same key, so a fault can be traced to the call it hit.
     """
     return hashlib.sha256(json.dumps(list(texts), ensure_ascii=False).encode()).hexdigest()[:16]
-
-
-def fault_record(
-    kind: str, number: int, earlier: Sequence[dict[str, Any]], **request: Any
-) -> dict[str, Any]:
-    """Return the record of request `number`'s fault, with the request's details.
-
-    5xx statuses and malformed variants take turns with the earlier faults of the same kind.
-    """
-    fault: dict[str, Any] = {
-        "request": number,
-        "kind": kind,
-        "model": request.get("model"),
-        "at": time.time(),
-        **{k: request.get(k) for k in ("key", "retry", "temperature")},
-    }
-    same = sum(f["kind"] == kind for f in earlier)
-    if kind == "server_error":
-        fault["status"] = SERVER_ERRORS[same % len(SERVER_ERRORS)]
-    elif kind == "malformed":
-        fault["variant"] = ("invalid_json", "schema_violation")[same % 2]
-    return fault
 
 
 def faulty_output(fault: dict[str, Any], schema: dict | None) -> str:

@@ -20,7 +20,6 @@ the `x-quorum-reader` header and the `system_fingerprint` field.
 from __future__ import annotations
 
 import json
-import random
 import socket
 import sys
 import threading
@@ -30,13 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from infra.simulate.faults import (
-    FAULT_KINDS,
-    FaultPlan,
-    fault_record,
-    faulty_output,
-    request_key,
-)
+from infra.simulate.faults import FAULT_KINDS, FaultBook, FaultPlan, faulty_output, request_key
 from infra.simulate.planted import Plants
 from infra.simulate.protocol import (
     RequestError,
@@ -292,7 +285,7 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class SimulatedEndpoint:
+class SimulatedEndpoint(FaultBook):
     """An OpenAI-compatible server on a free local port, for as long as the `with` block runs."""
 
     def __init__(
@@ -325,68 +318,17 @@ class SimulatedEndpoint:
         """
         if reader is not None and planted is None:
             raise ValueError("reader settings need plants (planted=...)")
+        super().__init__(fail_first=fail_first, faults=faults)
         self.reader = PlantedReader(Plants.load(planted), reader) if planted is not None else None
         """The planted reader, when plants were given."""
-        self._failures = fail_first
-        self._failures_lock = threading.Lock()
-        self.rejected = 0
-        """Requests answered 429 so far."""
         self.latency_s = latency_s
         self.host = host
         self.port = port
         self.numbers = numbers
         self.stats = SimulatorStats()
-        self.faults = faults
-        self.faults_injected: list[dict[str, Any]] = []
-        """Every injected fault: request (number), kind, model, at (epoch seconds), key (see
-        `request_key`), retry (the client's count), temperature; status (5xx) or variant
-        (malformed)."""
-        self.requests: list[dict[str, Any]] = []
-        """Every chat completion received: request, model, key, retry (the client's count)."""
-        self._rng = random.Random(faults.seed if faults else 0)
-        self._requests_lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._bound_port: int | None = None
-
-    def take_failure(self) -> bool:
-        """Tell whether this request should be rejected with 429 (counts one down)."""
-        with self._failures_lock:
-            if self._failures <= 0:
-                return False
-            self._failures -= 1
-            self.rejected += 1
-            return True
-
-    def note_request(
-        self, model: str, key: str, *, retry: int = 0, temperature: Any = None
-    ) -> dict[str, Any] | None:
-        """Number and record a chat completion; return the fault drawn for it, if any."""
-        with self._requests_lock:
-            number = len(self.requests) + 1
-            self.requests.append({"request": number, "model": model, "key": key, "retry": retry})
-            kind = self.faults.draw(self._rng) if self.faults else None
-            if kind is None:
-                return None
-            fault = fault_record(
-                kind,
-                number,
-                self.faults_injected,
-                model=model,
-                key=key,
-                retry=retry,
-                temperature=temperature,
-            )
-            self.faults_injected.append(fault)
-            return fault
-
-    def fault_counts(self) -> dict[str, int]:
-        """Return how many faults of each kind were injected so far (every kind listed)."""
-        with self._requests_lock:
-            counts = dict.fromkeys(FAULT_KINDS, 0)
-            for fault in self.faults_injected:
-                counts[fault["kind"]] += 1
-            return counts
 
     @property
     def base_url(self) -> str:
