@@ -198,6 +198,7 @@ async def run_batch(
         disable=None if progress is None else not progress,
     )
     gate = asyncio.Semaphore(concurrency)
+    finished: list[str] = []
     settings = context.settings
     try:
         async with async_saver(settings.checkpoint_path) as saver:
@@ -214,6 +215,17 @@ async def run_batch(
                 report.llm_calls += record.get("llm_calls", 0)
                 report.tokens += record.get("tokens", 0)
                 bar.update(1)
+                finished.append(question.id)
+                if bar.disable:  # not a terminal: one line per question, for logs and pipes
+                    done = report.resumed + len(finished)
+                    status = record["status"] if record["status"] == "ok" else "failed"
+                    seconds = f"{record['seconds']:.1f} s, " if "seconds" in record else ""
+                    print(
+                        f"[{done}/{len(questions)}] {question.id} {status} ({seconds}"
+                        f"{record.get('llm_calls', 0)} LLM calls)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 bar.set_postfix(
                     failed=len([q for q in questions if q.id in journal.failed]),
                     calls=report.llm_calls,

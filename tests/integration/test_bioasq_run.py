@@ -80,13 +80,17 @@ def answering_model():
     )
 
 
-async def test_phase_a_writes_documents_and_snippets_only(make_context, tmp_path):
+async def test_phase_a_writes_documents_and_snippets_only(make_context, tmp_path, capsys):
     model = answering_model()
     out = tmp_path / "out" / "submission.json"
     report = await run_batch(
         make_context(model), write_testset(tmp_path / "t.json"), out, phase="A", progress=False
     )
     assert report.answered == 4 and not report.failed
+    # No terminal: one progress line per question, so logs and pipes see the batch move.
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[")]
+    assert [line.split()[0] for line in lines] == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"]
+    assert all(" ok (" in line and "LLM calls)" in line for line in lines)
     entries = json.loads(out.read_text())["questions"]
     assert [e["id"] for e in entries] == ["q1-0", "q2-1", "q3-2", "q4-3"]
     for e in entries:
