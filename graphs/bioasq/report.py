@@ -179,9 +179,22 @@ def plots(run: Run, types: dict[str, str], directory: Path) -> list[Path]:
     if by_type:
         fig, ax = plt.subplots(figsize=(5, 3.2))
         names = sorted(by_type)
-        ax.bar(names, [float(np.mean(by_type[n])) for n in names], color="#4477aa")
-        ax.set_ylim(0, 1)
+        means = [float(np.mean(by_type[n])) for n in names]
+        # An outline keeps a bar of 0 visible, and each bar says its value and its count.
+        bars = ax.bar(
+            [f"{n}\n(n={len(by_type[n])})" for n in names],
+            means,
+            color="#4477aa",
+            edgecolor="#223355",
+            linewidth=1.2,
+            label="mean score per type",
+        )
+        ax.bar_label(bars, labels=[f"{m:.2f}" for m in means], padding=2, fontsize=8)
+        ax.axhline(0, color="#223355", linewidth=1.2)
+        ax.set_ylim(0, 1.1)
+        ax.set_xlabel("question type (n = questions scored)")
         ax.set_ylabel("mean score")
+        ax.legend(loc="upper right", fontsize=8)
         ax.set_title("Score by question type (yes/no acc., factoid MRR, list F1)", fontsize=9)
         made.append(_save(fig, directory / "score_by_type.png"))
     pairs = [
@@ -194,7 +207,8 @@ def plots(run: Run, types: dict[str, str], directory: Path) -> list[Path]:
     if pairs:
         fig, ax = plt.subplots(figsize=(5, 3.2))
         conf, score = zip(*pairs, strict=True)
-        ax.scatter(conf, score, alpha=0.6, s=14, color="#aa3377")
+        ax.scatter(conf, score, alpha=0.6, s=14, color="#aa3377", label="one question")
+        ax.legend(loc="lower right", fontsize=8)
         ax.set_xlabel("synthesis confidence")
         ax.set_ylabel("score")
         ax.set_xlim(-0.02, 1.02)
@@ -204,10 +218,17 @@ def plots(run: Run, types: dict[str, str], directory: Path) -> list[Path]:
     records = list(run.records.values())
     if records:
         fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.2))
-        left.hist([r.get("seconds") or 0.0 for r in records], bins=20, color="#228833")
+        left.hist(
+            [r.get("seconds") or 0.0 for r in records], bins=20, color="#228833", label="seconds"
+        )
         left.set_xlabel("seconds per question")
-        right.hist([r.get("tokens") or 0 for r in records], bins=20, color="#ccbb44")
+        right.hist(
+            [r.get("tokens") or 0 for r in records], bins=20, color="#ccbb44", label="tokens"
+        )
         right.set_xlabel("tokens per question")
+        for axis in (left, right):
+            axis.set_ylabel("questions")
+            axis.legend(loc="upper right", fontsize=8)
         fig.suptitle("Latency and cost", fontsize=9)
         made.append(_save(fig, directory / "latency_cost.png"))
     return made
@@ -231,6 +252,11 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _count(value: float) -> str:
+    """Format a mean count: 7 as "7", 7.25 as "7.2" (never "7.0000")."""
+    return f"{round(value):,}" if float(value).is_integer() else f"{value:,.1f}"
+
+
 def type_table(run: Run, types: dict[str, str]) -> list[list[str]]:
     """Rows per question type: questions, the type's measure, mean confidence, calls, tokens."""
     rows = []
@@ -247,8 +273,8 @@ def type_table(run: Run, types: dict[str, str]) -> list[list[str]]:
                 str(len(ids)),
                 f"{MEASURE[qtype][1]} {_fmt(float(np.mean(scores)))}" if scores else "–",
                 _fmt(float(np.mean(conf))) if conf else "–",
-                _fmt(float(np.mean([r.get("llm_calls", 0) for r in recs]))) if recs else "–",
-                _fmt(float(np.mean([r.get("tokens", 0) for r in recs]))) if recs else "–",
+                _count(float(np.mean([r.get("llm_calls", 0) for r in recs]))) if recs else "–",
+                _count(float(np.mean([r.get("tokens", 0) for r in recs]))) if recs else "–",
             ]
         )
     return rows
@@ -262,7 +288,7 @@ def write_report(
     types = _types(gold)
     images = plots(run, types, directory)
     comparison = compare(run, other, types) if other is not None else None
-    header = ["type", "questions", "score", "mean confidence", "LLM calls", "tokens"]
+    header = ["type", "questions", "score", "mean confidence", "LLM calls / q", "tokens / q"]
     rows = type_table(run, types)
     totals = {k: v for k, v in run.totals.items() if isinstance(v, int | float) or v is None}
     md = [f"# BioASQ run: {run.name} (phase {run.phase})", ""]

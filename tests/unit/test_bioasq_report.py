@@ -23,3 +23,57 @@ def test_paired_bootstrap_interval_contains_the_difference_and_p_is_small_for_a_
     noisy = paired_bootstrap([1, 0, 1, 0], [0, 1, 0, 1])
     assert noisy["difference"] == 0.0 and noisy["p_value"] > 0.5
     assert paired_bootstrap([], [])["n"] == 0
+
+
+def _run():
+    from graphs.bioasq.report import Run
+
+    records = {
+        "q1": {"confidence": 0.2, "llm_calls": 7, "tokens": 1200, "seconds": 3.0},
+        "q2": {"confidence": 0.9, "llm_calls": 7, "tokens": 1300, "seconds": 2.5},
+        "q3": {"confidence": 0.5, "llm_calls": 8, "tokens": 900, "seconds": 4.0},
+    }
+    scores = {"q1": {"score": 0.0}, "q2": {"score": 0.0}, "q3": {"score": 1.0}}
+    return Run("demo", {"questions": []}, records, "A+", scores)
+
+
+def test_the_type_table_prints_counts_as_counts():
+    from graphs.bioasq.report import type_table
+
+    rows = type_table(_run(), {"q1": "yesno", "q2": "yesno", "q3": "factoid"})
+    assert rows[0][0] == "yesno" and rows[0][4] == "7" and rows[0][5] == "1,250"
+    assert rows[1][4] == "8" and rows[1][5] == "900"
+
+
+def test_plots_are_drawn_with_labelled_axes_even_when_every_score_is_zero(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from graphs.bioasq.report import plots
+
+    drawn = []
+    original = plt.Figure.savefig
+
+    def keep(fig, path, **kwargs):  # look at the figure as it is saved
+        drawn.append(fig)
+        return original(fig, path, **kwargs)
+
+    plt.Figure.savefig = keep
+    try:
+        made = plots(_run(), {"q1": "yesno", "q2": "yesno", "q3": "factoid"}, tmp_path)
+    finally:
+        plt.Figure.savefig = original
+    assert [p.name for p in made] == [
+        "score_by_type.png",
+        "confidence_vs_score.png",
+        "latency_cost.png",
+    ]
+    for fig in drawn:
+        for axis in fig.axes:
+            assert axis.get_xlabel() and axis.get_ylabel()
+            assert axis.get_legend() is not None
+    bars = drawn[0].axes[0]
+    labels = [text.get_text() for text in bars.texts]
+    assert "0.00" in labels  # the all-zero bar is labelled, not invisible
