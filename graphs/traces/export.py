@@ -44,6 +44,9 @@ align-items:center;padding:.15rem 0}
 .track{position:relative;height:18px;background:#f1f3f5;border-radius:3px}
 .bar{position:absolute;top:2px;height:10px;background:#4c78a8;border-radius:2px;min-width:2px}
 .tick{position:absolute;top:13px;height:4px;background:#f58518;min-width:2px}
+.key{display:inline-block;width:18px;vertical-align:middle;margin-right:4px}
+.bar-key{height:10px;background:#4c78a8;border-radius:2px}.tick-key{height:4px;background:#f58518}
+.docs{margin:0;padding-left:1.4rem}
 .dur{text-align:right;color:#555;font-variant-numeric:tabular-nums}
 .body{margin:.3rem 0 .8rem 1.2rem}
 .call{border-left:3px solid #f58518;padding-left:.6rem;margin:.4rem 0}
@@ -83,6 +86,9 @@ def export_html(steps: list[Step], *, thread_id: str, question: str) -> str:
         f"{len(calls)} model call(s) · {tokens:,} tokens · {_e(_span(steps))}</p>",
         _answer(steps),
         "<h2>Timeline</h2>",
+        '<p class="legend"><span><i class="key bar-key"></i> time in the node</span>'
+        '<span><i class="key tick-key"></i> one model call</span>'
+        "<span>open a step for its prompts, raw outputs and update</span></p>",
         '<p class="tools"><button type="button" onclick="setAll(true)">expand all</button>'
         '<button type="button" onclick="setAll(false)">collapse all</button></p>',
         _timeline(steps),
@@ -132,9 +138,15 @@ def _answer(steps: list[Step]) -> str:
     rows += [
         ("ideal answer", result.get("ideal_answer") or "-"),
         ("confidence", result.get("confidence")),
-        ("documents", ", ".join(map(str, result.get("documents") or [])) or "-"),
     ]
     body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    titles = result.get("titles") or {}
+    documents = "".join(
+        f"<li><code>{_e(pmid)}</code> {_e(titles.get(pmid) or '(no title)')}</li>"
+        for pmid in result.get("documents") or []
+    )
+    listed = f'<ol class="docs">{documents}</ol>' if documents else "<p>-</p>"
+    body += f"<tr><th>documents (best first)</th><td>{listed}</td></tr>"
     return f"<h2>Answer</h2><table>{body}</table>"
 
 

@@ -1,5 +1,6 @@
 """The HTML trace export on hand-made steps: escaping, timeline, relation graph, votes, costs."""
 
+import html
 import re
 from html.parser import HTMLParser
 
@@ -229,3 +230,15 @@ def test_write_atomic_replaces_the_file_and_leaves_no_temporary(tmp_path):
     assert target.read_text() == "<p>new</p>"
     assert [p.name for p in tmp_path.iterdir()] == ["trace.html"]
     assert target.stat().st_mode & 0o044  # readable by others, unlike a mkstemp file
+
+
+def test_documents_are_listed_with_their_titles_and_the_timeline_has_a_legend():
+    trace = steps()
+    trace[-1]["update"]["result"] |= {
+        "documents": ["101", "202"],
+        "titles": {"101": "Aspirin and colorectal cancer", "202": EVIL},
+    }
+    page = export_html(trace, thread_id="t", question="q")
+    assert "<code>101</code> Aspirin and colorectal cancer" in page
+    assert "<code>202</code> " + html.escape(EVIL) in page
+    assert "time in the node" in page and "one model call" in page
