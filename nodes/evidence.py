@@ -10,6 +10,21 @@ from pydantic import Field, StringConstraints, WithJsonSchema
 Entity = Annotated[str, StringConstraints(min_length=1, max_length=80)]
 
 
+MAX_TITLE_CHARS = 2_000
+MAX_ABSTRACT_CHARS = 40_000
+"""What the state keeps of one document's text: every checkpoint stores it again, so a runaway
+record must not grow them by megabytes (the longest PubMed abstracts are some 20,000 characters).
+The cut keeps a prefix, so snippet offsets into the kept text stay exact."""
+
+
+def bounded(doc: dict[str, Any]) -> dict[str, Any]:
+    """Return the document with its title and abstract cut to what the state keeps."""
+    title, abstract = doc.get("title") or "", doc.get("abstract") or ""
+    if len(title) <= MAX_TITLE_CHARS and len(abstract) <= MAX_ABSTRACT_CHARS:
+        return doc
+    return {**doc, "title": title[:MAX_TITLE_CHARS], "abstract": abstract[:MAX_ABSTRACT_CHARS]}
+
+
 def clip(text: str, chars: int) -> str:
     """Cut text at a word boundary to at most `chars` characters."""
     if len(text) <= chars:

@@ -10,6 +10,7 @@ from infra.pubmed import FallbackUnavailable
 from infra.search.keywords import keyword_query
 from infra.search.query import QueryError, parse_query, to_pubmed
 from nodes.context import Context
+from nodes.evidence import bounded
 from nodes.state import QAState
 
 
@@ -38,7 +39,7 @@ async def fallback_search(state: QAState, runtime: Runtime[Context]) -> dict[str
         return {"fallbacks": [record | {"status": f"fallback failed: {exc}"}]}
     known = set(state.get("pool") or {})
     new = {
-        d["pmid"]: d
+        d["pmid"]: bounded(d)
         for d in docs
         if d.get("abstract") and d["pmid"] not in known and not _indexed(ctx, d["pmid"])
     }

@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 from infra.embeddings import document_text
 from infra.search.fusion import fuse
 from nodes.context import Context
+from nodes.evidence import bounded
 from nodes.state import Passage, QAState
 
 
@@ -69,9 +70,8 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
     for pmid, score in ranked[: settings.contexts]:
         doc = texts.get(pmid)
         if doc:
-            contexts.append(
-                {**{k: doc.get(k) for k in ("pmid", "title", "abstract", "year")}, "score": score}
-            )
+            kept = bounded({k: doc.get(k) for k in ("pmid", "title", "abstract", "year")})
+            contexts.append({**kept, "score": score})
     return {"ranked": ranked, "contexts": contexts, "notes": notes}
 
 

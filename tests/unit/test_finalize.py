@@ -61,3 +61,14 @@ async def test_phase_a_answers_nothing_and_is_not_insufficient(make_context, ind
     del s["answer"]
     result = await run(make_context, s)
     assert result["insufficient"] is False and result["ideal_answer"] == ""
+
+
+def test_a_runaway_document_is_cut_to_what_the_state_keeps():
+    from nodes.evidence import MAX_ABSTRACT_CHARS, bounded
+
+    doc = {"pmid": "1", "title": "t", "abstract": "word " * 100_000}
+    kept = bounded(doc)
+    assert len(kept["abstract"]) == MAX_ABSTRACT_CHARS
+    assert doc["abstract"].startswith(kept["abstract"])  # a prefix: snippet offsets stay exact
+    small = {"pmid": "2", "title": "t", "abstract": "short"}
+    assert bounded(small) is small
