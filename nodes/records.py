@@ -6,7 +6,7 @@ trace from an older run still loads. Each record says which node writes it.
 
 # NOTE: no `from __future__ import annotations`: under it, Python 3.11's TypedDict cannot
 # see NotRequired and counts every field as required.
-from typing import Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 
 class Exchange(TypedDict):
@@ -314,6 +314,41 @@ class Votes(TypedDict, total=False):
     """moi: the fit per "number:model"."""
 
 
+class DecidedAnswer(TypedDict):
+    """One answer of a decision, with what supports it."""
+
+    answer: str | list[str]
+    """The answer as members (or groups) wrote it; a list question's items as a list."""
+    support: float
+    """What ranked it: votes (majority, CoBag, MoI), the citation score (CCV), the group
+    weight (CORG's aggregator); the decision's `why` names the measure."""
+    cited: list[str]
+    """PMIDs its supporters cited (CCV: its modal passage first)."""
+
+
+class Decision(TypedDict):
+    """What a strategy decided: its ranked answers and the evidence order it chose.
+
+    The ensemble node writes it (or passes organize's aggregate on); synthesize reads it, never
+    the vote table: in synthesis.mode "vote" its first answer is final, in "llm" the synthesizer
+    is told it and shown the passages in `order`.
+    """
+
+    strategy: str
+    """The strategy that decided (ensemble.strategy, or organize.strategy for "organize")."""
+    answers: list[DecidedAnswer]
+    """Ranked answers, best first ([] when nothing answered)."""
+    order: list[str]
+    """PMIDs in the evidence order the strategy chose (MoI: debiased; CoBag: most relevant
+    first; CCV: the winner's passage first; otherwise the rank order)."""
+    why: str
+    """One line: why the first answer won."""
+    settings: dict[str, Any]
+    """Every setting of the strategy that ran (K, m, pool, r, tau, seed, evidence, scheme…)."""
+    source: Literal["ensemble", "organize"]
+    """Who decided: the ensemble's members, or organize's group answers (CORG)."""
+
+
 class Answer(TypedDict):
     """The current answer: synthesize's, or the vote standing in when synthesis failed."""
 
@@ -325,8 +360,11 @@ class Answer(TypedDict):
     """Probability the answer is correct (0 when the vote stands in)."""
     cited: list[str]
     """PMIDs the answer cites (shown contexts only)."""
-    source: NotRequired[Literal["synthesis", "vote"]]
-    """Who answered: the synthesis model, or the vote when it failed."""
+    source: NotRequired[Literal["synthesis", "vote", "decision"]]
+    """Who answered: the synthesis model; the vote when it failed; "decision": the strategy's
+    decision, final in synthesis.mode "vote"."""
+    overrode_decision: NotRequired[bool]
+    """synthesis (mode "llm"): whether its first exact answer differs from the decision's."""
     extracted: NotRequired[list[str]]
     """synthesis: the exact answers as the model wrote them, before formatting."""
     rationale: NotRequired[str]

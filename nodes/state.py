@@ -15,6 +15,8 @@ from nodes.records import (
     Call,
     CcvRow,
     CcvVote,
+    DecidedAnswer,
+    Decision,
     Document,
     Exchange,
     Fallback,
@@ -44,6 +46,8 @@ __all__ = [
     "Call",
     "CcvRow",
     "CcvVote",
+    "DecidedAnswer",
+    "Decision",
     "Document",
     "Exchange",
     "Fallback",
@@ -144,7 +148,9 @@ class QAState(InputState, total=False):
     members: list[Member]
     """Ensemble members: model, view (PMID order), answer, cited PMIDs, raw output, cost."""
     votes: Votes
-    """The ensemble's vote table and ranked candidate answers."""
+    """The ensemble's vote table and ranked candidate answers (for the trace)."""
+    decision: Decision
+    """What the strategy decided: ranked answers with support, its evidence order, settings."""
     attempts: Annotated[list[Attempt], operator.add]
     """Synthesis attempts: round, temperature, output or error."""
     answer: Answer
