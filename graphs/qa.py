@@ -7,7 +7,9 @@ generate_query → search ⇄ refine_query (while hits < min_hits, bounded) → 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from typing import TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
@@ -29,12 +31,22 @@ from nodes.state import InputState, OutputState, QAState
 from nodes.synthesize import synthesize
 
 
+class ServerContext(TypedDict, total=False):
+    """What LangGraph's own server may pass as a run's context: nothing quorum needs.
+
+    NOTE: the server always sends a dict and coerces it into the graph's context schema; with
+    quorum's Context dataclass (whose fields are clients) that fails before any node runs.
+    """
+
+
 def _with_default(fn: Callable, factory: Callable[[], Context]) -> Callable:
     """Give a node the default Context when the caller passed none (LangGraph's own server)."""
 
     async def node(state: QAState, runtime: Runtime[Context]) -> dict:
         if not isinstance(runtime.context, Context):
-            runtime = runtime.override(context=factory())
+            # Built off the event loop: it imports torch and opens files, which the server's
+            # loop refuses (blockbuster) and which would stall every other run meanwhile.
+            runtime = runtime.override(context=await asyncio.to_thread(factory))
         return await fn(state, runtime)
 
     node.__name__ = fn.__name__
@@ -59,7 +71,10 @@ def build_graph(
     if phase not in PHASES:
         raise ValueError(f"unknown phase {phase!r}; choose one of {', '.join(PHASES)}")
     builder = StateGraph(
-        QAState, context_schema=Context, input_schema=InputState, output_schema=OutputState
+        QAState,
+        context_schema=ServerContext if default_context else Context,
+        input_schema=InputState,
+        output_schema=OutputState,
     )
 
     def add(fn: Callable) -> None:

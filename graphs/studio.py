@@ -23,7 +23,9 @@ def default_context() -> Context:
     global _context
     with _lock:
         if _context is None:
-            _context = build_context(load_settings())
+            context = build_context(load_settings())
+            context.models.warm()  # here, in the worker thread, not in a node on the loop
+            _context = context
         return _context
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from infra.llm_cache import ReplyCache
 from infra.local_models import LocalChatModel, ModelError, load_local_chat
-from infra.settings import ModelSpec, Settings, secret_from_env
+from infra.settings import MODEL_ROLES, ModelSpec, Settings, secret_from_env
 from infra.structured import (
     BRIEF,
     Schema,
@@ -140,7 +140,12 @@ class ChatModel:
         raw = ""
         usage: dict[str, int] = {}
         key = self._cache_key(schema, messages, params)
-        stored = self.cache.get(key) if key is not None and self.cache is not None else None
+        # The cache is a file: read and written off the event loop, like any other disk I/O.
+        stored = (
+            await asyncio.to_thread(self.cache.get, key)
+            if key is not None and self.cache is not None
+            else None
+        )
         try:
             if stored is not None:
                 value = schema.model_validate(stored["value"])
@@ -150,9 +155,8 @@ class ChatModel:
                     started, wall = time.perf_counter(), time.time()
                     value, raw, usage = await self._parsed_call(schema, list(messages), params)
                 if key is not None and self.cache is not None:  # only what parsed is kept
-                    self.cache.put(
-                        key, {"value": value.model_dump(mode="json"), "raw": raw, "usage": usage}
-                    )
+                    kept = {"value": value.model_dump(mode="json"), "raw": raw, "usage": usage}
+                    await asyncio.to_thread(self.cache.put, key, kept)
             error = None
         except UnparsedReply as exc:
             value, error, raw = None, f"unparseable output: {exc}", exc.raw
@@ -352,6 +356,15 @@ class ModelPool:
     def first(self, role: str) -> ChatModel:
         """Return the single model of a one-model role."""
         return self.role(role)[0]
+
+    def warm(self) -> None:
+        """Build every role's models now (a local model loads here, not on a node's first call).
+
+        Servers call this off their event loop: a model loaded inside a node would stall every
+        other run on the loop meanwhile.
+        """
+        for role in MODEL_ROLES:
+            self.role(role)
 
     def _get(self, spec: ModelSpec) -> ChatModel:
         with self._lock:

@@ -58,6 +58,13 @@ PMID = re.compile(r"\d{1,12}")
 log = logging.getLogger(__name__)
 
 
+def _warm_context(settings: Settings) -> Context:
+    """Build the context and its models, off the event loop (turns on the loop never stall)."""
+    context = build_context(settings)
+    context.models.warm()
+    return context
+
+
 def is_loopback(host: str) -> bool:
     """Tell whether a listening address is reachable from this machine only."""
     if host == "localhost":
@@ -103,7 +110,7 @@ class _State:
             if self.context is None:
                 if emit is not None:
                     emit("status", {"message": "loading models and index"})
-                self.context = await asyncio.to_thread(build_context, self.settings)
+                self.context = await asyncio.to_thread(_warm_context, self.settings)
         return self.context
 
     def dumps(self, data: Any) -> str:
