@@ -193,11 +193,18 @@ class Group(TypedDict):
     question: str
     """The form of the question asked (plural for a group of several)."""
     answer: str
-    """The group's answer ("" when the call failed)."""
+    """The group's answer in words, each part with what it applies to ("" when the call failed)."""
     cited: list[str]
     """PMIDs of the group the answer cites."""
     error: str | None
     """Why the call failed."""
+    exact: NotRequired[list[str]]
+    """The group's short answers, best first (yesno: one of yes/no; summary: none)."""
+    covers: NotRequired[list[str]]
+    """PMIDs the group stands for: its own and those organize dropped in their favour
+    (duplicates, ambiguous twins); the aggregator weighs the group's answers by them."""
+    shown: NotRequired[str]
+    """summarize: what the answering call was shown instead of the passages (the summary)."""
 
 
 class Member(TypedDict):
@@ -347,6 +354,9 @@ class Decision(TypedDict):
     """Every setting of the strategy that ran (K, m, pool, r, tau, seed, evidence, scheme…)."""
     source: Literal["ensemble", "organize"]
     """Who decided: the ensemble's members, or organize's group answers (CORG)."""
+    share: NotRequired[float]
+    """The first answer's share of the support (members, valid citations), in [0, 1]; what
+    synthesis.mode "vote" reports as the confidence (absent: first support over their sum)."""
 
 
 class Answer(TypedDict):
@@ -394,7 +404,7 @@ class Message(TypedDict):
 
 
 class Call(TypedDict):
-    """One model call, as infra.models.Reply.record writes it (and moi's likelihood calls)."""
+    """One model call, as infra.structured.Reply.record writes it (and moi's likelihood calls)."""
 
     node: str
     """The node that made the call."""
@@ -418,6 +428,8 @@ class Call(TypedDict):
     """Sampling temperature (None: the model's default)."""
     kind: NotRequired[Literal["loglikelihood"]]
     """moi: a likelihood call rather than a chat completion."""
+    method: NotRequired[str]
+    """The structured-output method, when the endpoint refused the configured one and why."""
 
 
 def call_tokens(call: Call) -> int:
