@@ -16,9 +16,17 @@ from pydantic import BaseModel, ValidationError
 
 from infra.llm_cache import ReplyCache
 from infra.local_models import LocalChatModel, ModelError, load_local_chat
+from infra.negotiation import (
+    NEXT_METHOD,
+    negotiated_method,
+    negotiation_note,
+    refuses_method,
+    remember_method,
+)
 from infra.settings import MODEL_ROLES, ModelSpec, Settings, secret_from_env
 from infra.structured import (
     BRIEF,
+    Reply,
     Schema,
     UnparsedReply,
     add_usage,
@@ -67,39 +75,6 @@ def make_chat_model(spec: ModelSpec, settings: Settings) -> BaseChatModel:
         # backoff (honouring Retry-After); a call that still fails comes back as a Reply error.
         max_retries=spec.max_retries,
     )
-
-
-@dataclass
-class Reply:
-    """One structured model call: what came back and what it cost."""
-
-    value: BaseModel | None
-    raw: str
-    model: str
-    latency_s: float
-    input_tokens: int = 0
-    output_tokens: int = 0
-    error: str | None = None
-    started: float = 0.0
-    """Wall-clock time (epoch seconds) the call left quorum, after any concurrency wait."""
-    prompt: list[dict[str, str]] = field(default_factory=list)
-    """The messages sent, as role and content (traces show what the model was asked)."""
-    temperature: float | None = None
-
-    def record(self, node: str) -> dict[str, Any]:
-        """Return the call as a JSON-able trace entry."""
-        return {
-            "node": node,
-            "model": self.model,
-            "prompt": self.prompt,
-            "temperature": self.temperature,
-            "started": round(self.started, 4),
-            "latency_s": round(self.latency_s, 3),
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "raw": self.raw,
-            "error": self.error,
-        }
 
 
 @dataclass
@@ -163,7 +138,7 @@ class ChatModel:
         except (ValidationError, ValueError) as exc:
             value, error = None, f"unparseable output: {_first_line(exc)}"
         except Exception as exc:
-            value, error = None, f"{type(exc).__name__}: {_first_line(exc)}"
+            value, error = None, f"{type(exc).__name__}: {_whole(exc)}"
         return Reply(
             value=value,
             raw=raw,
@@ -175,7 +150,13 @@ class ChatModel:
             started=wall,
             prompt=[{"role": m.type, "content": str(m.content)} for m in messages],
             temperature=temperature,
+            method=self._shown_method(),
         )
+
+    def _shown_method(self) -> str | None:
+        """Return "<method> (<why>)" when this endpoint is asked with a negotiated method."""
+        note = negotiation_note(self.spec) if self.spec.provider == "openai" else None
+        return f"{negotiated_method(self.spec)} ({note})" if note else None
 
     def _cache_key(
         self, schema: type[BaseModel], messages: Sequence[BaseMessage], params: dict
@@ -252,13 +233,15 @@ class ChatModel:
         from langchain_openai import ChatOpenAI
 
         if isinstance(self.llm, ChatOpenAI):
-            bound = llm.with_structured_output(
-                schema, method=self.spec.structured_method, include_raw=True
-            )
-            if self.spec.structured_method == "json_mode":
-                # JSON mode promises JSON, not which JSON: the schema has to be in the prompt.
-                messages = [SystemMessage(content=json_instruction(schema)), *messages]
-            out = await bound.ainvoke(messages, **params)
+            method = negotiated_method(self.spec)
+            try:
+                out = await _ask_structured(llm, schema, messages, params, method)
+            except Exception as exc:
+                following = NEXT_METHOD.get(method)
+                if following is None or not refuses_method(exc):
+                    raise
+                remember_method(self.spec, following, f"{type(exc).__name__}: {_whole(exc)}")
+                out = await _ask_structured(llm, schema, messages, params, following)
             if out.get("parsing_error"):
                 message = out.get("raw")
                 text = getattr(message, "content", "") if message is not None else ""
@@ -273,6 +256,16 @@ class ChatModel:
         # Any other chat model (tests' scripted models included): ask for JSON in words.
         instruction = SystemMessage(content=json_instruction(schema))
         return await llm.ainvoke([instruction, *messages], **params)
+
+
+async def _ask_structured(
+    llm: Any, schema: dict[str, Any], messages: list[BaseMessage], params: dict, method: str
+) -> dict[str, Any]:
+    bound = llm.with_structured_output(schema, method=method, include_raw=True)
+    if method == "json_mode":
+        # JSON mode promises JSON, not which JSON: the schema has to be in the prompt.
+        messages = [SystemMessage(content=json_instruction(schema)), *messages]
+    return await bound.ainvoke(messages, **params)
 
 
 class LikelihoodUnavailable(ModelError):
@@ -315,6 +308,12 @@ def _offsets(tokens: list[str]) -> list[int]:
         out.append(at)
         at += len(token)
     return out
+
+
+def _whole(exc: BaseException, limit: int = 2000) -> str:
+    """Return an error's whole message on one line (the server's own words reach the trace)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _first_line(exc: BaseException) -> str:

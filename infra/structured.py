@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage
@@ -88,6 +89,9 @@ def reply_text(message: AIMessage | None) -> str:
     """Return a reply's text (content that is not a string as JSON)."""
     if message is None:
         return ""
+    if not message.content and message.tool_calls:
+        # Function calling: what the model said is the call's arguments, not the empty content.
+        return json.dumps(message.tool_calls[0].get("args", {}), ensure_ascii=False)
     return message.content if isinstance(message.content, str) else json.dumps(message.content)
 
 
@@ -96,3 +100,39 @@ def add_usage(total: dict[str, int], message: AIMessage | None) -> None:
     for key, value in ((message.usage_metadata or {}) if message is not None else {}).items():
         if isinstance(value, int):
             total[key] = total.get(key, 0) + value
+
+
+@dataclass
+class Reply:
+    """One structured model call: what came back and what it cost."""
+
+    value: BaseModel | None
+    raw: str
+    model: str
+    latency_s: float
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error: str | None = None
+    started: float = 0.0
+    """Wall-clock time (epoch seconds) the call left quorum, after any concurrency wait."""
+    prompt: list[dict[str, str]] = field(default_factory=list)
+    """The messages sent, as role and content (traces show what the model was asked)."""
+    temperature: float | None = None
+    method: str | None = None
+    """The structured-output method an endpoint was asked with, when negotiation changed it."""
+
+    def record(self, node: str) -> dict[str, Any]:
+        """Return the call as a JSON-able trace entry."""
+        shown = {"method": self.method} if self.method else {}
+        return shown | {
+            "node": node,
+            "model": self.model,
+            "prompt": self.prompt,
+            "temperature": self.temperature,
+            "started": round(self.started, 4),
+            "latency_s": round(self.latency_s, 3),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "raw": self.raw,
+            "error": self.error,
+        }

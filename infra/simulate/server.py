@@ -139,6 +139,15 @@ class _Handler(BaseHTTPRequestHandler):
             raise RequestError(400, "`messages` must be a list")
         model = str(request.get("model", PLACEHOLDER))
         endpoint = self.server.endpoint
+        response_format = request.get("response_format") or {}
+        if endpoint.refuse_json_schema and response_format.get("type") == "json_schema":
+            # llama-cpp-python 0.3's server, word for word.
+            raise RequestError(
+                500,
+                "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  "
+                "Input should be 'text' or 'json_object' [type=literal_error, "
+                "input_value='json_schema', input_type=str]",
+            )
         retry = self.headers.get("x-stainless-retry-count", "0")
         fault = endpoint.note_request(
             model,
@@ -299,6 +308,7 @@ class SimulatedEndpoint(FaultBook):
         faults: FaultPlan | None = None,
         planted: Plants | str | Path | Sequence[dict[str, Any]] | None = None,
         reader: ReaderSettings | None = None,
+        refuse_json_schema: bool = False,
     ):
         """Configure the endpoint; nothing listens until `__enter__`.
 
@@ -315,6 +325,8 @@ class SimulatedEndpoint(FaultBook):
                 endpoint is a reader with planted biases. Without them it answers as it
                 always has.
             reader: the planted reader's settings (default `ReaderSettings()`); needs plants.
+            refuse_json_schema: answer a `json_schema` response format with llama.cpp's own
+                HTTP 500, as llama-cpp-python's server does.
         """
         if reader is not None and planted is None:
             raise ValueError("reader settings need plants (planted=...)")
@@ -322,6 +334,7 @@ class SimulatedEndpoint(FaultBook):
         self.reader = PlantedReader(Plants.load(planted), reader) if planted is not None else None
         """The planted reader, when plants were given."""
         self.latency_s = latency_s
+        self.refuse_json_schema = refuse_json_schema
         self.host = host
         self.port = port
         self.numbers = numbers
