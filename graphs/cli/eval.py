@@ -164,3 +164,85 @@ def eval_ensemble(
         return
     for line in table(report):
         out.print(line, markup=False)
+
+
+@eval_app.command("methods")
+def eval_methods(
+    dataset: Annotated[
+        Path,
+        typer.Option(
+            "--dataset",
+            help="NaturalQuestions-open .jsonl(.gz) (hard distractors are planted) or "
+            "ConflictQA .jsonl (rebuilt into 4-passage cases).",
+        ),
+    ],
+    reader: Annotated[
+        str | None,
+        typer.Option(
+            "--reader",
+            help="planted: a simulated reader with planted biases answers every model role "
+            "(default: the configured models).",
+        ),
+    ] = None,
+    reader_seed: Annotated[
+        int | None, typer.Option("--reader-seed", help="Planted reader's seed (default 0).")
+    ] = None,
+    reader_curve: Annotated[
+        str | None,
+        typer.Option(
+            "--reader-curve", help="Planted reader's position curve: u (default), primacy, recency."
+        ),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only N questions.")] = None,
+    offset: Annotated[int, typer.Option(min=0, help="Skip the first N usable questions.")] = 0,
+    strategies: Annotated[
+        str,
+        typer.Option(
+            "--strategies",
+            help=f"Comma-separated: {', '.join(ENSEMBLE_STRATEGIES)} (ensemble.strategy) and "
+            "corg (organize.strategy=corg).",
+        ),
+    ] = ",".join((*ENSEMBLE_STRATEGIES, "corg")),
+    rows: Annotated[
+        Path | None,
+        typer.Option("--rows", help="Write one JSON line per strategy and question here."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """Each paper's method answering through the graph (phase B): accuracy, calls, MoI, CORG."""
+    from graphs.eval.datasets import load_cases
+    from graphs.eval.methods import CORG, run_methods, table, write_rows
+    from infra.simulate.reader import ReaderSettings
+
+    chosen = [s.strip() for s in strategies.split(",") if s.strip()]
+    known = (*ENSEMBLE_STRATEGIES, CORG)
+    if not chosen:
+        raise CliError("--strategies names no strategy")
+    if bad := [s for s in chosen if s not in known]:
+        raise CliError(f"unknown strategy {bad[0]!r}; choose from {', '.join(known)}")
+    if reader not in (None, "planted"):
+        raise CliError(f"unknown --reader {reader!r}; the only reader is 'planted'")
+    if reader is None and (reader_seed is not None or reader_curve is not None):
+        raise CliError("--reader-seed and --reader-curve need --reader planted")
+    if reader_curve not in (None, "u", "primacy", "recency", "flat"):
+        raise CliError(f"unknown --reader-curve {reader_curve!r}; choose u, primacy or recency")
+    if not dataset.is_file():
+        raise CliError(f"{dataset}: no such file")
+    if rows is not None and not rows.parent.is_dir():
+        raise CliError(f"--rows {rows}: no such directory {rows.parent}")
+    cases = load_cases(dataset, limit=limit, offset=offset)
+    if not cases:
+        raise CliError(f"{dataset}: no usable questions (after --offset {offset})")
+    planted = None
+    if reader == "planted":
+        planted = ReaderSettings(curve=reader_curve or "u", seed=reader_seed or 0)
+    report, answered = run_methods(
+        settings_for(), cases, list(dict.fromkeys(chosen)), dataset=dataset.name, planted=planted
+    )
+    if rows is not None:
+        write_rows(rows, answered)
+    if as_json:
+        write_json(report)
+        return
+    for line in table(report):
+        out.print(line, markup=False)
