@@ -62,7 +62,8 @@ def _why_unanswered(state: QAState, answer: dict[str, Any], ideal: str) -> str |
         and answer.get("source") != "synthesis"
         and not answer.get("exact")
     ):
-        return ALL_FAILED
+        # The server's own words, so whoever reads the answer knows what to fix.
+        return f"{ALL_FAILED} (last error: {members[-1]['error'][:500]})"
     if ideal:
         return None
     errors = [a["error"] for a in state.get("attempts", []) if a.get("error")]

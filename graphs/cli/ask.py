@@ -12,6 +12,7 @@ from graphs.cli.common import (
     CliError,
     demo_notice,
     err,
+    fail,
     out,
     search_options,
     settings_for,
@@ -73,8 +74,11 @@ def ask(
             "thread_id",
         )
         write_json({k: result.get(k) for k in keys})
-        return
-    _print_answer(result)
+    else:
+        _print_answer(result)
+    if result.get("insufficient"):
+        # Every model failed (or none answered): not a result, so not exit 0.
+        fail(f"no answer: {result.get('insufficient_reason')}", 1)
 
 
 def _print_answer(result: dict[str, Any]) -> None:

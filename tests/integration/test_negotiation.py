@@ -53,3 +53,15 @@ def test_ask_answers_through_an_endpoint_that_refuses_json_schema(quorum_home):
     result = json.loads(proc.stdout)
     assert result["ideal_answer"] and not result["ideal_answer"].startswith("Insufficient")
     assert "json_schema refused" in proc.stderr  # said once, on stderr
+
+
+def test_ask_exits_non_zero_with_the_servers_words_when_every_model_fails(quorum_home):
+    with SimulatedEndpoint(0.0, refuse_json_schema=True) as endpoint:
+        env = simulated_env(endpoint.base_url, quorum_home, QUORUM_MODELS__CACHE="off")
+    # The endpoint is gone now: every call is refused at the socket.
+    proc = run_quorum(env, "ask", QUESTION, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("quorum: error: no answer: no model could answer")
+    assert "Connection error" in last
+    assert "Insufficient evidence" in proc.stdout
