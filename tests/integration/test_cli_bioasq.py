@@ -5,7 +5,7 @@ import subprocess
 from pathlib import Path
 
 from tests.support.cli import quorum_env, run_quorum
-from tests.support.data import SHARED
+from tests.support.data import GOLDEN
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bioasq_submissions"
 
@@ -39,7 +39,7 @@ def test_validate_prints_one_line_per_problem_and_exits_1(tmp_path):
 
 
 def test_validate_accepts_a_golden_file(tmp_path):
-    proc = quorum(tmp_path, "bioasq", "validate", str(SHARED / "bioasq" / "11B1_golden.json"))
+    proc = quorum(tmp_path, "bioasq", "validate", str(GOLDEN))
     assert proc.returncode == 0 and proc.stdout == "" and "valid" in proc.stderr
 
 
@@ -65,7 +65,7 @@ def test_bioasq_bad_input_is_one_line_and_exit_2(tmp_path):
 
 
 def test_eval_json_prints_the_official_keys(tmp_path):
-    golden = str(SHARED / "bioasq" / "11B1_golden.json")
+    golden = str(GOLDEN)
     proc = quorum(tmp_path, "bioasq", "eval", "--gold", golden, "--submission", golden, "--json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)

@@ -12,21 +12,17 @@ from pathlib import Path
 import pytest
 
 from infra.search.embedded import EmbeddedIndex
-from tests.support.data import PUBMED_FIXTURES, SHARED
+from tests.support.data import CORPUS, PUBMED_FIXTURES
 
 QUORUM = str(Path(sys.executable).parent / "quorum")
 
 
 def corpus(tmp_path: Path, n: int, name="docs.jsonl.gz") -> Path:
     path = tmp_path / name
-    with (
-        gzip.open(SHARED / "corpus" / "pubmed_docs.jsonl.gz", "rt") as src,
-        gzip.open(path, "wt") as out,
-    ):
-        for i, line in enumerate(src):
-            if i >= n:
-                break
-            out.write(line)
+    with gzip.open(CORPUS, "rt") as src, gzip.open(path, "wt") as out:
+        lines = src.readlines()[:n]
+        assert len(lines) == n, f"the corpus excerpt has {len(lines)} documents, not {n}"
+        out.writelines(lines)
     return path
 
 

@@ -1,11 +1,22 @@
-"""Sample data and paths the tests share: a small corpus, router limits, the answering path."""
+"""Sample data and paths the tests share: a small corpus, router limits, the answering path.
+
+The public data sets come as excerpts inside the repository (tests/fixtures/shared_excerpts, made
+by tests/tools/make_shared_excerpts.py), so no test needs ../shared beside the checkout.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "data"
+EXCERPTS = ROOT / "tests" / "fixtures" / "shared_excerpts"
+# 28 questions of 11B1_golden.json: its first 7 of each type (also its first 20 questions).
+GOLDEN = EXCERPTS / "bioasq" / "11B1_excerpt.json"
+# Per golden file, the question with the format slip the validator names (and a big question).
+GOLDEN_SLIPS = {name: EXCERPTS / "bioasq" / f"{name}_slip.json" for name in ("8B5", "7B2", "9B2")}
+CORPUS = EXCERPTS / "corpus" / "pubmed_docs.jsonl.gz"  # 707 documents
+NQ = EXCERPTS / "general" / "nq_open_oracle.jsonl.gz"  # 100 questions
+CONFLICTQA = EXCERPTS / "general" / "conflictqa_strategyqa_gpt4.jsonl"  # 30 records
 PUBMED_FIXTURES = ROOT / "tests" / "fixtures" / "pubmed"
 EFETCH_XML = (PUBMED_FIXTURES / "efetch_sample.xml").read_bytes()
 ESEARCH_JSON = (PUBMED_FIXTURES / "esearch_sample.json").read_bytes()

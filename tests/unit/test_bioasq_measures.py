@@ -13,10 +13,10 @@ from infra.bioasq.measures import (
     evaluate_phase_b,
 )
 from infra.bioasq.rouge import ROUGE_KEYS, rouge
+from tests.support.data import GOLDEN
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "bioasq_eval"
-GOLDEN_11B1 = ROOT.parent / "shared" / "data" / "bioasq" / "11B1_golden.json"
 URL = "http://www.ncbi.nlm.nih.gov/pubmed/"
 
 
@@ -213,15 +213,14 @@ def test_rouge2_agrees_with_rouge_score_on_one_reference():
     assert got["rouge2_f1_approx"] == pytest.approx(expected.fmeasure)
 
 
-# A real golden file against itself and against a spoiled copy, with expectations computed the
-# plain way (sets, interval unions) rather than through the evaluator's loops.
-
-needs_golden = pytest.mark.skipif(not GOLDEN_11B1.exists(), reason="no 11B1_golden.json")
+# Real golden questions (28 of 11B1, 7 of each type) against themselves and against a spoiled
+# copy, with expectations computed the plain way (sets, interval unions) rather than through the
+# evaluator's loops.
 
 
 @pytest.fixture(scope="module")
 def golden():
-    return json.loads(GOLDEN_11B1.read_text())
+    return json.loads(GOLDEN.read_text())
 
 
 def _chars(snippets):
@@ -251,11 +250,10 @@ def _mean(values):
     return sum(values) / len(values)
 
 
-@needs_golden
 def test_golden_file_against_itself(golden):
     a = evaluate_phase_a(golden, golden)
     questions = golden["questions"]
-    assert a["questions"] == a["documents_questions"] == a["snippets_questions"] == 73
+    assert a["questions"] == a["documents_questions"] == a["snippets_questions"] == 28
     for key in ("precision", "recall", "f1"):
         assert a[f"documents_{key}"] == a[f"snippets_{key}"] == pytest.approx(1)
     doc_aps = [len(q["documents"]) / min(10, len(q["documents"])) for q in questions]
@@ -265,7 +263,7 @@ def test_golden_file_against_itself(golden):
     for key, aps in (("documents_gmap", doc_aps), ("snippets_gmap", snip_aps)):
         assert a[key] == pytest.approx(math.exp(_mean([math.log(x + EPSILON) for x in aps])))
     b = evaluate_phase_b(golden, golden)
-    assert (b["yesno_questions"], b["factoid_questions"], b["list_questions"]) == (24, 19, 11)
+    assert (b["yesno_questions"], b["factoid_questions"], b["list_questions"]) == (7, 7, 7)
     for key in ("yesno_accuracy", "yesno_macro_f1", "factoid_strict_accuracy", "factoid_mrr"):
         assert b[key] == 1, key
     assert b["list_precision"] == b["list_recall"] == b["list_f1"] == 1
@@ -296,7 +294,6 @@ def _f1(p, r):
     return 2 * p * r / (p + r) if p and r else 0.0
 
 
-@needs_golden
 def test_golden_file_against_a_spoiled_copy(golden):
     spoiled = _spoil(golden)
     a = evaluate_phase_a(golden, spoiled)
@@ -330,11 +327,11 @@ def test_golden_file_against_a_spoiled_copy(golden):
         predicted, actual = sum(p == label for _, p in pairs), sum(t == label for t, _ in pairs)
         f1s.append(_f1(tp / predicted if predicted else 0, tp / actual if actual else 0))
     assert b["yesno_macro_f1"] == pytest.approx(_mean(f1s))
-    ranks = [{0: 1, 1: 2, 2: 0}[i % 3] for i in range(19)]
+    ranks = [{0: 1, 1: 2, 2: 0}[i % 3] for i in range(7)]
     assert b["factoid_strict_accuracy"] == pytest.approx(_mean([r == 1 for r in ranks]))
     assert b["factoid_lenient_accuracy"] == pytest.approx(_mean([r > 0 for r in ranks]))
     assert b["factoid_mrr"] == pytest.approx(_mean([1 / r if r else 0 for r in ranks]))
     sizes = [len(q["exact_answer"]) for q in golden["questions"] if q["type"] == "list"]
     assert b["list_precision"] == pytest.approx(_mean([(k - 1) / k for k in sizes]))
     assert b["list_recall"] == pytest.approx(_mean([(k - 1) / k for k in sizes]))
-    assert b["ideal_questions"] == 73
+    assert b["ideal_questions"] == 28

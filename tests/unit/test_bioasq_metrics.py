@@ -1,4 +1,5 @@
 import json
+from collections import Counter
 
 import pytest
 
@@ -102,10 +103,14 @@ def test_load_questions_reads_gold_and_rejects_bad_files(tmp_path):
         load_questions(wrong)
 
 
-def test_every_shared_golden_file_loads():
-    from tests.support.data import SHARED
+def test_the_golden_excerpts_load():
+    # All 25 golden files (2,310 questions): `python tests/tools/check_shared.py`.
+    from tests.support.data import GOLDEN, GOLDEN_SLIPS
 
-    files = sorted((SHARED / "bioasq").glob("*_golden.json"))
-    assert len(files) == 25
-    total = sum(len(load_questions(f)) for f in files)
-    assert total == 2310
+    questions = load_questions(GOLDEN)
+    assert len(questions) == 28
+    assert Counter(q.type for q in questions) == dict.fromkeys(
+        ("yesno", "factoid", "list", "summary"), 7
+    )
+    assert all(q.documents and q.documents[0].isdigit() for q in questions)  # bare PMIDs
+    assert [len(load_questions(path)) for path in GOLDEN_SLIPS.values()] == [2, 2, 2]

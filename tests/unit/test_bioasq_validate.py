@@ -1,4 +1,4 @@
-"""BioASQ Task B submission validator: one fixture per mistake, the golden files, the phases."""
+"""BioASQ Task B submission validator: one fixture per mistake, golden excerpts, the phases."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from infra.bioasq.answers import exact_answer_shape
 from infra.bioasq.formats import FormatError, load_questions
 from infra.bioasq.urls import pubmed_url
 from infra.bioasq.validate import Problem, validate_file, validate_submission
+from tests.support.data import GOLDEN, GOLDEN_SLIPS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bioasq_submissions"
-GOLDEN = Path(__file__).resolve().parents[3] / "shared" / "data" / "bioasq"
 TESTSET_PATH = FIXTURES / "testset.json"
 TESTSET = json.loads(TESTSET_PATH.read_text())
 VALID = json.loads((FIXTURES / "valid.json").read_text())
@@ -179,38 +179,31 @@ def test_several_mistakes_are_all_reported_in_order():
     ]
 
 
-# --- the organisers' golden files -------------------------------------------------------------
-
-GOLDEN_FILES = sorted(GOLDEN.glob("*_golden.json"))
+# --- the organisers' golden files (excerpts; all 25 files: tests/tools/check_shared.py) ---------
 
 
-def test_all_shared_golden_files_are_there():
-    assert len(GOLDEN_FILES) == 25
-
-
-@pytest.mark.parametrize("path", GOLDEN_FILES, ids=lambda p: p.name)
-def test_every_golden_file_passes_the_format_check(path):
+@pytest.mark.parametrize("path", [GOLDEN, *GOLDEN_SLIPS.values()], ids=lambda p: p.name)
+def test_golden_questions_pass_the_format_check(path):
     assert messages(validate_file(path)) == []
 
 
 @pytest.mark.parametrize(
     ("name", "slip"),
     [
-        ("8B5_golden.json", "yesno exact_answer must be lower case 'yes', got 'Yes'"),
-        ("7B2_golden.json", "offsetInBeginSection must be non-negative, got -1"),
-        ("9B2_golden.json", "empty string as a synonym"),
+        ("8B5", "yesno exact_answer must be lower case 'yes', got 'Yes'"),
+        ("7B2", "offsetInBeginSection must be non-negative, got -1"),
+        ("9B2", "empty string as a synonym"),
     ],
 )
 def test_golden_slips_are_problems_in_a_submission(name, slip):
-    problems = validate_file(GOLDEN / name, phase="B")
+    problems = validate_file(GOLDEN_SLIPS[name], phase="B")
     over_limit = [p for p in problems if "are allowed" in p.message]
     assert over_limit  # golden files list every relevant document and snippet
     assert [p.message for p in problems if p not in over_limit] == [slip]
 
 
 def test_a_submission_built_from_a_golden_file_passes():
-    path = GOLDEN / "11B1_golden.json"
-    questions = load_questions(path)  # documents come back as bare PMIDs
+    questions = load_questions(GOLDEN)  # documents come back as bare PMIDs
     testset = {"questions": [{"id": q.id, "body": q.body, "type": q.type} for q in questions]}
     submission = {
         "questions": [

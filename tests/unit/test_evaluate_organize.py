@@ -4,7 +4,7 @@ import pytest
 
 from graphs.eval.organize import Case, evaluate_organize, load_cases, score_case, token_recall
 from infra.bioasq.formats import FormatError
-from tests.support.data import SHARED
+from tests.support.data import CONFLICTQA, GOLDEN
 from tests.support.fakes import pmids_in, script
 
 CASE = Case(
@@ -54,10 +54,10 @@ def test_score_rewards_answers_kept_apart_with_their_sources():
 
 
 def test_load_conflictqa_and_bioasq(tmp_path):
-    cases = load_cases(SHARED / "general" / "conflictqa_strategyqa_gpt4.jsonl")
-    assert len(cases) == 1356 and cases[0].conflict == ("1", "2") and len(cases[0].contexts) == 2
-    bioasq = load_cases(SHARED / "bioasq" / "11B1_golden.json")
-    assert bioasq and all(c.items and c.contexts for c in bioasq)
+    cases = load_cases(CONFLICTQA)
+    assert len(cases) == 30 and cases[0].conflict == ("1", "2") and len(cases[0].contexts) == 2
+    bioasq = load_cases(GOLDEN)
+    assert len(bioasq) == 14 and all(c.items and c.contexts for c in bioasq)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q"}\n')
     with pytest.raises(FormatError, match=r"bad\.jsonl:1: not a ConflictQA record"):
@@ -109,7 +109,7 @@ async def test_random_matches_corg_group_count_per_question(make_context, settin
 
 
 def test_bioasq_cases_count_snippets_and_pairs_before_the_cap():
-    cases = load_cases(SHARED / "bioasq" / "11B1_golden.json")
+    cases = load_cases(GOLDEN)
     big = next(c for c in cases if len(c.contexts) > 10)
     assert big.snippets >= len(big.contexts)
     n = len(big.contexts)
