@@ -48,11 +48,20 @@ RUN_TIMEOUT_S = 900.0
 
 
 def build_testset(target: Path, count: int, source: Path | None = None) -> int:
-    """Write the first `count` questions (id, body, type) of `source` or 11B*; return how many."""
+    """Write the first `count` questions (id, body, type) of `source` or 11B*; return how many.
+
+    Raises:
+        FileNotFoundError: `source` is missing, or none is given and ../shared (the default's
+            11B*_golden.json) is not beside the checkout; one line that says to pass --input.
+    """
     sources = [source] if source is not None else sorted(GOLDEN.glob("11B*_golden.json"))
-    if not sources or not all(p.is_file() for p in sources):
-        where = source if source is not None else GOLDEN / "11B*_golden.json"
-        raise FileNotFoundError(f"no BioASQ questions at {where}; pass --input FILE")
+    if source is None and not sources:
+        raise FileNotFoundError(
+            f"no BioASQ golden files at {GOLDEN / '11B*_golden.json'} (the default needs "
+            "../shared beside the checkout); pass --input FILE"
+        )
+    if not all(p.is_file() for p in sources):
+        raise FileNotFoundError(f"no BioASQ questions at {source}; pass --input FILE")
     picked: list[dict[str, str]] = []
     for path in sources:
         for q in json.loads(path.read_text(encoding="utf-8")).get("questions", []):

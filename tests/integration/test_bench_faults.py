@@ -11,11 +11,13 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
+from graphs.bench import faults
 from graphs.bench.fault_evidence import absorbed_llm
 from graphs.bench.faults import bench_faults, build_testset
 from infra.models import ModelPool
 from infra.settings import ModelSpec, load_settings
 from infra.simulate.server import FAULT_KINDS, FaultPlan, SimulatedEndpoint, request_key
+from tests.support.data import GOLDEN
 
 NO_FAULTS = dict.fromkeys(FAULT_KINDS, 0.0)
 
@@ -87,12 +89,24 @@ async def test_a_bad_output_is_an_error_reply_not_an_exception(kind, tmp_path):
 
 
 def test_the_test_set_takes_ids_bodies_and_types_of_every_kind(tmp_path):
-    assert build_testset(tmp_path / "t.json", 60) == 60
+    assert build_testset(tmp_path / "t.json", 20, GOLDEN) == 20
     questions = json.loads((tmp_path / "t.json").read_text())["questions"]
     assert all(set(q) == {"id", "body", "type"} for q in questions)
     assert {q["type"] for q in questions} == {"yesno", "factoid", "list", "summary"}
+    golden = json.loads(GOLDEN.read_text())["questions"]
+    assert [q["id"] for q in questions] == [q["id"] for q in golden[:20]]  # the first, in order
+    assert build_testset(tmp_path / "all.json", 100, GOLDEN) == len(golden) == 28
     with pytest.raises(FileNotFoundError, match="pass --input FILE"):
         build_testset(tmp_path / "u.json", 5, tmp_path / "missing.json")
+
+
+def test_without_shared_data_the_default_test_set_is_a_one_line_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(faults, "GOLDEN", tmp_path / "shared" / "data" / "bioasq")
+    with pytest.raises(FileNotFoundError) as raised:
+        build_testset(tmp_path / "t.json", 5)
+    message = str(raised.value)
+    assert "\n" not in message and message.endswith("pass --input FILE")
+    assert "../shared" in message and not (tmp_path / "t.json").exists()
 
 
 def test_each_fault_is_traced_to_what_absorbed_it():
@@ -140,7 +154,14 @@ def test_a_killed_and_faulty_batch_answers_every_question_once(tmp_path):
         server_error=0.08, rate_limit=0.06, timeout=0.05, malformed=0.08, empty=0.08, seed=5
     )
     lines: list[str] = []
-    report = bench_faults(questions=12, seed=5, plan=plan, keep=tmp_path / "run", log=lines.append)
+    report = bench_faults(
+        questions=12,
+        seed=5,
+        input_path=GOLDEN,  # 11B1's first 12 questions, as the default would take them
+        plan=plan,
+        keep=tmp_path / "run",
+        log=lines.append,
+    )
     assert report["answered"] == report["questions"] == 12
     assert report["duplicates"] == 0 and report["valid"], report.get("problems")
     injected, absorbed = report["faults_injected"], report["faults_absorbed"]
