@@ -74,6 +74,10 @@ class Embedded:
         """Return the journal inside the index directory: a re-created index starts over."""
         return settings.index_dir / "ingest-journal.json"
 
+    def existing_journal(self, settings: Settings) -> Path | None:
+        """Return the journal of the configured index if the index exists (nothing is opened)."""
+        return settings.index_dir / "ingest-journal.json" if self.exists(settings) else None
+
 
 class Elasticsearch:
     """An Elasticsearch index at `search.elasticsearch_url`."""
@@ -113,8 +117,12 @@ class Elasticsearch:
 
     def journal_path(self, settings: Settings, writer: IndexWriter) -> Path:
         """Return a journal under QUORUM_HOME keyed by the index's UUID."""
-        identity = writer.identity()  # the ElasticIndex open_writer made: the index UUID
-        return settings.home / "ingest" / f"elasticsearch-{settings.search.index}-{identity}.json"
+        return _es_journal(settings, writer.identity())  # the index UUID open_writer made
+
+    def existing_journal(self, settings: Settings) -> Path | None:
+        """Return the journal of the configured index if it exists on the server."""
+        index = _elastic(settings, create=False)
+        return _es_journal(settings, index.identity()) if index.exists() else None
 
 
 BACKENDS: dict[str, Backend] = {"embedded": Embedded(), "elasticsearch": Elasticsearch()}
@@ -140,6 +148,11 @@ def open_backend(settings: Settings, embedder: Embedder | None) -> SearchBackend
 def open_writer(settings: Settings, embedder: Embedder | None) -> IndexWriter:
     """Open (creating if needed) the configured index for writing."""
     return backend_for(settings).open_writer(settings, embedder)
+
+
+def existing_journal(settings: Settings) -> Path | None:
+    """Return the configured index's ingestion journal, or None when the index does not exist."""
+    return backend_for(settings).existing_journal(settings)
 
 
 def index_exists(settings: Settings) -> bool:
@@ -171,6 +184,10 @@ def _elastic(settings: Settings, *, create: bool, dims: int | None = None):
     if create:
         index.create(dims)
     return index
+
+
+def _es_journal(settings: Settings, identity: str) -> Path:
+    return settings.home / "ingest" / f"elasticsearch-{settings.search.index}-{identity}.json"
 
 
 def _missing(settings: Settings, names: list[str], where: str) -> IndexMissing:

@@ -11,7 +11,14 @@ from tqdm import tqdm
 
 from graphs.cli.common import CliError, err, fail, settings_for
 from graphs.describe import plural
-from infra.backends import BACKENDS, drop_index, index_exists, journal_path, open_writer
+from infra.backends import (
+    BACKENDS,
+    drop_index,
+    existing_journal,
+    index_exists,
+    journal_path,
+    open_writer,
+)
 from infra.embeddings import HuggingFaceEmbedder
 from infra.ingest.pipeline import IngestReport, Journal, ingest
 from infra.ingest.sources import check
@@ -72,6 +79,14 @@ def run_index(
     """Index `sources` into the configured backend; a re-run after an interruption resumes."""
     for source in sources:
         check(source)
+    known = existing_journal(settings)
+    if known is not None and Journal(known).all_finished(sources):
+        # Every file was read to the end before and is unchanged: no model to load, no writer.
+        done = Journal(known).done
+        report = IngestReport()
+        report.sources = {str(s): done.get(Journal.key(s), 0) for s in sources}
+        report.skipped = sum(report.sources.values())
+        return report
     embedder = HuggingFaceEmbedder(settings.embeddings) if embeddings else None
     existed = index_exists(settings)
     writer = open_writer(settings, embedder)

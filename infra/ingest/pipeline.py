@@ -35,15 +35,29 @@ class IngestReport:
 
 
 class Journal:
-    """How far each source file got, saved at every commit so a re-run resumes there."""
+    """How far each source file got, saved at every commit so a re-run resumes there.
+
+    On disk: {"positions": {source key: events done}, "finished": [source keys read to the end]}
+    (an older journal, the positions alone, still reads).
+    """
 
     def __init__(self, path: Path):
         self.path = path
+        self.done: dict[str, int] = {}
+        self.finished: set[str] = set()
         try:
-            self.done: dict[str, int] = json.loads(path.read_text()) if path.exists() else {}
+            data = json.loads(path.read_text()) if path.exists() else {}
         except (OSError, ValueError):
             # An unreadable journal only costs time: re-indexing is idempotent by PMID.
-            self.done = {}
+            data = {}
+        if isinstance(data.get("positions"), dict):
+            self.done, self.finished = data["positions"], set(data.get("finished") or [])
+        elif isinstance(data, dict):
+            self.done = {k: v for k, v in data.items() if isinstance(v, int)}
+
+    def all_finished(self, sources: Sequence[Path]) -> bool:
+        """Tell whether every source, unchanged, was already read to the end."""
+        return all(self.key(source) in self.finished for source in sources)
 
     @staticmethod
     def key(source: Path) -> str:
@@ -56,7 +70,8 @@ class Journal:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(self.done, indent=1))
+            written = {"positions": self.done, "finished": sorted(self.finished)}
+            fh.write(json.dumps(written, indent=1))
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
@@ -87,6 +102,10 @@ def ingest(
     for source in sources:
         key = Journal.key(source)
         done = journal.done.get(key, 0)
+        if key in journal.finished:  # read to the end before, unchanged since: nothing to do
+            run.report.skipped += done
+            run.report.sources[str(source)] = done
+            continue
         position = 0
         for action, value in events(source, max_record_chars=max_record_chars):
             position += 1
@@ -107,6 +126,7 @@ def ingest(
                 run.on_progress(0, 1)
             if run.since_commit >= commit_every:
                 run.commit(key, position)
+        journal.finished.add(key)
         run.commit(key, position)
         run.report.sources[str(source)] = position
     run.report.seconds = time.perf_counter() - started

@@ -90,6 +90,10 @@ class Backend(Protocol):
         """Tell whether the configured index exists."""
         ...
 
+    def existing_journal(self, settings: Settings) -> Path | None:
+        """Return the configured index's ingestion journal without opening it for writing."""
+        ...
+
     def drop(self, settings: Settings) -> None:
         """Delete the configured index, if there is one."""
         ...
