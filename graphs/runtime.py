@@ -20,6 +20,15 @@ from nodes.context import Context
 
 def check_models(settings: Settings) -> None:
     """Fail early, in one line, on an endpoint that cannot work (no URL, or its key unset)."""
+    if settings.ensemble.strategy == "moi":
+        # MoI scores orderings by likelihood: refuse now, not after query, search and rerank ran.
+        for spec in settings.models.for_role("ensemble"):
+            if spec.provider == "openai" and not spec.prompt_logprobs:
+                raise SettingsError(
+                    f"ensemble.strategy 'moi' needs prompt log-probabilities, and model "
+                    f"{spec.model!r} gives none: set prompt_logprobs = true for an endpoint whose "
+                    "/completions echoes them (vLLM), or use a local model or another strategy"
+                )
     for role, spec in settings.models.by_role():
         if spec.provider != "openai":
             continue

@@ -87,3 +87,18 @@ async def test_a_thread_id_cannot_be_reused(make_context, settings):
     assert thread == "t-1" and result["exact_answer"] == "yes"
     with pytest.raises(InputProblem, match="thread 't-1' already holds a run"):
         await run_question(settings, "Do statins matter?", context=ctx, thread_id="t-1")
+
+
+def test_moi_without_prompt_logprobs_is_refused_before_any_work(tmp_path):
+    spec = {"provider": "openai", "model": "chat-only", "base_url": "http://127.0.0.1:9/v1"}
+    settings = load_settings(
+        home=tmp_path, models={"query": spec, "ensemble": [spec]}, ensemble={"strategy": "moi"}
+    )
+    with pytest.raises(SettingsError, match="needs prompt log-probabilities.*'chat-only'"):
+        check_models(settings)
+    scored = load_settings(
+        home=tmp_path,
+        models={"query": spec, "ensemble": [spec | {"prompt_logprobs": True}]},
+        ensemble={"strategy": "moi"},
+    )
+    check_models(scored)  # an endpoint that echoes log-probabilities passes
