@@ -9,7 +9,10 @@ import typer
 from rich.markup import escape
 
 from graphs.cli.common import (
-    CliError,
+    BackendOption,
+    IndexOption,
+    TypeOption,
+    checked_type,
     demo_notice,
     err,
     fail,
@@ -19,30 +22,21 @@ from graphs.cli.common import (
     write_json,
 )
 from graphs.cli.live import LiveStatus
-from infra.bioasq.types import QUESTION_TYPES
 from nodes.state import QAState
 
 
 def ask(
     question: Annotated[str, typer.Argument(help="The question, in quotes.")],
-    qtype: Annotated[
-        str | None,
-        typer.Option("--type", help="yesno, factoid, list or summary (detected when omitted)."),
-    ] = None,
-    index_name: Annotated[
-        str | None, typer.Option("--index", help="Index to search (default: settings).")
-    ] = None,
-    backend: Annotated[
-        str | None, typer.Option("--backend", help="Search backend (default: settings).")
-    ] = None,
+    index_name: IndexOption = None,
+    backend: BackendOption = None,
+    qtype: TypeOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """Answer a question from the configured corpus."""
     from graphs.inputs import check_question
 
     question = check_question(question)
-    if qtype is not None and qtype not in QUESTION_TYPES:
-        raise CliError(f"unknown --type {qtype!r}; choose one of {', '.join(QUESTION_TYPES)}")
+    qtype = checked_type(qtype)
     settings = settings_for(**search_options(index_name, backend))
     from graphs.describe import LABELS, done_line
     from graphs.runtime import build_context, run_question  # models and index: after the checks

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -31,6 +31,28 @@ def settings_for(**overrides: Any):
     for group, values in overrides.items():
         merged[group] = {**getattr(base, group).model_dump(), **values}
     return load_settings(**merged)
+
+
+IndexOption = Annotated[
+    str | None, typer.Option("--index", help="Index to search (default: settings).")
+]
+BackendOption = Annotated[
+    str | None, typer.Option("--backend", help="Search backend (default: settings).")
+]
+TypeOption = Annotated[
+    str | None,
+    typer.Option("--type", help="yesno, factoid, list or summary (detected when omitted)."),
+]
+"""The options `ask`, `chat` and `serve` share, spelled and described once."""
+
+
+def checked_type(qtype: str | None) -> str | None:
+    """Return a --type that names a BioASQ question type, or refuse it in one line."""
+    from infra.bioasq.types import QUESTION_TYPES
+
+    if qtype is not None and qtype not in QUESTION_TYPES:
+        raise CliError(f"unknown --type {qtype!r}; choose one of {', '.join(QUESTION_TYPES)}")
+    return qtype
 
 
 def search_options(index: str | None, backend: str | None) -> dict[str, dict[str, str]]:

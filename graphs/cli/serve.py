@@ -6,9 +6,18 @@ from typing import Annotated
 
 import typer
 
-from graphs.cli.common import CliError, demo_notice, err, search_options, settings_for
+from graphs.cli.common import (
+    BackendOption,
+    CliError,
+    IndexOption,
+    TypeOption,
+    checked_type,
+    demo_notice,
+    err,
+    search_options,
+    settings_for,
+)
 from graphs.cli.live import LiveStatus
-from infra.bioasq.types import QUESTION_TYPES
 
 
 def serve(
@@ -23,16 +32,9 @@ def serve(
             help="Allow a non-loopback --host: whoever reaches it can ask and read every trace.",
         ),
     ] = False,
-    index_name: Annotated[
-        str | None, typer.Option("--index", help="Index the page asks (default: settings).")
-    ] = None,
-    backend: Annotated[
-        str | None, typer.Option("--backend", help="Search backend (default: settings).")
-    ] = None,
-    qtype: Annotated[
-        str | None,
-        typer.Option("--type", help="Answer every turn as yesno, factoid, list or summary."),
-    ] = None,
+    index_name: IndexOption = None,
+    backend: BackendOption = None,
+    qtype: TypeOption = None,
 ) -> None:
     """Serve a local web page: chat with the corpus and step through each turn's nodes."""
     import socket
@@ -48,8 +50,7 @@ def serve(
             f"--host {host} is reachable from other machines and the page has no login; "
             "add --allow-remote to serve it anyway"
         )
-    if qtype is not None and qtype not in QUESTION_TYPES:
-        raise CliError(f"unknown --type {qtype!r}; choose one of {', '.join(QUESTION_TYPES)}")
+    qtype = checked_type(qtype)
     settings = settings_for(**search_options(index_name, backend))
     demo_notice(settings)
     try:
