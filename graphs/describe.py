@@ -170,6 +170,19 @@ def describe_organize(update: QAState) -> list[str]:
         cited = f" [{', '.join(group['cited'])}]" if group.get("cited") else ""
         answer = group.get("answer") or f"(no answer: {group.get('error') or 'empty'})"
         lines.append(f"  answer: {answer}{cited}")
+        if group.get("exact"):
+            lines.append(f"  exact: {'; '.join(group['exact'])}")
+        if len(group.get("covers") or []) > len(group["pmids"]):
+            lines.append(f"  stands for: {', '.join(group['covers'])}")
+    if decision := update.get("decision"):
+        lines.append(f"aggregate ({decision['strategy']}): {decision['why']}")
+        for rank, row in enumerate(decision["answers"], 1):
+            text = row["answer"] if isinstance(row["answer"], str) else "; ".join(row["answer"])
+            cites = f" [{', '.join(row['cited'])}]" if row["cited"] else ""
+            lines.append(f"  {rank}. {text} (support {row['support']:.2f}){cites}")
+        lines.append(f"  order: {', '.join(decision['order']) or '-'}")
+        settings = ", ".join(f"{k}={v}" for k, v in decision["settings"].items())
+        lines.append(f"  settings: {settings or '-'}")
     return lines
 
 
@@ -239,7 +252,10 @@ def describe_synthesize(update: QAState) -> list[str]:
 
 
 DESCRIBERS = {
-    "organize": (describe_organize, frozenset({"relation_graph", "relations", "groups"})),
+    "organize": (
+        describe_organize,
+        frozenset({"relation_graph", "relations", "groups", "decision"}),
+    ),
     "ensemble": (describe_ensemble, frozenset({"members", "votes"})),
     "synthesize": (describe_synthesize, frozenset({"attempts", "answer"})),
 }

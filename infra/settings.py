@@ -244,15 +244,24 @@ class OrganizeSettings(Group):
     """Context organization before answering."""
 
     top_k: int = Field(10, ge=1, description="Contexts organized; the rest are not.")
-    strategy: Literal["dedupe", "corg", "base", "separate", "random", "kmeans"] = Field(
+    strategy: Literal[
+        "dedupe", "corg", "base", "separate", "random", "kmeans", "retrieve", "summarize"
+    ] = Field(
         "dedupe",
         description="'dedupe': one call labels duplicates; 'corg': the Context Organizer (pair "
-        "relations, conflict-free groups, one answer per group; off by default until its cost "
-        "on the demo model is settled, see README); ablations answered per group like corg: "
-        "'base' (one group), 'separate' (one per context), 'random', 'kmeans' (over vectors).",
+        "relations, conflict-free groups, one answer per group, aggregated into the decision; "
+        "off by default until its cost on the demo model is settled, see README); the CORG "
+        "paper's baselines, whose answers decide the same way: 'base' (all contexts, one call), "
+        "'separate' (one call per context), 'random', 'kmeans' (over vectors; groups answered "
+        "like corg's), 'retrieve' (the model ranks the contexts for relevance and diversity, "
+        "the top retrieve_top answered in one call), 'summarize' (the model summarizes the "
+        "contexts, the answer comes from the summary).",
     )
     groups: int = Field(3, ge=1, description="Group count of the 'random' and 'kmeans' ablations.")
     seed: int = Field(13, description="Seed of the 'random' and 'kmeans' ablations.")
+    retrieve_top: int = Field(
+        5, ge=1, description="Contexts the 'retrieve' baseline keeps from its ranking (paper: 5)."
+    )
 
 
 class CoBagSettings(Group):

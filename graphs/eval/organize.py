@@ -1,13 +1,22 @@
 """`quorum eval organize`: context organization strategies compared on answer coverage and cost.
 
 Each question's passages go through the organize node alone (no retrieval, no ensemble), then
-the group answers are scored by token recall against the gold:
+the group answers are scored against the gold:
+- d_f1: Disambig-F1, the CORG paper's primary measure (Stelmakh et al., 2022): per gold item,
+  the token F1 of the answer a reader extracts from the response (normalised as votes compare
+  answers: infra.bioasq.answers), averaged;
 - answer_recall: per gold answer, the share of its tokens found in the group answers;
 - entity_recall: the same for gold entities, where the data names them (else null);
 - ear: per gold item, answer (× entity) recall within the best single group, counting only
-  groups that hold the item's source passage when the data says which passage supports it;
-- counterfactual_split (ConflictQA): the supporting and the counter-evidence passage ended in
-  different groups (and, for corg, were labelled counterfactual).
+  groups that hold one of the item's source passages when the data says which ones;
+- counterfactual_split (ConflictQA): per planted counterfactual pair, both sides kept and in
+  different groups (and, where relations were labelled, labelled counterfactual);
+- duplicate_collapse (ConflictQA): per planted duplicate pair, exactly one of the two kept.
+
+ConflictQA records are rebuilt into 4-passage cases: parametric_memory with its aligned
+evidence (planted duplicates: same answer), counter_memory with its aligned evidence, and the
+two sides each other's counterfactual. Passage ids are those `eval methods` gives the same
+record (8LLLLLSS: line, slot), shown memory, counter memory, then their evidence.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import dataclasses
 import json
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,9 +34,20 @@ import numpy as np
 from langgraph.runtime import Runtime
 from tqdm import tqdm
 
+from infra.bioasq.answers import normalize_answer
 from infra.bioasq.formats import FormatError, load_questions, pmid_of
 from nodes.context import Context
 from nodes.organize import organize
+
+CONFLICTQA_FIELDS = (
+    "parametric_memory",
+    "parametric_memory_aligned_evidence",
+    "counter_memory",
+    "counter_memory_aligned_evidence",
+)
+"""A ConflictQA record's passages by slot: each memory, then its aligned evidence."""
+SHOWN_SLOTS = (0, 2, 1, 3)
+"""The shown order: the two memories (the original conflict), then their evidence."""
 
 
 @dataclass
@@ -36,7 +57,13 @@ class Case:
     question: str
     contexts: list[dict[str, Any]]
     items: list[dict[str, Any]] = field(default_factory=list)
-    conflict: tuple[str, str] | None = None
+    """Gold items: answer (a string or synonyms), entity (or None), sources (PMIDs or None)."""
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
+    """Planted counterfactual pairs (PMIDs)."""
+    duplicates: list[tuple[str, str]] = field(default_factory=list)
+    """Planted duplicate pairs (PMIDs)."""
+    qtype: str = "summary"
+    """The question type organize answers for (ConflictQA's answers are statements)."""
     snippets: int = 0
     """Gold snippets behind the contexts (BioASQ), for --min-snippets."""
 
@@ -53,6 +80,85 @@ def token_recall(gold: str, text: str) -> float:
     return sum(t in have for t in wanted) / len(wanted) if wanted else 0.0
 
 
+def span_f1(gold: str, response: str) -> float:
+    """Return the token F1 of the response's span a perfect extractive reader returns for gold.
+
+    D-F1 reads each answer with a RoBERTa reader trained on SQuAD 2.0, asked the item's
+    disambiguated sub-question. Neither is here: no reader's weights can be loaded (no model
+    hub; no package ships one) and ConflictQA has no sub-questions (the paper had GPT-4 write
+    them). So the reader is taken to extract the span that best matches the gold: an upper
+    bound of any extractive reader, which still scores an answer lost in a long mixed response
+    below one stated on its own only through F1's precision within the span.
+    """
+    gold_tokens = normalize_answer(gold).split()
+    words = normalize_answer(response).split()
+    wanted = Counter(gold_tokens)
+    # The best span starts and ends on gold tokens: trimming any other end only raises F1.
+    hits = [k for k, w in enumerate(words) if w in wanted]
+    best = 0.0
+    for x, start in enumerate(hits):
+        seen: Counter[str] = Counter()
+        overlap = 0
+        for end in hits[x:]:
+            seen[words[end]] += 1
+            overlap += seen[words[end]] <= wanted[words[end]]
+            best = max(best, 2 * overlap / (end - start + 1 + len(gold_tokens)))
+    return best
+
+
+def disambig_f1(items: list[dict[str, Any]], response: str) -> float:
+    """Return D-F1: per gold item its best synonym's span F1 in the response, averaged."""
+    if not items:
+        return 0.0
+    return float(np.mean([_best(item["answer"], response, span_f1) for item in items]))
+
+
+def organization_scores(
+    groups: list[list[str]],
+    conflicts: list[tuple[str, str]],
+    duplicates: list[tuple[str, str]],
+    relations: list[dict[str, Any]] | None = None,
+) -> dict[str, float | None]:
+    """Return how well groups split planted counterfactual pairs and collapse duplicates.
+
+    A counterfactual pair is split when each side (the passage or a planted duplicate of it)
+    is kept in some group and no group holds both sides; where relations were labelled, the
+    pair must also be labelled counterfactual. A duplicate pair is collapsed when exactly one
+    of the two is kept. None where nothing of the kind was planted.
+
+    Args:
+        groups: The PMIDs of each group.
+        conflicts: Planted counterfactual pairs.
+        duplicates: Planted duplicate pairs.
+        relations: organize's labelled pairs (a, b, label), if it labelled any.
+    """
+    side: dict[str, str] = {}
+
+    def root(pmid: str) -> str:
+        while side.get(pmid, pmid) != pmid:
+            pmid = side[pmid]
+        return pmid
+
+    for a, b in duplicates:
+        side[max(root(a), root(b))] = min(root(a), root(b))
+    kept = {p for g in groups for p in g}
+    labels = {frozenset((r["a"], r["b"])): r["label"] for r in relations or []}
+    split = []
+    for a, b in conflicts:
+        ra, rb = root(a), root(b)
+        with_a = [k for k, g in enumerate(groups) if any(root(p) == ra for p in g)]
+        with_b = [k for k, g in enumerate(groups) if any(root(p) == rb for p in g)]
+        apart = bool(with_a and with_b) and not set(with_a) & set(with_b)
+        if labels:
+            apart = apart and labels.get(frozenset((a, b))) == "counterfactual"
+        split.append(float(apart))
+    collapsed = [float((a in kept) != (b in kept)) for a, b in duplicates]
+    return {
+        "counterfactual_split": float(np.mean(split)) if split else None,
+        "duplicate_collapse": float(np.mean(collapsed)) if collapsed else None,
+    }
+
+
 def load_cases(path: Path) -> list[Case]:
     """Read ConflictQA (.jsonl) or BioASQ list/factoid questions with gold snippets (.json)."""
     if path.suffix == ".jsonl":
@@ -61,23 +167,8 @@ def load_cases(path: Path) -> list[Case]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-                support, counter = (
-                    row["parametric_memory_aligned_evidence"],
-                    row["counter_memory_aligned_evidence"],
-                )
-                cases.append(
-                    Case(
-                        question=row["question"],
-                        contexts=[_doc("1", support), _doc("2", counter)],
-                        items=[
-                            {"answer": row["memory_answer"], "entity": None, "source": "1"},
-                            {"answer": row["counter_answer"], "entity": None, "source": "2"},
-                        ],
-                        conflict=("1", "2"),
-                    )
-                )
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                cases.append(_conflictqa_case(number, json.loads(line)))
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
                 raise FormatError(f"{path}:{number}: not a ConflictQA record ({exc})") from None
         return cases
     cases = []
@@ -91,19 +182,35 @@ def load_cases(path: Path) -> list[Case]:
         items = []
         for item in gold:
             synonyms = item if isinstance(item, list) else [item]
-            items.append({"answer": synonyms, "entity": None, "source": None})
+            items.append({"answer": synonyms, "entity": None, "sources": None})
         contexts = [_doc(p, " ".join(t)) for p, t in texts.items()]
-        cases.append(Case(q.body, contexts, items, snippets=len(q.snippets)))
+        cases.append(Case(q.body, contexts, items, qtype=q.type, snippets=len(q.snippets)))
     return cases
+
+
+def _conflictqa_case(line: int, row: dict[str, Any]) -> Case:
+    ids = [f"8{line:05d}{slot:02d}" for slot in range(4)]
+    texts = [" ".join(row[name].split()) for name in CONFLICTQA_FIELDS]
+    memory, counter = (ids[0], ids[1]), (ids[2], ids[3])
+    return Case(
+        question=row["question"],
+        contexts=[_doc(ids[slot], texts[slot]) for slot in SHOWN_SLOTS],
+        items=[
+            {"answer": row["memory_answer"], "entity": None, "sources": list(memory)},
+            {"answer": row["counter_answer"], "entity": None, "sources": list(counter)},
+        ],
+        conflicts=[(a, b) for a in memory for b in counter],
+        duplicates=[memory, counter],
+    )
 
 
 def _doc(pmid: str, text: str) -> dict[str, Any]:
     return {"pmid": pmid, "title": "", "abstract": text, "score": 0.0}
 
 
-def _best(answer: str | list[str], text: str) -> float:
+def _best(answer: str | list[str], text: str, measure=token_recall) -> float:
     options = answer if isinstance(answer, list) else [answer]
-    return max(token_recall(a, text) for a in options)
+    return max(measure(a, text) for a in options)
 
 
 def score_case(case: Case, update: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +223,8 @@ def score_case(case: Case, update: dict[str, Any]) -> dict[str, Any]:
     entities = [token_recall(item["entity"], everything) for item in case.items if item["entity"]]
     ear = []
     for item in case.items:
-        holders = [g for g in groups if item["source"] is None or item["source"] in g["pmids"]]
+        sources = item.get("sources")
+        holders = [g for g in groups if sources is None or set(sources) & set(g["pmids"])]
         ear.append(
             max(
                 (
@@ -128,17 +236,14 @@ def score_case(case: Case, update: dict[str, Any]) -> dict[str, Any]:
             )
         )
     result = {
+        "d_f1": disambig_f1(case.items, everything),
         "answer_recall": float(np.mean(answer_recall)),
         "entity_recall": float(np.mean(entities)) if entities else None,
         "ear": float(np.mean(ear)),
     }
-    if case.conflict:
-        a, b = case.conflict
-        apart = not any(a in g["pmids"] and b in g["pmids"] for g in groups)
-        labels = {(r["a"], r["b"]): r["label"] for r in update.get("relations", [])}
-        if labels:
-            apart = apart and labels.get((a, b)) == "counterfactual"
-        result["counterfactual_split"] = float(apart)
+    result |= organization_scores(
+        [g["pmids"] for g in groups], case.conflicts, case.duplicates, update.get("relations")
+    )
     calls = update.get("calls", [])
     graph = update.get("relation_graph") or {}
     n = len(case.contexts)
@@ -175,14 +280,21 @@ async def evaluate_organize(
     corg = _with_organize(ctx, strategy="corg")
     rows = []
     for case in tqdm(cases, unit=" q", file=sys.stderr, dynamic_ncols=True, disable=None):
-        state = {"question": case.question, "contexts": case.contexts}
+        state = {"question": case.question, "qtype": case.qtype, "contexts": case.contexts}
         run = ctx
         if match_corg and strategy in ("random", "kmeans"):
             reference = await organize(state, Runtime(context=corg))
             run = _with_organize(ctx, groups=max(1, len(reference.get("groups") or [])))
         rows.append(score_case(case, await organize(state, Runtime(context=run))))
     report: dict[str, Any] = {"questions": len(rows), "strategy": strategy}
-    for key in ("answer_recall", "entity_recall", "ear", "counterfactual_split"):
+    for key in (
+        "d_f1",
+        "answer_recall",
+        "entity_recall",
+        "ear",
+        "counterfactual_split",
+        "duplicate_collapse",
+    ):
         values = [r[key] for r in rows if r.get(key) is not None]
         report[key] = round(float(np.mean(values)), 4) if values else None
     for key in (

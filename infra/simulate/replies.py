@@ -143,7 +143,9 @@ def _reading(
             **({"decision": decided} if decided is not None else {}),
         }
     )
-    values["exact_answer"] = values["exact"] = values["answers"] = values["answer"]
+    # A group's answers stay apart where the schema asks a list (CORG's short answers).
+    items = values.pop("_items", values["answer"])
+    values["exact_answer"] = values["exact"] = values["answers"] = items
     for group, key in (
         (PMID_FIELDS, "pmids"),
         (NUMBER_FIELDS, "passage"),
@@ -211,6 +213,7 @@ def _all_answers(reading: Reading, limit: int) -> dict[str, Any]:
     share = sum(reading.share(s.passage.answer_text) for s in chosen.values())
     return {
         "answer": "; ".join(parts),
+        "_items": [a for s in chosen.values() for a in s.passage.answer],
         "pmids": cited,
         "passage": top.number,
         "quote": said,

@@ -1,15 +1,32 @@
-"""One answer per group of contexts, as CORG and its ablations give them."""
+"""One answer per group of contexts, as CORG's aggregator and its baselines ask for them."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
 from infra.models import ChatModel
-from nodes.evidence import checked_citations, passages, pmid_type
+from nodes.evidence import Entity, checked_citations, passages, pmid_type
+from nodes.records import Group
 from prompts import render
+
+# The group's short answers by question type (none for summary: its answer is the words).
+EXACT: dict[str, tuple[Any, Any]] = {
+    "yesno": (Literal["yes", "no"], Field(description="yes or no, as the abstracts answer")),
+    "factoid": (
+        list[Entity],
+        Field(
+            description="Every short answer (entity name) the abstracts give, best supported first",
+            max_length=5,
+        ),
+    ),
+    "list": (
+        list[Entity],
+        Field(description="Every entity the abstracts give that answers", max_length=12),
+    ),
+}
 
 
 class PluralQuestion(BaseModel):
@@ -18,57 +35,125 @@ class PluralQuestion(BaseModel):
     question: str = Field(description="The question in plural form", min_length=1, max_length=500)
 
 
-def group_answer_schema(pmids: list[str]) -> type[BaseModel]:
-    """Return one group's answer, citing only that group's PMIDs."""
-    return create_model(
-        "GroupAnswer",
-        answer=(str, Field(description="The answer, with what it applies to", max_length=600)),
-        cited_pmids=(list[pmid_type(pmids)], Field(description="Supporting PMIDs", max_length=5)),
+def passage_chars(model: ChatModel, shown: int, top_k: int) -> int:
+    """Return how much of each passage a prompt showing `shown` passages may hold.
+
+    The bound comes from the model's spec: one organize prompt may hold what base's single
+    group shows, top_k passages of `context_chars` each, and fewer passages share that budget.
+    A relation call (two passages) or a small group so sees whole passages wherever the model
+    allows; NOTE: the 400-character cut relation calls had hid the answer of 72% of
+    ConflictQA's counter passages, which often give it in their last sentence.
+    """
+    budget = model.context_chars * max(1, top_k)
+    return max(model.context_chars, budget // max(1, shown))
+
+
+def group_answer_schema(qtype: str, pmids: list[str]) -> type[BaseModel]:
+    """Return one group's answer: words, short answers by type, and only that group's PMIDs."""
+    fields: dict[str, Any] = {
+        "answer": (
+            str,
+            Field(
+                description="Every answer the abstracts give, each with what it applies to",
+                max_length=600,
+            ),
+        )
+    }
+    if qtype in EXACT:
+        fields["exact"] = EXACT[qtype]
+    fields["cited_pmids"] = (
+        list[pmid_type(pmids)],
+        Field(description="Supporting PMIDs", max_length=5),
     )
+    return create_model("GroupAnswer", **fields)
 
 
 async def answer_groups(
     model: ChatModel,
     question: str,
+    qtype: str,
     groups: list[list[dict[str, Any]]],
     calls: list[dict[str, Any]],
     *,
     max_concurrency: int,
-) -> list[dict[str, Any]]:
-    """Answer every group of contexts, a few at a time; record the calls in `calls`."""
+    top_k: int,
+    reformulate: bool = True,
+    shown: list[str] | None = None,
+) -> list[Group]:
+    """Answer every group of contexts, a few at a time; record the calls in `calls`.
+
+    Args:
+        model: The organize model.
+        question: The question as asked.
+        qtype: The question type, which picks the short answers' form.
+        groups: The contexts of each group, in rank order.
+        calls: Where the calls are recorded.
+        max_concurrency: Most groups answered at once.
+        top_k: organize.top_k, which sizes each prompt's passage budget.
+        reformulate: Ask a group of several contexts in plural form (CORG's aggregator).
+        shown: Per group, text shown instead of its passages (summarize's summary).
+    """
     limit = asyncio.Semaphore(max_concurrency)
-    return list(
-        await asyncio.gather(*(_answer_group(limit, model, question, g, calls) for g in groups))
-    )
+
+    async def one(k: int, docs: list[dict[str, Any]]) -> Group:
+        async with limit:
+            return await _answer_group(
+                model,
+                question,
+                qtype,
+                docs,
+                calls,
+                top_k=top_k,
+                reformulate=reformulate,
+                shown=shown[k] if shown else None,
+            )
+
+    return list(await asyncio.gather(*(one(k, g) for k, g in enumerate(groups))))
 
 
 async def _answer_group(
-    limit: asyncio.Semaphore,
     model: ChatModel,
     question: str,
+    qtype: str,
     docs: list[dict[str, Any]],
-    calls: list,
-) -> dict[str, Any]:
-    async with limit:
-        form = question
-        if len(docs) > 1:
-            # CORG's finding: a plural question beats extra instructions for a multi-answer group.
-            reply = await model.structured(
-                PluralQuestion, render("organize_pluralize", question=question)
-            )
-            calls.append(reply.record("organize"))
-            form = reply.value.question if reply.value else question
-        pmids = [d["pmid"] for d in docs]
-        messages = render(
-            "organize_group", contexts=passages(docs, model.context_chars), question=form
+    calls: list[dict[str, Any]],
+    *,
+    top_k: int,
+    reformulate: bool,
+    shown: str | None,
+) -> Group:
+    form = question
+    if reformulate and len(docs) > 1:
+        # CORG's finding: a plural question beats extra instructions for a multi-answer group.
+        reply = await model.structured(
+            PluralQuestion, render("organize_pluralize", question=question)
         )
-        reply = await model.structured(group_answer_schema(pmids), messages, temperature=0.0)
         calls.append(reply.record("organize"))
+        form = reply.value.question if reply.value else question
+    pmids = [d["pmid"] for d in docs]
+    contexts = shown
+    if contexts is None:
+        contexts = passages(docs, passage_chars(model, len(docs), top_k))
+    messages = render("organize_group", contexts=contexts, question=form)
+    reply = await model.structured(group_answer_schema(qtype, pmids), messages, temperature=0.0)
+    calls.append(reply.record("organize"))
     value = reply.value
-    return {
+    group: Group = {
         "pmids": pmids,
         "question": form,
         "answer": value.answer.strip() if value else "",
         "cited": checked_citations(list(value.cited_pmids), pmids, "organize")[0] if value else [],
         "error": reply.error,
+        "exact": _exact(getattr(value, "exact", None)),
+        "covers": list(pmids),
     }
+    if shown is not None:
+        group["shown"] = shown
+    return group
+
+
+def _exact(value: Any) -> list[str]:
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    return [text for item in items if (text := " ".join(str(item).split()))]

@@ -1,4 +1,7 @@
-"""CORG grouping: drop redundant contexts and split conflicting ones into separate groups."""
+"""CORG's reranker: drop redundant contexts and split conflicting ones into separate groups.
+
+SEE: Lee et al., "Generating Answers from Complex, Interrelated Contexts" (§4, Reranker).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ class Grouping:
     """Context indices per group, each in rank order."""
     dropped: dict[int, str] = field(default_factory=dict)
     """Index → reason, e.g. "duplicate of 3" or "ambiguous with 2"."""
+    into: dict[int, int] = field(default_factory=dict)
+    """Index dropped → the index it was dropped in favour of (which says the same)."""
     not_organized: list[int] = field(default_factory=list)
     """Indices past top_k, left out of the groups."""
 
@@ -27,6 +32,17 @@ class Grouping:
             "not_organized": list(self.not_organized),
         }
 
+    def covers(self) -> list[list[int]]:
+        """Return per group its indices and those dropped in their favour, in rank order."""
+        home: dict[int, int] = {}
+        for i in self.into:
+            target = i
+            # An ambiguous twin may point at a context later dropped as a duplicate.
+            while target in self.into:
+                target = self.into[target]
+            home[i] = target
+        return [sorted([*g, *(i for i, t in home.items() if t in g)]) for g in self.groups]
+
 
 def _described(descriptors: dict[int, str] | None, i: int) -> bool | None:
     """Return whether context i has a descriptor, or None if unknown."""
@@ -37,8 +53,8 @@ def _described(descriptors: dict[int, str] | None, i: int) -> bool | None:
 
 def _drop_ambiguous(
     graph: RelationGraph, kept: list[int], descriptors: dict[int, str] | None
-) -> dict[int, str]:
-    dropped: dict[int, str] = {}
+) -> dict[int, tuple[int, str]]:
+    dropped: dict[int, tuple[int, str]] = {}
     for x, i in enumerate(kept):
         for j in kept[x + 1 :]:
             if i in dropped or j in dropped or graph.label(i, j) != "ambiguous":
@@ -47,13 +63,13 @@ def _drop_ambiguous(
             # The described member says more than its descriptor-less twin; when descriptors
             # do not tell them apart, the better-ranked one stays.
             if has_i is False and has_j is True:
-                dropped[i] = f"ambiguous with {j}"
+                dropped[i] = (j, f"ambiguous with {j}")
             else:
-                dropped[j] = f"ambiguous with {i}"
+                dropped[j] = (i, f"ambiguous with {i}")
     return dropped
 
 
-def _collapse_duplicates(graph: RelationGraph, kept: list[int]) -> dict[int, str]:
+def _collapse_duplicates(graph: RelationGraph, kept: list[int]) -> dict[int, tuple[int, str]]:
     parent = {i: i for i in kept}
 
     def root(i: int) -> int:
@@ -66,9 +82,10 @@ def _collapse_duplicates(graph: RelationGraph, kept: list[int]) -> dict[int, str
         for j in kept[x + 1 :]:
             if graph.label(i, j) == "duplicated":
                 ri, rj = root(i), root(j)
-                # The smaller index is the better rank, so it stays the root.
+                # The paper keeps a random one and finds the choice makes no notable difference;
+                # the best-ranked one stays (the smaller index), so a run is reproducible.
                 parent[max(ri, rj)] = min(ri, rj)
-    return {i: f"duplicate of {root(i)}" for i in kept if root(i) != i}
+    return {i: (root(i), f"duplicate of {root(i)}") for i in kept if root(i) != i}
 
 
 def group_contexts(
@@ -86,12 +103,14 @@ def group_contexts(
     organized = list(range(min(top_k, graph.n)))
     not_organized = list(range(len(organized), graph.n))
 
-    dropped = _drop_ambiguous(graph, organized, descriptors)
-    kept = [i for i in organized if i not in dropped]
-    dropped.update(_collapse_duplicates(graph, kept))
-    kept = [i for i in kept if i not in dropped]
+    merged = _drop_ambiguous(graph, organized, descriptors)
+    kept = [i for i in organized if i not in merged]
+    merged.update(_collapse_duplicates(graph, kept))
+    kept = [i for i in kept if i not in merged]
+    dropped = {i: why for i, (_, why) in merged.items()}
+    into = {i: target for i, (target, _) in merged.items()}
     if not kept:
-        return Grouping(groups=[], dropped=dropped, not_organized=not_organized)
+        return Grouping(groups=[], dropped=dropped, into=into, not_organized=not_organized)
 
     colour: dict[int, int] = {}
     for i in kept:
@@ -108,5 +127,8 @@ def group_contexts(
             # min() keeps the first of equal sizes, i.e. the lowest group index.
             min(groups, key=len).append(i)
     return Grouping(
-        groups=[sorted(g) for g in groups], dropped=dropped, not_organized=not_organized
+        groups=[sorted(g) for g in groups],
+        dropped=dropped,
+        into=into,
+        not_organized=not_organized,
     )

@@ -1,4 +1,9 @@
-"""organize: the strategy named by `organize.strategy` relates, groups or prunes the contexts."""
+"""organize: the strategy named by `organize.strategy` relates, groups or prunes the contexts.
+
+A strategy that answers groups of contexts (corg and the CORG paper's baselines) also writes
+`decision`: the aggregate of its group answers (aggregate.py), which the ensemble node keeps
+as the decision instead of voting over all the contexts again.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from nodes.context import Context
+from nodes.organize.aggregate import aggregate, answered
 from nodes.organize.strategies import strategy_named
 from nodes.state import QAState
 
@@ -17,5 +23,15 @@ async def organize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     strategy = strategy_named(ctx.settings.organize.strategy)
     contexts = list(state.get("contexts", []))[: ctx.settings.organize.top_k]
     if len(contexts) < 2:
-        return {"organized": contexts, "relations": []}
-    return await strategy.organize(ctx, state["question"], contexts, ctx.models.first("organize"))
+        # No groups this round: an earlier round's must not stand in for the ensemble's vote.
+        update: dict[str, Any] = {"organized": contexts, "relations": []}
+        return update | {"groups": []} if strategy.answers else update
+    model = ctx.models.first("organize")
+    qtype = state.get("qtype") or "summary"
+    update = await strategy.organize(ctx, state["question"], contexts, model, qtype)
+    groups = update.get("groups") or []
+    if any(answered(g) for g in groups):
+        update["decision"] = aggregate(
+            groups, qtype, strategy=strategy.name, settings=strategy.settings(ctx, model)
+        )
+    return update

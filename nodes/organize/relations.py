@@ -124,7 +124,13 @@ def _missing(graph: RelationGraph, i: int) -> list[int]:
 
 
 def _mirror(graph: RelationGraph, anchor: int) -> None:
-    """Infer edges of the anchor's duplicates and counterfactuals from the anchor's own edges."""
+    """Infer edges of the anchor's duplicates and counterfactuals from the anchor's own edges.
+
+    Algorithm 1 copies a duplicate's or a counterfactual's relations from the anchor's
+    wholesale. Only what the definitions guarantee is copied here: two contexts that both
+    contradict the anchor may agree with each other, so that pair is asked in a later round
+    (test_mirrored_labels_match_a_consistent_oracle holds every copied label to the truth).
+    """
     # A failed call says nothing about the pair, so it is never copied.
     known = {
         c: e.label

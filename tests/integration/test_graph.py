@@ -196,7 +196,7 @@ async def test_corg_strategy_runs_through_the_graph_and_checkpoints(make_context
         query={"query": "mitochondria OR lace OR cell"},
         relation={"first": triple, "second": triple, "label": "distracting"},
         pluralize={"question": "What roles do mitochondria play?"},
-        group=lambda m, kw: {"answer": "yes", "cited_pmids": pmids_in(m)[:1]},
+        group=lambda m, kw: {"answer": "yes", "exact": "yes", "cited_pmids": pmids_in(m)[:1]},
         ensemble=member,
         synthesize=answer(0.9),
     )
@@ -207,6 +207,7 @@ async def test_corg_strategy_runs_through_the_graph_and_checkpoints(make_context
         graph["calls"] == graph["naive_calls"]
     )  # nothing to mirror when every pair is distracting
     assert state["groups"] and all(g["answer"] == "yes" for g in state["groups"])
+    assert state["decision"]["source"] == "organize" and state["decision"]["settings"]["top_k"]
     assert state["result"]["exact_answer"] == "yes"
 
 

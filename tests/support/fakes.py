@@ -69,6 +69,8 @@ SCRIPT_KEYS = {
     "organize_relation": "relation",
     "organize_pluralize": "pluralize",
     "organize_group": "group",
+    "organize_retrieve": "retrieve",
+    "organize_summarize": "summarize",
     "ensemble": "ensemble",
     "synthesize": "synthesize",
 }

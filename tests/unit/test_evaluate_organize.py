@@ -2,7 +2,16 @@ import json
 
 import pytest
 
-from graphs.eval.organize import Case, evaluate_organize, load_cases, score_case, token_recall
+from graphs.eval.organize import (
+    Case,
+    disambig_f1,
+    evaluate_organize,
+    load_cases,
+    organization_scores,
+    score_case,
+    span_f1,
+    token_recall,
+)
 from infra.bioasq.formats import FormatError
 from tests.support.data import CONFLICTQA, GOLDEN
 from tests.support.fakes import pmids_in, script
@@ -14,10 +23,10 @@ CASE = Case(
         {"pmid": "2", "title": "", "abstract": "Coffee lowers mortality."},
     ],
     items=[
-        {"answer": "coffee is harmful", "entity": None, "source": "1"},
-        {"answer": "coffee is not harmful", "entity": None, "source": "2"},
+        {"answer": "coffee is harmful", "entity": None, "sources": ["1"]},
+        {"answer": "coffee is not harmful", "entity": None, "sources": ["2"]},
     ],
-    conflict=("1", "2"),
+    conflicts=[("1", "2")],
 )
 
 
@@ -53,9 +62,55 @@ def test_score_rewards_answers_kept_apart_with_their_sources():
     assert scored["naive_relation_calls"] == 1
 
 
+def test_span_f1_is_what_a_perfect_extractive_reader_scores():
+    assert span_f1("the cat sat", "Yes: a cat sat on the mat.") == 1.0
+    # The best span ("coffee is harmful") misses "not": precision 1, recall 3/4.
+    assert span_f1("coffee is not harmful", "Coffee is harmful.") == pytest.approx(6 / 7)
+    assert span_f1("x", "") == span_f1("", "x") == 0.0
+    # Tokens scattered among other words score below their recall (1): the best span is "red".
+    assert token_recall("red wine", "red and white and rosé wine") == 1.0
+    assert span_f1("red wine", "red and white and rosé wine") == pytest.approx(2 / 3)
+    items = [{"answer": ["Röntgen", "Wilhelm Röntgen"]}, {"answer": "Lorentz"}]
+    assert disambig_f1(items, "Wilhelm Röntgen (1901); also named: none") == 0.5
+
+
+def test_splits_and_collapses_are_scored_by_sides():
+    conflicts = [(a, b) for a in "12" for b in "34"]
+    duplicates = [("1", "2"), ("3", "4")]
+    assert organization_scores([["1"], ["3"]], conflicts, duplicates) == {
+        "counterfactual_split": 1.0,
+        "duplicate_collapse": 1.0,
+    }
+    # A side's duplicate with the other side in one group: that side is not apart.
+    mixed = organization_scores([["1"], ["2", "3"]], conflicts, duplicates)
+    assert mixed == {"counterfactual_split": 0.0, "duplicate_collapse": 0.5}
+    # Dropping a whole side splits nothing; an unlabelled pair is not split where labels exist.
+    assert organization_scores([["1"]], conflicts, [])["counterfactual_split"] == 0.0
+    labelled = [{"a": "1", "b": "3", "label": "counterfactual"}]
+    assert (
+        organization_scores([["1"], ["3"]], [("1", "3")], [], labelled)["counterfactual_split"]
+        == 1.0
+    )
+    assert (
+        organization_scores([["1"], ["3"]], [("1", "4")], [], labelled)["counterfactual_split"]
+        == 0.0
+    )
+    assert organization_scores([["1"]], [], []) == {
+        "counterfactual_split": None,
+        "duplicate_collapse": None,
+    }
+
+
 def test_load_conflictqa_and_bioasq(tmp_path):
     cases = load_cases(CONFLICTQA)
-    assert len(cases) == 30 and cases[0].conflict == ("1", "2") and len(cases[0].contexts) == 2
+    assert len(cases) == 30
+    first = cases[0]
+    shown = [c["pmid"] for c in first.contexts]
+    assert shown == ["80000100", "80000102", "80000101", "80000103"]
+    assert first.duplicates == [("80000100", "80000101"), ("80000102", "80000103")]
+    assert len(first.conflicts) == 4 and first.qtype == "summary"
+    assert [i["sources"] for i in first.items] == [list(p) for p in first.duplicates]
+    assert first.contexts[1]["abstract"].startswith("Recent studies have shown")
     bioasq = load_cases(GOLDEN)
     assert len(bioasq) == 14 and all(c.items and c.contexts for c in bioasq)
     bad = tmp_path / "bad.jsonl"

@@ -28,6 +28,8 @@ EXPECTED = {
     "rewrite_question": {"history", "question"},
     "organize_pluralize": {"question"},
     "organize_group": {"contexts", "question"},
+    "organize_retrieve": {"contexts", "question"},
+    "organize_summarize": {"contexts", "question"},
     "ensemble": {"instructions", "contexts", "question"},
     "synthesize": {"instructions", "contexts", "question", "candidates"},
 }

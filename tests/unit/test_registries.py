@@ -123,7 +123,7 @@ async def test_a_registered_organize_strategy_is_what_the_node_runs(
 ):
     @organize_registry.register("reversed")
     class Reversed(organize_registry.OrganizeStrategy):
-        async def organize(self, ctx, question, contexts, model):
+        async def organize(self, ctx, question, contexts, model, qtype):
             return {"organized": contexts[::-1], "relations": []}
 
     ctx = make_context(script(), settings_=with_setting(settings, "organize", strategy="reversed"))

@@ -1,7 +1,11 @@
-"""CORG's ablations: base, separate, random, kmeans group without relations, then answer alike.
+"""CORG's baselines that group without relations: base, separate, random, kmeans.
 
-base: all in one group; separate: one group each; random: a seeded random partition into
-`organize.groups` groups; kmeans: k-means over the contexts' vectors with that many clusters.
+SEE: Lee et al., "Generating Answers from Complex, Interrelated Contexts" (§5.2, App. D.2).
+base: all in one group, one call; separate: one group each; random: a seeded random partition
+into `organize.groups` groups; kmeans: k-means over the contexts' vectors with that many
+clusters. random and kmeans answer their groups as CORG's aggregator does (plural question for
+a group of several), so they differ from CORG only in how they group; base asks the question
+as it stands (Table 11: "without all [R, A]" scores exactly Base).
 """
 
 from __future__ import annotations
@@ -19,9 +23,14 @@ from nodes.organize.strategies.registry import OrganizeStrategy, register
 
 
 class Ablation(OrganizeStrategy):
-    """Group without relation calls and answer each group the way CORG does."""
+    """Group without relation calls and answer each group."""
 
+    answers = True
     needs_vectors: ClassVar[bool] = False
+    reformulate: ClassVar[bool] = True
+    """Whether a group of several is asked in plural form, as CORG's aggregator asks it."""
+    seeded: ClassVar[bool] = False
+    """Whether organize.groups and organize.seed shape the groups."""
 
     def groups(
         self, n: int, *, groups: int, seed: int = 0, vectors: np.ndarray | None = None
@@ -37,8 +46,25 @@ class Ablation(OrganizeStrategy):
         """Return the groups of n >= 1 contexts, aiming at k of them."""
         raise NotImplementedError
 
+    def settings(self, ctx: Context, model: ChatModel) -> dict[str, Any]:
+        """Return the baseline's settings: grouping, reformulation, each prompt's budget."""
+        chosen = super().settings(ctx, model) | {
+            "context_chars": model.context_chars,
+            "max_concurrency": ctx.settings.ensemble.max_concurrency,
+            "temperature": 0.0,
+            "reformulate": self.reformulate,
+        }
+        if self.seeded:
+            chosen |= {"groups": ctx.settings.organize.groups, "seed": ctx.settings.organize.seed}
+        return chosen
+
     async def organize(
-        self, ctx: Context, question: str, contexts: list[dict[str, Any]], model: ChatModel
+        self,
+        ctx: Context,
+        question: str,
+        contexts: list[dict[str, Any]],
+        model: ChatModel,
+        qtype: str,
     ) -> dict[str, Any]:
         """Return every context, the groups' answers, and no relations."""
         settings = ctx.settings.organize
@@ -54,9 +80,12 @@ class Ablation(OrganizeStrategy):
         answered = await answer_groups(
             model,
             question,
+            qtype,
             [[contexts[i] for i in g] for g in grouped],
             calls,
             max_concurrency=ctx.settings.ensemble.max_concurrency,
+            top_k=settings.top_k,
+            reformulate=self.reformulate,
         )
         return {
             "organized": contexts,
@@ -71,7 +100,9 @@ class Ablation(OrganizeStrategy):
 
 @register("base")
 class OneGroup(Ablation):
-    """All contexts in one group."""
+    """All contexts in one group, asked as the question stands."""
+
+    reformulate = False
 
     def partition(
         self, n: int, k: int, *, seed: int, vectors: np.ndarray | None
@@ -84,6 +115,8 @@ class OneGroup(Ablation):
 class Separate(Ablation):
     """One group per context."""
 
+    reformulate = False  # a group of one is never asked in plural form
+
     def partition(
         self, n: int, k: int, *, seed: int, vectors: np.ndarray | None
     ) -> list[list[int]]:
@@ -94,6 +127,8 @@ class Separate(Ablation):
 @register("random")
 class RandomGroups(Ablation):
     """A seeded random partition into k groups."""
+
+    seeded = True
 
     def partition(
         self, n: int, k: int, *, seed: int, vectors: np.ndarray | None
@@ -109,6 +144,7 @@ class KMeansGroups(Ablation):
     """k-means over the contexts' vectors."""
 
     needs_vectors = True
+    seeded = True
 
     def partition(
         self, n: int, k: int, *, seed: int, vectors: np.ndarray | None

@@ -1,4 +1,9 @@
-"""corg: the Context Organizer: pair relations, conflict-free groups, one answer per group."""
+"""corg: the Context Organizer: pair relations, conflict-free groups, one answer per group.
+
+SEE: Lee et al., "Generating Answers from Complex, Interrelated Contexts": the graph
+constructor is relations.py, the reranker grouping.py, the aggregator answers.py (each group
+answered on its own) and aggregate.py (their answers with citations make the decision).
+"""
 
 from __future__ import annotations
 
@@ -7,30 +12,47 @@ from typing import Any
 from infra.models import ChatModel
 from nodes.context import Context
 from nodes.evidence import clip
-from nodes.organize.answers import answer_groups
+from nodes.organize.answers import answer_groups, passage_chars
 from nodes.organize.grouping import Grouping, group_contexts
 from nodes.organize.relations import PairRelation, RelationGraph, build_relation_graph
 from nodes.organize.strategies.registry import OrganizeStrategy, register
 from prompts import render
-
-PAIR_CHARS = 400
 
 
 @register("corg")
 class Corg(OrganizeStrategy):
     """Relate every pair the relation graph needs, group without conflicts, answer each group."""
 
+    answers = True
+
     async def organize(
-        self, ctx: Context, question: str, contexts: list[dict[str, Any]], model: ChatModel
+        self,
+        ctx: Context,
+        question: str,
+        contexts: list[dict[str, Any]],
+        model: ChatModel,
+        qtype: str,
     ) -> dict[str, Any]:
         """Return the organized contexts, the relation graph, the groups and their answers."""
         return await organize_contexts(
             question,
             contexts,
             model,
+            qtype=qtype,
             top_k=ctx.settings.organize.top_k,
             max_concurrency=ctx.settings.ensemble.max_concurrency,
         )
+
+    def settings(self, ctx: Context, model: ChatModel) -> dict[str, Any]:
+        """Return CORG's settings: the budget of each prompt, concurrency, reformulation."""
+        top_k = ctx.settings.organize.top_k
+        return super().settings(ctx, model) | {
+            "relation_chars": passage_chars(model, 2, top_k),
+            "context_chars": model.context_chars,
+            "max_concurrency": ctx.settings.ensemble.max_concurrency,
+            "temperature": 0.0,
+            "reformulate": True,
+        }
 
 
 async def organize_contexts(
@@ -38,21 +60,25 @@ async def organize_contexts(
     contexts: list[dict[str, Any]],
     model: ChatModel,
     *,
+    qtype: str,
     top_k: int,
     max_concurrency: int,
 ) -> dict[str, Any]:
     """Relate the contexts, group them, and answer each group; return the node's update."""
     calls: list[dict[str, Any]] = []
     triples: dict[int, dict[str, str]] = {}
+    bound = passage_chars(model, 2, top_k)
+    cut: set[int] = set()
+
+    def shown(i: int) -> str:
+        doc = contexts[i]
+        text = f"{doc.get('title') or ''} {doc.get('abstract') or ''}".strip()
+        if len(text) > bound:
+            cut.add(i)
+        return clip(text, bound)
 
     async def relate(i: int, j: int) -> str:
-        a, b = contexts[i], contexts[j]
-        messages = render(
-            "organize_relation",
-            question=question,
-            first=clip(f"{a.get('title') or ''} {a.get('abstract') or ''}".strip(), PAIR_CHARS),
-            second=clip(f"{b.get('title') or ''} {b.get('abstract') or ''}".strip(), PAIR_CHARS),
-        )
+        messages = render("organize_relation", question=question, first=shown(i), second=shown(j))
         reply = await model.structured(PairRelation, messages, temperature=0.0)
         calls.append(reply.record("organize"))
         if reply.value is None:
@@ -66,11 +92,21 @@ async def organize_contexts(
     answered = await answer_groups(
         model,
         question,
+        qtype,
         [[contexts[i] for i in group] for group in grouping.groups],
         calls,
         max_concurrency=max_concurrency,
+        top_k=top_k,
     )
+    for group, covered in zip(answered, grouping.covers(), strict=True):
+        group["covers"] = [contexts[i]["pmid"] for i in covered]
     kept = sorted(i for group in grouping.groups for i in group)
+    notes = _notes(graph, grouping, contexts)
+    if cut:
+        notes.append(
+            f"organize: relation calls showed {len(cut)} passage(s) cut at {bound} characters "
+            "(the model's context_chars x organize.top_k, shared by two passages)"
+        )
     return {
         "organized": [contexts[i] for i in kept],
         "relations": _relations(graph, contexts),
@@ -78,7 +114,7 @@ async def organize_contexts(
         "groups": answered,
         "triples": {contexts[i]["pmid"]: t for i, t in sorted(triples.items())},
         "calls": calls,
-        "notes": _notes(graph, grouping, contexts),
+        "notes": notes,
     }
 
 

@@ -43,7 +43,12 @@ class Dedupe(OrganizeStrategy):
     """Label duplicated contexts, verify each label, and drop the later copy."""
 
     async def organize(
-        self, ctx: Context, question: str, contexts: list[dict[str, Any]], model: ChatModel
+        self,
+        ctx: Context,
+        question: str,
+        contexts: list[dict[str, Any]],
+        model: ChatModel,
+        qtype: str,
     ) -> dict[str, Any]:
         """Return the contexts without verified duplicates, and every label with its cosine."""
         messages = render(

@@ -19,12 +19,23 @@ class OrganizeStrategy:
     """One way to relate, group or prune the top contexts before answering."""
 
     name: ClassVar[str]
+    answers: ClassVar[bool] = False
+    """Whether it answers groups of contexts, whose aggregate is then the decision."""
 
     async def organize(
-        self, ctx: Context, question: str, contexts: list[dict[str, Any]], model: ChatModel
+        self,
+        ctx: Context,
+        question: str,
+        contexts: list[dict[str, Any]],
+        model: ChatModel,
+        qtype: str,
     ) -> dict[str, Any]:
         """Return the node's update: `organized` and `relations`, and whatever else it found."""
         raise NotImplementedError
+
+    def settings(self, ctx: Context, model: ChatModel) -> dict[str, Any]:
+        """Return every setting this strategy runs with, as its decision records them."""
+        return {"strategy": self.name, "top_k": ctx.settings.organize.top_k, "model": model.name}
 
 
 STRATEGIES: dict[str, OrganizeStrategy] = {}

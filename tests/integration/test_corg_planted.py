@@ -1,0 +1,105 @@
+"""CORG against the planted reader, over real HTTP: relations, groups and the aggregate decide.
+
+ConflictQA records rebuilt into 4-passage cases (each memory with its aligned evidence planted
+as its duplicate, the two memories each other's counterfactual) are organized by the organize
+node through the `openai` provider path, and scored as `quorum eval organize` scores them.
+"""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.runtime import Runtime
+
+from graphs.eval.organize import Case, evaluate_organize, load_cases
+from infra.settings import load_settings
+from infra.simulate.reader import ReaderSettings
+from infra.simulate.server import SimulatedEndpoint
+from nodes.organize import organize
+from tests.support.data import CONFLICTQA
+
+CASES = load_cases(CONFLICTQA)[:12]
+
+
+def plant(number: int, case: Case, answers: tuple[str, str] | None = None) -> dict:
+    """Return a case as a planted question: memory side gold, counter side counterfactual."""
+    (m0, m1), (c0, c1) = (item["sources"] for item in case.items)
+    memory, counter = answers or tuple(item["answer"] for item in case.items)
+    text = {c["pmid"]: c["abstract"] for c in case.contexts}
+    return {
+        "id": f"q{number}",
+        "question": case.question,
+        "answer": memory,
+        "passages": [
+            {"pmid": m0, "role": "gold", "text": text[m0]},
+            {"pmid": m1, "role": "duplicate", "of": m0, "text": text[m1]},
+            {"pmid": c0, "role": "counterfactual", "of": m0, "answer": counter, "text": text[c0]},
+            {"pmid": c1, "role": "duplicate", "of": c0, "text": text[c1]},
+        ],
+    }
+
+
+def reader_settings(tmp_path, endpoint: SimulatedEndpoint, strategy: str):
+    spec = {"provider": "openai", "model": "reader", "base_url": endpoint.base_url}
+    return load_settings(
+        home=tmp_path / "home",
+        fallback={"enabled": False},
+        models={"query": spec | {"max_retries": 0}, "ensemble": [spec], "cache": "off"},
+        organize={"strategy": strategy},
+    )
+
+
+async def organized(make_context, tmp_path, strategy: str, seed: int = 0) -> dict:
+    planted = [plant(n, case) for n, case in enumerate(CASES)]
+    with SimulatedEndpoint(0.0, planted=planted, reader=ReaderSettings(seed=seed)) as endpoint:
+        ctx = make_context(settings_=reader_settings(tmp_path, endpoint, strategy))
+        report = await evaluate_organize(ctx, CASES)
+        report["reader_kinds"] = {r["kind"] for r in endpoint.reader.records}
+    return report
+
+
+@pytest.mark.parametrize("seed", [0, 41])
+async def test_corg_splits_counterfactuals_and_collapses_duplicates_in_fewer_calls(
+    make_context, tmp_path, seed
+):
+    report = await organized(make_context, tmp_path, "corg", seed)
+    assert report["questions"] == len(CASES) == 12
+    assert report["counterfactual_split"] >= 0.9
+    assert report["duplicate_collapse"] >= 0.9
+    # Anchor 1 asks 3 pairs; its duplicate's pairs are mirrored; the counter pair is asked.
+    assert report["relation_calls"] < report["naive_relation_calls"] == 6
+    assert report["groups"] == 2 and report["d_f1"] >= 0.9 and report["ear"] >= 0.9
+    assert {"relation", "group"} <= report["reader_kinds"]
+
+
+@pytest.mark.parametrize("strategy", ["base", "separate"])
+async def test_baselines_without_relations_fail_the_same_measures(make_context, tmp_path, strategy):
+    report = await organized(make_context, tmp_path, strategy)
+    # base answers the four together; separate keeps every duplicate: neither is CORG.
+    assert report["duplicate_collapse"] == 0.0 and report["relation_calls"] == 0
+    assert report["counterfactual_split"] == (0.0 if strategy == "base" else 1.0)
+
+
+async def test_the_aggregate_gives_each_side_with_its_own_citations(make_context, tmp_path):
+    case = CASES[0]
+    (m0, m1), (c0, c1) = (item["sources"] for item in case.items)
+    planted = [plant(0, case, answers=("yes", "no"))]
+    with SimulatedEndpoint(0.0, planted=planted) as endpoint:
+        ctx = make_context(settings_=reader_settings(tmp_path, endpoint, "corg"))
+        state = {"question": case.question, "qtype": "yesno", "contexts": case.contexts}
+        update = await organize(state, Runtime(context=ctx))
+    relation_prompts = [c["prompt"][-1]["content"] for c in update["calls"][:4]]
+    # Whole passages: every relation call shows both of its passages to their last character.
+    for context in case.contexts:
+        assert any(context["abstract"] in prompt for prompt in relation_prompts)
+    assert not any("cut at" in note for note in update["notes"])
+    decision = update["decision"]
+    assert decision["source"] == "organize" and decision["strategy"] == "corg"
+    by_answer = {row["answer"]: row for row in decision["answers"]}
+    assert set(by_answer) == {"yes", "no"}
+    assert set(by_answer["yes"]["cited"]) <= {m0, m1} and set(by_answer["no"]["cited"]) <= {c0, c1}
+    # Two contexts stand behind each side (one kept, its duplicate collapsed into it): a tie,
+    # which goes to the group of the better-ranked context, the first memory.
+    assert [row["support"] for row in decision["answers"]] == [0.5, 0.5]
+    assert decision["answers"][0]["answer"] == "yes" and decision["order"] == [m0, c0]
+    assert decision["settings"]["relation_chars"] >= 2 * 1000
+    assert {"top_k", "model", "reformulate", "max_concurrency"} <= set(decision["settings"])

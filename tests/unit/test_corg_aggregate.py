@@ -1,0 +1,231 @@
+"""CORG's aggregator and prompt budget, and the paper's retrieve and summarize baselines."""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.runtime import Runtime
+
+from graphs.describe import describe_organize
+from infra.models import ChatModel
+from infra.settings import ModelSpec
+from nodes.organize import organize
+from nodes.organize.aggregate import aggregate
+from nodes.organize.answers import passage_chars
+from nodes.organize.grouping import group_contexts
+from nodes.organize.relations import Edge, RelationGraph
+from tests.support.fakes import pmids_in, script
+
+QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
+
+
+def group(pmids, answer, exact=None, covers=None, cited=None, error=None) -> dict:
+    return {
+        "pmids": pmids,
+        "question": "q",
+        "answer": answer,
+        "cited": cited if cited is not None else pmids[:1],
+        "error": error,
+        "exact": exact if exact is not None else [answer],
+        "covers": covers or pmids,
+    }
+
+
+def graph_of(n: int, labels: dict) -> RelationGraph:
+    edges = {
+        (a, b): Edge(a=a, b=b, label=labels.get((a, b), "none"), source="asked")
+        for a in range(n)
+        for b in range(a + 1, n)
+    }
+    return RelationGraph(n=n, edges=edges, asked=list(edges))
+
+
+def with_organize(settings, **changes):
+    return settings.model_copy(update={"organize": settings.organize.model_copy(update=changes)})
+
+
+# --- the aggregate ----------------------------------------------------------------------------
+
+
+def test_yesno_answers_rank_by_the_contexts_each_group_stands_for():
+    groups = [
+        group(["2"], "No, not in leaves.", ["no"]),
+        group(["1", "4"], "Yes, in lace plants.", ["yes"], covers=["1", "3", "4"], cited=[]),
+    ]
+    decision = aggregate(groups, "yesno", settings={"top_k": 10})
+    assert decision["source"] == "organize" and decision["strategy"] == "corg"
+    assert decision["answers"] == [
+        {"answer": "yes", "support": 0.75, "cited": ["1", "4"]},  # nothing cited: its contexts
+        {"answer": "no", "support": 0.25, "cited": ["2"]},
+    ]
+    assert decision["order"] == ["1", "4", "2"]  # the decided answer's group first
+    assert decision["settings"] == {"top_k": 10}
+    assert "'yes' stands for 3 of 4 context(s)" in decision["why"]
+
+
+def test_factoid_answers_merge_across_groups_and_ties_go_to_the_earlier_group():
+    groups = [
+        group(["1"], "IL-6 (adults)", ["IL-6", "TNF"]),
+        group(["2"], "Interleukin 1", ["Interleukin 1"]),
+        group(["3"], "il-6 (children)", ["il-6"]),
+        group(["4"], "", [], error="timed out"),
+    ]
+    decision = aggregate(groups, "factoid", strategy="random")
+    assert [(r["answer"], r["support"]) for r in decision["answers"]] == [
+        ("IL-6", 0.5),
+        ("TNF", 0.25),
+        ("Interleukin 1", 0.25),
+    ]
+    assert decision["answers"][0]["cited"] == ["1", "3"]
+    assert decision["order"] == ["1", "3", "2", "4"] and decision["strategy"] == "random"
+
+
+def test_list_and_summary_keep_every_group_answer_in_one():
+    groups = [group(["1"], "CFTR in adults", ["CFTR"]), group(["2"], "TP53", ["TP53", "cftr"])]
+    (listed,) = aggregate(groups, "list")["answers"]
+    assert listed == {"answer": ["CFTR", "TP53"], "support": 1.0, "cited": ["1", "2"]}
+    (summary,) = aggregate(groups, "summary")["answers"]
+    assert summary["answer"] == "CFTR in adults; TP53"
+
+
+def test_no_answer_is_an_empty_decision():
+    decision = aggregate([group(["1"], "", [], error="x")], "yesno")
+    assert decision["answers"] == [] and "none gave an answer" in decision["why"]
+
+
+# --- what a prompt may show -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("provider", "chars", "shown", "expected"),
+    [
+        ("local", None, 2, 2500),
+        ("local", None, 10, 500),
+        ("local", None, 30, 500),
+        ("openai", None, 2, 30000),
+        ("openai", 800, 4, 2000),
+    ],
+)
+def test_a_prompt_shares_the_budget_of_top_k_passages(provider, chars, shown, expected):
+    spec = ModelSpec(provider=provider, base_url="http://x", context_chars=chars)
+    assert passage_chars(ChatModel(spec=spec, llm=None), shown, top_k=10) == expected
+
+
+def test_dropped_contexts_count_for_the_group_that_stands_for_them():
+    # 3 is ambiguous with 4 (dropped: no descriptor); 4 then duplicates 0.
+    graph = graph_of(6, {(3, 4): "ambiguous", (0, 4): "duplicated", (0, 1): "counterfactual"})
+    grouping = group_contexts(graph, {3: "", 4: "adults"}, top_k=6)
+    assert grouping.dropped == {3: "ambiguous with 4", 4: "duplicate of 0"}
+    assert grouping.groups == [[0, 2], [1, 5]]
+    assert grouping.covers() == [[0, 2, 3, 4], [1, 5]]
+
+
+# --- the node writes the decision -------------------------------------------------------------
+
+
+async def test_corg_writes_the_aggregate_as_the_decision(make_context, settings, index):
+    triple = {"answer": "yes", "entity": "mitochondria", "descriptor": "lace plant"}
+
+    def relation(messages, kwargs):
+        text = messages[-1].content
+        same = text.count("Cyclosporin A") == 2
+        return {"first": triple, "second": triple, "label": "duplicated" if same else "none"}
+
+    model = script(
+        relation=relation,
+        pluralize={"question": "Which organelles?"},
+        group=lambda m, kw: {
+            "answer": "Mitochondria, in lace plants",
+            "exact": ["mitochondria"],
+            "cited_pmids": pmids_in(m)[:1],
+        },
+    )
+    ctx = make_context(model, settings_=with_organize(settings, strategy="corg"))
+    state = {"question": QUESTION, "qtype": "factoid", "contexts": index.fetch(["101", "108"])}
+    update = await organize(state, Runtime(context=ctx))
+    assert update["groups"][0]["exact"] == ["mitochondria"]
+    assert update["groups"][0]["covers"] == ["101", "108"]
+    decision = update["decision"]
+    assert decision["answers"] == [{"answer": "mitochondria", "support": 1.0, "cited": ["101"]}]
+    assert decision["settings"]["relation_chars"] == 2500  # local: 500 x top_k 10 / 2
+    assert decision["settings"]["strategy"] == "corg" and decision["settings"]["top_k"] == 10
+    # What `quorum trace show` prints of it, after the relations and the groups.
+    lines = describe_organize(update)
+    assert "  stands for: 101, 108" in lines and "  exact: mitochondria" in lines
+    at = lines.index(f"aggregate (corg): {decision['why']}")
+    assert lines[at + 1 :] == [
+        "  1. mitochondria (support 1.00) [101]",
+        "  order: 101",
+        "  settings: " + ", ".join(f"{k}={v}" for k, v in decision["settings"].items()),
+    ]
+    assert "relation_chars=2500" in lines[-1]
+
+
+async def test_no_groups_no_decision(make_context, settings, index):
+    corg = make_context(script(), settings_=with_organize(settings, strategy="corg"))
+    one = {"question": QUESTION, "qtype": "yesno", "contexts": index.fetch(["101"])}
+    assert await organize(one, Runtime(context=corg)) == {
+        "organized": index.fetch(["101"]),
+        "relations": [],
+        "groups": [],
+    }
+    dedupe = make_context(script(organize={"duplicates": []}), settings_=settings)
+    two = one | {"contexts": index.fetch(["101", "103"])}
+    assert "decision" not in await organize(two, Runtime(context=dedupe))
+
+
+@pytest.mark.parametrize(("strategy", "plural"), [("base", False), ("random", True)])
+async def test_base_asks_as_it_stands_and_random_as_corg_would(
+    make_context, settings, index, strategy, plural
+):
+    model = script(
+        pluralize={"question": "What roles do mitochondria play?"},
+        group=lambda m, kw: {"answer": "yes", "exact": "yes", "cited_pmids": pmids_in(m)},
+    )
+    chosen = with_organize(settings, strategy=strategy, groups=1)
+    state = {"question": QUESTION, "qtype": "yesno", "contexts": index.fetch(["101", "103"])}
+    update = await organize(state, Runtime(context=make_context(model, settings_=chosen)))
+    (answered,) = update["groups"]
+    assert (answered["question"] != QUESTION) is plural
+    assert update["decision"]["answers"][0]["answer"] == "yes"
+    assert update["decision"]["settings"]["reformulate"] is plural
+
+
+# --- retrieve and summarize -------------------------------------------------------------------
+
+
+async def test_retrieve_answers_the_top_of_the_models_ranking(make_context, settings, index):
+    model = script(
+        retrieve={"ranking": [3, 3, 1]},
+        group=lambda m, kw: {"answer": "yes", "exact": "yes", "cited_pmids": pmids_in(m)[:1]},
+    )
+    chosen = with_organize(settings, strategy="retrieve", retrieve_top=3)
+    contexts = index.fetch(["101", "103", "106", "107"])
+    state = {"question": QUESTION, "qtype": "yesno", "contexts": contexts}
+    update = await organize(state, Runtime(context=make_context(model, settings_=chosen)))
+    # The model's two, then the ranking is filled in rank order up to retrieve_top.
+    assert [c["pmid"] for c in update["organized"]] == ["106", "101", "103"]
+    assert update["groups"][0]["pmids"] == ["106", "101", "103"]
+    assert update["groups"][0]["question"] == QUESTION  # one run, no reformulation
+    assert pmids_in(model.calls[1]["messages"]) == ["106", "101", "103"]
+    assert update["notes"] == ["organize: retrieve kept 3 of 4 contexts (2 ranked by the model)"]
+    assert update["decision"]["settings"]["retrieve_top"] == 3
+
+
+async def test_summarize_answers_from_the_summary_alone(make_context, settings, index):
+    model = script(
+        summarize={"summary": "Mitochondria drive the remodelling (101)."},
+        group={"answer": "Yes", "exact": "yes", "cited_pmids": ["101"]},
+    )
+    chosen = with_organize(settings, strategy="summarize")
+    state = {"question": QUESTION, "qtype": "yesno", "contexts": index.fetch(["101", "103"])}
+    update = await organize(state, Runtime(context=make_context(model, settings_=chosen)))
+    asked = model.calls[1]["messages"][-1].content
+    assert "Summary of PMIDs 101, 103:\nMitochondria drive the remodelling" in asked
+    assert "Cyclosporin" not in asked and pmids_in(model.calls[1]["messages"]) == []
+    assert update["groups"][0]["cited"] == ["101"] and update["groups"][0]["shown"]
+    assert update["decision"]["answers"] == [{"answer": "yes", "support": 1.0, "cited": ["101"]}]
+    failed = script(summarize=RuntimeError("down"))
+    uncached = chosen.model_copy(update={"home": chosen.home / "elsewhere"})
+    update = await organize(state, Runtime(context=make_context(failed, settings_=uncached)))
+    assert update["groups"][0]["error"].startswith("summary failed")
+    assert "decision" not in update and len(update["calls"]) == 1  # no answer call after it
