@@ -72,7 +72,11 @@ def eval_retrieval(
 @eval_app.command("organize")
 def eval_organize(
     dataset: Annotated[
-        Path, typer.Option("--dataset", help="ConflictQA .jsonl or BioASQ golden .json.")
+        Path,
+        typer.Option(
+            "--dataset",
+            help="ConflictQA .jsonl (rebuilt into 4-passage cases) or BioASQ golden .json.",
+        ),
     ],
     strategy: Annotated[
         str,
@@ -91,7 +95,7 @@ def eval_organize(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
-    """Answer, entity and entity-answer recall of an organize strategy, with its relation calls."""
+    """D-F1, recalls, split and collapse of planted conflicts, and relation calls of a strategy."""
     from graphs.eval.organize import evaluate_organize, load_cases
     from graphs.runtime import build_context
 
