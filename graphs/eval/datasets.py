@@ -1,14 +1,20 @@
 """Evaluation cases for `quorum eval methods`, and the plants a simulated reader reads them by.
 
 NaturalQuestions-open with hard distractors (.jsonl or .jsonl.gz; question, answers, ctxs with
-the gold passage, as lost-in-the-middle's nq-open-oracle): every question's gold passage plus
-`DISTRACTORS` hard distractors, the other questions' gold passages that BM25 (k1 0.9, b 0.4,
-over title and text, stop words aside) ranks highest for this question, skipping any that holds
-a gold answer (whole words, SQuAD-normalised), whose own answer is one, or whose text is shown
-already. A distractor is planted with its own question's first answer: the wrong answer a
-reader gives who reads it. The shown order is the retriever's: distractors best first, and the
-gold passage at a seeded position among the first `GOLD_WITHIN` (the top-5 a retriever found it
-in, as the CCV paper's Contriever top-5), so position bias, not retrieval, decides who finds it.
+the gold passage, as lost-in-the-middle's nq-open-oracle): every question's gold passage and
+the `DISTRACTORS` other questions' gold passages that BM25 (k1 0.9, b 0.4, over title and
+text, stop words aside) ranks highest for the question, skipping any that holds a gold answer
+(whole words, SQuAD-normalised), whose own answer is one, or whose text is shown already. As
+in the CoBag paper's noisy split (20 paragraphs, the best-scoring non-supporting one the hard
+distractor), the closest `HARD` of them are planted as hard distractors, each with its own
+question's first answer (the wrong answer its reader gives); the rest are planted irrelevant
+(a reader rarely reads them; one who does gives that passage's own answer). The shown order is
+the retriever's: the gold passage and the hard distractors first, in a seeded order (a
+retriever finds both near the top and cannot tell them apart, so either may lead), then the
+rest, best first. So the reader's position bias, not retrieval, decides whom it believes, and
+the order still says what a retriever knows (MoI leans on that prior; with the gold moved
+anywhere in the top 5, as lost-in-the-middle moves it, the rank order says nothing about
+which passage is useful, and MoI's orientation by it becomes a coin flip: README).
 
 ConflictQA (StrategyQA, GPT-4; .jsonl with parametric_memory, counter_memory and their aligned
 evidence) rebuilt into 4-passage yes/no cases: each memory passage with its aligned evidence
@@ -39,9 +45,11 @@ from infra.bioasq.urls import pubmed_url
 from infra.errors import UserError
 
 DISTRACTORS = 19
-"""Hard distractors per NQ question: 20 passages, as the CoBag paper's noisy split."""
-GOLD_WITHIN = 5
-"""The gold passage sits at a seeded position among the first this many."""
+"""Lexically close passages per NQ question: 20 passages, as the CoBag paper's noisy split."""
+HARD = 1
+"""How many of them (the closest) are planted as hard distractors: one, as CoBag's split."""
+GOLD_WITHIN = 1 + HARD
+"""The gold passage and the hard distractors take the first this many places, in a seeded order."""
 SEARCH_DEPTH = 200
 """BM25 hits looked at per question (answer-bearing ones are skipped)."""
 STOP = frozenset(
@@ -66,7 +74,7 @@ class Passage:
     pmid: str
     text: str
     role: str
-    """gold, distractor, duplicate or counterfactual (the plant roles)."""
+    """gold, distractor, irrelevant, duplicate or counterfactual (the plant roles)."""
     answer: str = ""
     """What a reader of this passage answers ("" for gold: the question's answer)."""
     of: str | None = None
@@ -304,11 +312,20 @@ def _nq_case(
     if len(picked) < DISTRACTORS:
         return None  # too few lexically close passages to plant a hard case
     passages = [
-        Passage(_pmid("nq", row.line, slot), other.text, "distractor", other.answers[0])
+        Passage(
+            _pmid("nq", row.line, slot),
+            other.text,
+            "distractor" if slot <= HARD else "irrelevant",
+            other.answers[0],
+        )
         for slot, other in enumerate(picked, 1)
     ]
-    position = random.Random(f"{seed}:nq:{row.line}").randrange(min(GOLD_WITHIN, DISTRACTORS + 1))
-    passages.insert(position, Passage(_pmid("nq", row.line, 0), row.text, "gold"))
+    gold = Passage(_pmid("nq", row.line, 0), row.text, "gold")
+    placed, rest = [gold, *passages[:HARD]], passages[HARD:]
+    slots = random.Random(f"{seed}:nq:{row.line}").sample(range(GOLD_WITHIN), len(placed))
+    for slot, passage in sorted(zip(slots, placed, strict=True), key=lambda pair: pair[0]):
+        rest.insert(slot, passage)
+    passages = rest
     return MethodCase(
         id=f"nq-{row.line}",
         question=row.question,

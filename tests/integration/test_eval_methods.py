@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from graphs.eval.datasets import DISTRACTORS, GOLD_WITHIN, load_cases, normalize
+from graphs.eval.datasets import DISTRACTORS, GOLD_WITHIN, HARD, load_cases, normalize
 from infra.simulate.planted import Plants
 from tests.support.cli import quorum_env, run_quorum
 
@@ -66,17 +66,18 @@ def accuracy(report: dict, name: str) -> float:
     return report["strategies"][name]["accuracy"]
 
 
-def test_nq_cases_plant_hard_distractors_around_a_gold_passage_near_the_top():
+def test_nq_cases_plant_a_hard_distractor_beside_the_gold_passage_near_the_top():
     cases = load_cases(NQ, limit=40)
     plants = Plants.load([c.plant() for c in cases])  # the reader accepts every case
     assert len(plants.questions) == 40
     for case in cases:
         roles = [p.role for p in case.passages]
-        assert roles.count("gold") == 1 and roles.count("distractor") == DISTRACTORS
-        assert roles.index("gold") < GOLD_WITHIN
+        assert roles.count("gold") == 1 and roles.count("distractor") == HARD
+        assert roles.count("irrelevant") == DISTRACTORS - HARD
+        assert {"gold", "distractor"} <= set(roles[:GOLD_WITHIN])
         golds = [normalize(g) for g in case.gold]
         for passage in case.passages:
-            if passage.role == "distractor":
+            if passage.role != "gold":
                 assert not any(f" {g} " in f" {normalize(passage.text)} " for g in golds)
                 assert normalize(passage.answer) not in golds
     positions = {[p.role for p in c.passages].index("gold") for c in cases}
