@@ -376,6 +376,7 @@ def run_methods(
     *,
     dataset: str,
     planted: ReaderSettings | None = None,
+    embedder: Embedder | None = None,
     progress: Callable[[str], None] = progress_line,
 ) -> tuple[dict[str, Any], dict[str, list[Row]]]:
     """Evaluate against the planted reader (started here, in-process) or the configured models."""
@@ -383,7 +384,9 @@ def run_methods(
     if planted is None:
         roles = {role: spec.model for role, spec in settings.models.by_role()}
         head = {"reader": {"mode": "configured", "models": roles}, **head}
-        report, rows = asyncio.run(evaluate_methods(settings, cases, strategies, progress=progress))
+        report, rows = asyncio.run(
+            evaluate_methods(settings, cases, strategies, embedder=embedder, progress=progress)
+        )
         return head | report, rows
     with SimulatedEndpoint(0.0, planted=[c.plant() for c in cases], reader=planted) as endpoint:
         served = reader_settings(endpoint.base_url)
@@ -397,6 +400,7 @@ def run_methods(
                 planted_settings(settings, endpoint.base_url),
                 cases,
                 strategies,
+                embedder=embedder,
                 curve=None if planted.curve == "flat" else curve,
                 progress=progress,
             )

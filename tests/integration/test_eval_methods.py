@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 
 from graphs.eval.datasets import DISTRACTORS, GOLD_WITHIN, HARD, load_cases, normalize
+from graphs.eval.methods import run_methods
 from infra.simulate.planted import Plants
+from infra.simulate.reader import ReaderSettings
 from tests.support.cli import quorum_env, run_quorum
+from tests.support.fakes import HashEmbedder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "eval_methods"
 NQ = FIXTURES / "nq_open_sample.jsonl.gz"
@@ -121,6 +124,24 @@ def test_the_report_is_one_object_with_the_reader_and_every_rows_line(nq):
 def test_permuted_orders_beat_one_order(nq):
     report, _ = nq
     assert accuracy(report, "single") < accuracy(report, "permute_vote"), report["strategies"]
+
+
+def test_a_vote_of_one_view_is_no_better_than_single(settings):
+    # The control: permute_vote's gain comes from its K orders, not from the harness. With
+    # K = 1 its one view is single's, so the claim above must fail.
+    one = settings.model_copy(
+        update={"ensemble": settings.ensemble.model_copy(update={"members": 1})}
+    )
+    report, _ = run_methods(
+        one,
+        load_cases(NQ, limit=NQ_QUESTIONS),
+        ["single", "permute_vote"],
+        dataset=NQ.name,
+        planted=ReaderSettings(),
+        embedder=HashEmbedder(),
+        progress=lambda line: None,
+    )
+    assert accuracy(report, "permute_vote") == accuracy(report, "single"), report["strategies"]
 
 
 def test_self_consistency_gains_nothing_where_errors_come_from_the_context(nq):
