@@ -15,14 +15,16 @@ the group answers are scored against the gold:
 
 ConflictQA records are rebuilt into 4-passage cases: parametric_memory with its aligned
 evidence (planted duplicates: same answer), counter_memory with its aligned evidence, and the
-two sides each other's counterfactual. Passage ids are those `eval methods` gives the same
-record (8LLLLLSS: line, slot), shown memory, counter memory, then their evidence.
+two sides each other's counterfactual. Passage ids and the shown order are those `eval methods`
+gives the same record at its default seed (ids 8LLLLLSS: line, slot; the order shuffled by
+seed 0 and the line), so no strategy gains from where a side's passages stand.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import re
 import sys
 from collections import Counter
@@ -46,8 +48,6 @@ CONFLICTQA_FIELDS = (
     "counter_memory_aligned_evidence",
 )
 """A ConflictQA record's passages by slot: each memory, then its aligned evidence."""
-SHOWN_SLOTS = (0, 2, 1, 3)
-"""The shown order: the two memories (the original conflict), then their evidence."""
 
 
 @dataclass
@@ -192,9 +192,11 @@ def _conflictqa_case(line: int, row: dict[str, Any]) -> Case:
     ids = [f"8{line:05d}{slot:02d}" for slot in range(4)]
     texts = [" ".join(row[name].split()) for name in CONFLICTQA_FIELDS]
     memory, counter = (ids[0], ids[1]), (ids[2], ids[3])
+    order = list(range(4))
+    random.Random(f"0:conflictqa:{line}").shuffle(order)
     return Case(
         question=row["question"],
-        contexts=[_doc(ids[slot], texts[slot]) for slot in SHOWN_SLOTS],
+        contexts=[_doc(ids[slot], texts[slot]) for slot in order],
         items=[
             {"answer": row["memory_answer"], "entity": None, "sources": list(memory)},
             {"answer": row["counter_answer"], "entity": None, "sources": list(counter)},

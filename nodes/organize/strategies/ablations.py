@@ -1,11 +1,12 @@
 """CORG's baselines that group without relations: base, separate, random, kmeans.
 
 SEE: Lee et al., "Generating Answers from Complex, Interrelated Contexts" (§5.2, App. D.2).
-base: all in one group, one call; separate: one group each; random: a seeded random partition
-into `organize.groups` groups; kmeans: k-means over the contexts' vectors with that many
-clusters. random and kmeans answer their groups as CORG's aggregator does (plural question for
-a group of several), so they differ from CORG only in how they group; base asks the question
-as it stands (Table 11: "without all [R, A]" scores exactly Base).
+base: all in one group, one call; separate: one group each; random: a random partition into
+`organize.groups` groups (seeded by organize.seed and the question); kmeans: k-means over the
+contexts' vectors with that many clusters. random and kmeans answer their groups as CORG's
+aggregator does (plural question for a group of several), so they differ from CORG only in how
+they group; base asks the question as it stands (Table 11: "without all [R, A]" scores exactly
+Base).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from infra.embeddings import document_text
 from infra.models import ChatModel
 from nodes.context import Context
+from nodes.ensemble.views import view_seed
 from nodes.organize.answers import answer_groups
 from nodes.organize.strategies.registry import OrganizeStrategy, register
 
@@ -74,7 +76,12 @@ class Ablation(OrganizeStrategy):
                 [document_text(c.get("title", ""), c.get("abstract", "")) for c in contexts]
             )
         grouped = self.groups(
-            len(contexts), groups=settings.groups, seed=settings.seed, vectors=vectors
+            len(contexts),
+            groups=settings.groups,
+            # Per question: one seed for all would deal every question's retriever-ordered
+            # contexts into the same pattern, a systematic grouping rather than a random one.
+            seed=view_seed(settings.seed, question) % 2**32,
+            vectors=vectors,
         )
         calls: list[dict[str, Any]] = []
         answered = await answer_groups(
