@@ -42,6 +42,7 @@ from scipy.stats import spearmanr
 
 from graphs.eval.datasets import MethodCase, is_correct
 from graphs.qa import build_graph
+from graphs.runtime import check_models
 from infra.embeddings import BackgroundEmbedder, Embedder
 from infra.models import ModelPool
 from infra.settings import ModelSpec, Settings
@@ -271,8 +272,9 @@ def summarize(
             "ci95": wilson(right, len(got)),
             "llm_calls": round(float(np.mean([r.calls for r in got])), 2) if got else None,
         }
-        if failed := sum(r.error is not None for r in got):
-            strategies[name]["failed"] = failed
+        if errors := [r.error for r in got if r.error is not None]:
+            # Failed questions count as wrong; the first error says why.
+            strategies[name] |= {"failed": len(errors), "error": errors[0]}
     fits = [w for r in rows.get("moi", []) for w in r.moi_position_weights or []]
     spearman = None
     if curve is not None and fits:
@@ -382,6 +384,7 @@ def run_methods(
     """Evaluate against the planted reader (started here, in-process) or the configured models."""
     head: dict[str, Any] = {"dataset": dataset, "questions": len(cases)}
     if planted is None:
+        check_models(settings)
         roles = {role: spec.model for role, spec in settings.models.by_role()}
         head = {"reader": {"mode": "configured", "models": roles}, **head}
         report, rows = asyncio.run(
