@@ -12,7 +12,7 @@ from langgraph.graph import END, START
 
 from graphs.qa import build_graph
 from infra.bioasq.types import PHASES
-from nodes.state import Call, QAState
+from nodes.state import Call, Decision, QAState
 
 LABELS = {
     "given_evidence": "reading the given snippets",
@@ -66,6 +66,8 @@ def done_line(node: str, update: QAState) -> str:
         groups = update.get("groups") or []
         return f"organized {kept}" + (f" into {plural(len(groups), 'group')}" if groups else "")
     if node == "ensemble":
+        if (update.get("decision") or {}).get("source") == "organize":
+            return "ensemble: the group answers decide"
         votes = update.get("votes") or {}
         answers = plural(votes.get("members", 0), "answer")
         return f"ensemble: {answers}, agreement {votes.get('agreement', 0):.2f}"
@@ -187,7 +189,7 @@ def describe_organize(update: QAState) -> list[str]:
 
 
 def describe_ensemble(update: QAState) -> list[str]:
-    """Return readable lines for an ensemble update: each member's view and output, the vote."""
+    """Return readable lines for an ensemble update: members, the vote, then the decision."""
     votes = update.get("votes") or {}
     members = update.get("members") or []
     lines = [
@@ -223,8 +225,30 @@ def describe_ensemble(update: QAState) -> list[str]:
         weights = ", ".join(f"{w:.2f}" for w in fit["position_weights"])
         utilities = ", ".join(f"{p} {u:.2f}" for p, u in fit["utilities"].items())
         lines.append(f"MoI {name}: position weights [{weights}]; utilities {utilities}")
+        if fit.get("orientation"):
+            lines.append(f"  oriented by: {fit['orientation']}")
         lines.append(f"  debiased order: {' '.join(fit['order'])}")
     lines.append(f"ranked: {'; '.join(votes.get('ranked', [])) or '-'}")
+    return lines + describe_decision(update.get("decision"))
+
+
+def describe_decision(decision: Decision | None) -> list[str]:
+    """Return readable lines for a decision: its answers and support, order, why, settings."""
+    if not decision:
+        return []
+    lines = [f"decision ({decision['strategy']}, by {decision['source']}): {decision['why']}"]
+    for rank, answer in enumerate(decision["answers"][:10], 1):
+        said = answer["answer"]
+        text = "; ".join(said) if isinstance(said, list) else said
+        cited = f", cites {', '.join(answer['cited'])}" if answer["cited"] else ""
+        lines.append(f"  {rank}. {text} (support {answer['support']:g}{cited})")
+    if not decision["answers"]:
+        lines.append("  (no answer)")
+    if decision["order"]:
+        lines.append(f"  evidence order: {' '.join(decision['order'])}")
+    if decision["settings"]:
+        settings = ", ".join(f"{k}={v}" for k, v in decision["settings"].items())
+        lines.append(f"  settings: {settings}")
     return lines
 
 
@@ -233,13 +257,19 @@ def describe_synthesize(update: QAState) -> list[str]:
     lines = []
     for attempt in update.get("attempts", []):
         answer = attempt.get("answer") or {}
-        again = " (again, at temperature 0)" if attempt["temperature"] == 0 else ""
+        if answer.get("source") == "decision":
+            head = "the decision is final (synthesis.mode vote, no model call)"
+        else:
+            again = " (again, at temperature 0)" if attempt["temperature"] == 0 else ""
+            head = f"at temperature {attempt['temperature']:g}{again}"
         lines.append(
-            f"attempt in round {attempt['round']} at temperature {attempt['temperature']:g}"
-            f"{again}: confidence {answer.get('confidence', 0):.2f} from {answer.get('source')}"
+            f"attempt in round {attempt['round']} {head}: confidence "
+            f"{answer.get('confidence', 0):.2f} from {answer.get('source')}"
         )
         if attempt.get("error"):
             lines.append(f"  error: {attempt['error']}")
+        if answer.get("overrode_decision"):
+            lines.append("  overrode the ensemble's decision")
         if answer.get("extracted") and answer.get("extracted") != answer.get("exact"):
             lines.append(f"  extracted: {'; '.join(answer['extracted'])}")
         lines.append(f"  exact: {'; '.join(answer.get('exact') or []) or '-'}")
@@ -256,7 +286,7 @@ DESCRIBERS = {
         describe_organize,
         frozenset({"relation_graph", "relations", "groups", "decision"}),
     ),
-    "ensemble": (describe_ensemble, frozenset({"members", "votes"})),
+    "ensemble": (describe_ensemble, frozenset({"members", "votes", "decision"})),
     "synthesize": (describe_synthesize, frozenset({"attempts", "answer"})),
 }
 """Nodes whose updates read better as lines than as raw JSON, and the keys the lines cover."""

@@ -236,7 +236,12 @@ class RerankSettings(Group):
         description="Weight of cosine in 'interpolate' (swept on BioASQ: README).",
     )
     rrf_k: int = Field(60, ge=1, description="Constant of reciprocal-rank fusion.")
-    contexts: int = Field(10, ge=1, description="Top reranked documents passed on as contexts.")
+    contexts: int = Field(
+        20,
+        ge=1,
+        description="Top reranked documents passed on as contexts (20: the pool Context Bagging "
+        "draws from; organize reads its top_k of them, the other strategies their top m).",
+    )
     cross_encoder: CrossEncoderSettings = Field(default_factory=CrossEncoderSettings)
 
 
@@ -265,35 +270,64 @@ class OrganizeSettings(Group):
 
 
 class CoBagSettings(Group):
-    """Context Bagging: a relevant core in every member, the rest sampled by relevance."""
+    """Context Bagging: a relevant core in every view, the rest drawn from a larger pool."""
 
-    members: int = Field(5, ge=1, le=32, description="Bagged views (K) per model.")
-    contexts: int = Field(12, ge=1, description="Contexts per view (m).")
-    core: int = Field(6, ge=0, description="Top contexts by relevance every view keeps (r).")
-    tau: float = Field(1.0, gt=0, description="Sampling temperature: p ∝ exp(relevance / tau).")
+    members: int = Field(5, ge=1, le=32, description="Bagged views (K) per model (paper: 5).")
+    contexts: int = Field(12, ge=1, description="Contexts per view (m; paper: 12).")
+    core: int = Field(
+        6, ge=0, description="Top contexts by relevance every view keeps (r; paper: 6)."
+    )
+    tau: float = Field(
+        1.0, gt=0, description="Sampling temperature: p ∝ exp(relevance / tau) (paper: 1.0)."
+    )
+    pool: int = Field(
+        20,
+        ge=1,
+        description="Contexts the views are drawn from, best reranked first (paper: 20 "
+        "paragraphs); only a pool larger than m makes the views differ in more than order.",
+    )
 
 
 class CCVSettings(Group):
-    """Citation-Consistent Voting: vote on the document answers cite."""
+    """Citation-Consistent Voting: vote on the documents answers cite, not on strings."""
 
+    members: int = Field(
+        20,
+        ge=1,
+        le=64,
+        description="Permutations (K) per model; the paper finds no gain over majority at 5 "
+        "and reports its headline at 20.",
+    )
     evidence: Literal["relaxed", "strict"] = Field(
         "relaxed",
-        description="'relaxed': a cited passage number in range is valid evidence; 'strict': "
-        "the quote must also be in that passage and the answer in the quote.",
+        description="'relaxed': a cited passage number in range is valid evidence (the paper's "
+        "better variant, Table 3); 'strict': the quote must also be in that passage and the "
+        "answer in the quote.",
     )
 
 
 class MoISettings(Group):
-    """Mixture-of-Intervention: debias passage order from the model's likelihoods."""
+    """Mixture-of-Intervention: debias passage order from likelihoods under several orders."""
 
-    permutations: Literal["cyclic", "prefix", "random"] = Field(
-        "cyclic",
-        description="Orders observed: N cyclic shifts, N shifts cut to prefix_length, or 3N "
-        "random orders.",
+    permutations: Literal["random", "cyclic", "prefix", "variable"] = Field(
+        "random",
+        description="Orders observed: 3N random orders (the paper's MoI, best in its Table 6), "
+        "N cyclic shifts of the rank order, those shifts cut to prefix_length, or cut to a "
+        "length set by the retriever's scores ('variable').",
     )
-    prefix_length: int = Field(3, ge=1, description="Passages per observation for 'prefix'.")
-    ridge: float = Field(
-        0.1, ge=0.0, description="Pull of the utilities toward the retriever's scores."
+    prefix_length: int = Field(
+        3, ge=1, description="Passages per observation for 'prefix' (mean length for 'variable')."
+    )
+    observation: Literal["joint", "question"] = Field(
+        "joint",
+        description="'joint': log P(passages in that order, question), the paper's "
+        "s = P(q | π)·P(π) (Eq. 3); 'question': log P(question | passages) only.",
+    )
+    order: Literal["paired", "descending"] = Field(
+        "paired",
+        description="Answer order: 'paired' puts the k-th most useful passage at the k-th most "
+        "read position (equals the paper's when weights fall with position, as its Figure 6 "
+        "finds); 'descending': the paper's literal most-useful-first.",
     )
 
 
@@ -308,7 +342,7 @@ class EnsembleSettings(Group):
         "likelihoods: local models, or endpoints with prompt logprobs).",
     )
     members: int = Field(
-        3, ge=1, le=32, description="Views (K) per model for self_consistency, permute_vote, ccv."
+        3, ge=1, le=32, description="Views (K) per model for self_consistency and permute_vote."
     )
     contexts: int = Field(5, ge=1, description="Contexts shown in each view (m).")
     sample_temperature: float = Field(
@@ -330,9 +364,21 @@ class EnsembleSettings(Group):
 
 
 class SynthesisSettings(Group):
-    """Confidence-gated synthesis."""
+    """Confidence-gated synthesis of the ensemble's decision."""
 
-    temperature: float = Field(0.3, ge=0.0, le=2.0, description="First attempt's temperature.")
+    mode: Literal["llm", "vote"] = Field(
+        "llm",
+        description="'llm': the synthesis model merges, told the ensemble's decision and shown "
+        "the passages in the strategy's order (the trace records when it overrides the "
+        "decision); 'vote': the strategy's decision is final, formatted by the rule step, no "
+        "model call (the papers' own setting, for reproduction).",
+    )
+    temperature: float = Field(
+        0.1,
+        ge=0.0,
+        le=2.0,
+        description="First attempt's temperature (the BioASQ ensemble paper's 0.1).",
+    )
     min_confidence: float = Field(
         0.5, ge=0.0, le=1.0, description="Below this, synthesize again at temperature 0."
     )

@@ -83,6 +83,17 @@ def exact_field(qtype: str) -> tuple[Any, Any]:
     return str, Field(description="A one-sentence answer", max_length=400)
 
 
+def member_field(qtype: str) -> tuple[Any, Any]:
+    """Return the (type, Field) of one ensemble member's answer: a factoid member names one.
+
+    The papers vote one answer per member (CoBag's majority over normalized strings, CCV's
+    citation vote); five candidates per member would turn the majority into an approval vote.
+    """
+    if qtype == "factoid":
+        return Entity, Field(description="The one best short answer (an entity name)")
+    return exact_field(qtype)
+
+
 def as_answers(qtype: str, exact: Any) -> list[str]:
     """Return an exact answer as a list of answer strings."""
     if exact is None:
@@ -98,3 +109,8 @@ TYPE_INSTRUCTIONS = {
     "list": "List every entity that answers the question, each as a short name.",
     "summary": "Answer in one or two sentences.",
 }
+"""What the synthesizer is asked for, by question type (BioASQ takes 5 factoid candidates)."""
+MEMBER_INSTRUCTIONS = TYPE_INSTRUCTIONS | {
+    "factoid": "Give the one best short answer (an entity name).",
+}
+"""What one ensemble member is asked for: one answer per member, so votes count members."""

@@ -1,7 +1,7 @@
 """`quorum eval ensemble`: ensemble strategies compared on the same contexts, against permute_vote.
 
 Each question's contexts go to the ensemble node alone (no retrieval, organize or synthesis),
-once per strategy, and the vote's first candidate is scored:
+once per strategy, and the first answer of the strategy's decision is scored:
 - NaturalQuestions-open (.jsonl or .jsonl.gz with question, answers, ctxs): the gold passage at a
   seeded position among hard distractors, the top BM25 hits for the question among the other
   questions' gold passages that name no gold answer (whole words, case-insensitive); exact
@@ -273,8 +273,10 @@ def correct(case: Case, prediction: str) -> bool:
 def score_case(case: Case, update: dict[str, Any]) -> dict[str, Any]:
     """Score one ensemble update against the case's gold."""
     votes = update.get("votes") or {}
-    ranked = votes.get("ranked") or []
-    prediction = ranked[0] if ranked else ""
+    # The strategy's decision is what the graph answers (synthesis.mode "vote" makes it final).
+    answers = (update.get("decision") or {}).get("answers") or []
+    top = answers[0]["answer"] if answers else ""
+    prediction = top if isinstance(top, str) else ", ".join(top)
     members = update.get("members") or []
     ok = [m for m in members if m.get("error") is None]
     answered = [m["answer"][0] for m in ok if m.get("answer")]
@@ -346,11 +348,15 @@ async def evaluate_ensemble(
     """
     names = list(dict.fromkeys([*strategies, REFERENCE]))
     shown = max((len(c.contexts) for c in cases), default=1)
+    # CoBag draws its views from all of them (with 9 distractors, 10 <= m = 12: every view
+    # then shows them all, as the decision's notes say; --distractors 19 gives the paper's 20).
+    cobag = ctx.settings.ensemble.cobag.model_copy(update={"pool": shown})
     rows: dict[str, list[dict[str, Any]]] = {}
     unavailable: dict[str, str] = {}
     for name in names:
+        chosen = _with_ensemble(ctx, strategy=name, contexts=shown, cobag=cobag)
         try:
-            rows[name] = await _run(_with_ensemble(ctx, strategy=name, contexts=shown), cases, name)
+            rows[name] = await _run(chosen, cases, name)
         except StrategyUnavailable as exc:
             unavailable[name] = str(exc) or "strategy unavailable"
     reference = [r["correct"] for r in rows.get(REFERENCE, [])]

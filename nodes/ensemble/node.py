@@ -1,8 +1,10 @@
 """The ensemble node: every ensemble model answers every view of the contexts, concurrently.
 
 The strategy named by `ensemble.strategy` (one module each in `strategies/`: single,
-self_consistency, permute_vote, cobag, ccv, moi) chooses the views and counts the answers;
-this node asks the members, records their calls and notes, and reports the vote.
+self_consistency, permute_vote, cobag, ccv, moi) chooses the views and decides from the
+answers; this node asks the members, records their calls and notes, and writes the vote (for
+the trace) and the strategy's decision (what synthesis reads). When organize answered groups
+(CORG), their aggregate is the decision and no member is asked.
 """
 
 from __future__ import annotations
@@ -18,23 +20,24 @@ from nodes.ensemble.strategies import StrategyUnavailable, View, strategy_named
 from nodes.ensemble.views import view_seed
 from nodes.ensemble.vote import vote
 from nodes.evidence import (
-    TYPE_INSTRUCTIONS,
+    MEMBER_INSTRUCTIONS,
     as_answers,
     checked_citations,
-    exact_field,
+    member_field,
     passages,
     pmid_type,
 )
+from nodes.organize.aggregate import aggregate, answered
 from nodes.progress import report
-from nodes.state import QAState
+from nodes.state import Passage, QAState
 from prompts import render
 
-__all__ = ["StrategyUnavailable", "cited_schema", "ensemble", "member_schema"]
+__all__ = ["StrategyUnavailable", "candidates", "cited_schema", "ensemble", "member_schema"]
 
 
 def member_schema(qtype: str, pmids: list[str]) -> type[BaseModel]:
     """Return the structured answer a member gives for this question type and these passages."""
-    answer_type, answer_field = exact_field(qtype)
+    answer_type, answer_field = member_field(qtype)
     return create_model(
         "MemberAnswer",
         answer=(answer_type, answer_field),
@@ -47,12 +50,7 @@ def member_schema(qtype: str, pmids: list[str]) -> type[BaseModel]:
 
 def cited_schema(qtype: str, shown: int) -> type[BaseModel]:
     """Return a CCV member's answer: one answer, the number of one passage, and a quote."""
-    answer_type, answer_field = exact_field(qtype)
-    if qtype in ("factoid", "list"):
-        answer_type, answer_field = (
-            str,
-            Field(description="The answer, a short name", max_length=80),
-        )
+    answer_type, answer_field = member_field(qtype)
     return create_model(
         "CitedAnswer",
         answer=(answer_type, answer_field),
@@ -64,27 +62,74 @@ def cited_schema(qtype: str, shown: int) -> type[BaseModel]:
     )
 
 
+def candidates(state: QAState, organized_top_k: int) -> list[Passage]:
+    """Return every passage a strategy may read, best first: organize's, then the rest.
+
+    Organize reads the top `organize.top_k` contexts (and may drop duplicates among them);
+    the contexts rerank passed beyond those follow, so a strategy drawing from more than that
+    (CoBag's pool) still gets them.
+    """
+    contexts = list(state.get("contexts") or [])
+    organized = list(state.get("organized") or [])
+    if not organized:
+        return contexts
+    seen = {c["pmid"] for c in organized} | {c["pmid"] for c in contexts[:organized_top_k]}
+    return organized + [c for c in contexts[organized_top_k:] if c["pmid"] not in seen]
+
+
 async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Answer from the strategy's views with every ensemble model, concurrently, and vote."""
+    """Answer from the strategy's views with every ensemble model, concurrently, and decide."""
     ctx = runtime.context
     strategy = strategy_named(ctx.settings.ensemble.strategy)
     qtype = state["qtype"]
     question = state["question"]
-    contexts = state.get("organized") or state.get("contexts") or []
+    groups = [g for g in state.get("groups") or [] if answered(g)]
+    if groups:
+        # CORG answered each conflict-free group; its aggregator decides, and the members must
+        # not re-mix all passages and outvote it. organize wrote the aggregate this round, with
+        # its strategy's name and settings; it is rebuilt only for a state written without it.
+        decision = state.get("decision")
+        if not decision or decision.get("source") != "organize":
+            decision = aggregate(groups, qtype)
+        return {
+            "members": [],
+            "votes": vote(qtype, []) | {"strategy": strategy.name},
+            "decision": decision,
+            "notes": [
+                f"ensemble: organize's {len(groups)} group answer(s) decide "
+                f"({decision['strategy']}); no member calls"
+            ],
+        }
+    contexts = candidates(state, ctx.settings.organize.top_k)
     if not contexts:
-        return {"members": [], "votes": vote(qtype, []) | {"strategy": strategy.name}}
+        return {
+            "members": [],
+            "votes": vote(qtype, []) | {"strategy": strategy.name},
+            "decision": {
+                "strategy": strategy.name,
+                "answers": [],
+                "order": [],
+                "why": "no contexts to answer from",
+                "settings": {},
+                "source": "ensemble",
+                "share": 0.0,
+            },
+        }
     models = ctx.models.role("ensemble")
     seed = view_seed(ctx.settings.ensemble.seed, question)
     plan = await strategy.plan(ctx, question, contexts, models, seed)
-    members = await _answer_views(plan.views, question, qtype, plan.contexts, cited=strategy.cited)
+    cited = strategy.cites(qtype)
+    members = await _answer_views(plan.views, question, qtype, plan.contexts, cited=cited)
     calls = plan.calls + [m.pop("call") for m in members]
     votes = await strategy.tally(ctx, qtype, members, plan)
-    notes = [note for m in members for note in m.pop("citation_notes", [])]
+    decision = strategy.decide(qtype, members, plan, votes)
+    notes = [*plan.notes, *(note for m in members for note in m.pop("citation_notes", []))]
     if failed := sum(m["error"] is not None for m in members):
         notes.append(f"ensemble: {failed} of {len(members)} member(s) failed and were dropped")
     return {
         "members": members,
         "votes": votes | {"strategy": strategy.name, "failed": failed, **plan.diagnostics},
+        "decision": decision,
         "calls": calls,
         "notes": notes,
     }
@@ -123,7 +168,7 @@ async def _member(
 ) -> dict[str, Any]:
     docs = [contexts[i] for i in view.order]
     model = view.model
-    instructions = TYPE_INSTRUCTIONS[qtype]
+    instructions = MEMBER_INSTRUCTIONS[qtype]
     if cited:
         instructions += " Give the number of the one passage that best supports it, and a quote."
         schema = cited_schema(qtype, len(docs))

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
 from nodes.ensemble.strategies import (
     CitedAnswer,
@@ -17,6 +18,8 @@ from nodes.ensemble.strategies import (
     mean_relevance,
     moi_permutations,
     moi_solve,
+    orient,
+    variable_lengths,
 )
 
 RELEVANCE = [0.9, 0.2, 0.7, 0.4, 0.8, 0.1, 0.5, 0.3]
@@ -177,6 +180,37 @@ def test_strict_mode_looks_in_the_cited_document_only():
     assert ccv_select([wrong_doc, right_doc], TEXTS, strict=True)["valid"] == [False, True]
 
 
+VERBATIM = {
+    "p1": "The White House stands in Washington, D.C., on Pennsylvania Avenue.",
+    "p2": "Eugene O'Neill won the Nobel Prize in Literature in 1936.",
+    "p3": "Serum Interleukin-6 (IL-6) rose after surgery; IL-60 did not.",
+}
+
+
+@pytest.mark.parametrize(
+    ("written", "index", "quote"),
+    [
+        ("Washington, D.C.", 1, "stands in Washington, D.C., on"),
+        ("O'Neill", 2, "Eugene O'Neill won the Nobel Prize"),
+        ("Interleukin-6 (IL-6)", 3, "Serum Interleukin-6 (IL-6) rose after surgery"),
+        ("interleukin 6", 3, "serum  INTERLEUKIN-6 (IL-6) rose"),  # case and spaces only
+    ],
+)
+def test_strict_mode_accepts_a_verbatim_quote_of_a_punctuated_answer(written, index, quote):
+    from infra.bioasq import normalize_answer
+
+    key = normalize_answer(written)  # what the node votes by
+    grounded = CitedAnswer(key, index, quote, ("p1", "p2", "p3"), text=written)
+    assert ccv_select([grounded], VERBATIM, strict=True)["valid"] == [True]
+
+
+def test_strict_mode_matches_answers_on_word_boundaries_and_quotes_verbatim():
+    order = ("p1", "p2", "p3")
+    partial = CitedAnswer("il 6", 3, "IL-60 did not", order, text="IL-6")  # IL-6 is not IL-60
+    paraphrase = CitedAnswer("il 6", 3, "Serum IL-6 rose", order, text="IL-6")  # not verbatim
+    assert ccv_select([partial, paraphrase], VERBATIM, strict=True)["valid"] == [False, False]
+
+
 @pytest.mark.parametrize("index", [0, 5, -1, None])
 def test_an_out_of_range_index_is_invalid(index):
     result = ccv_select([member("a", index)], TEXTS)
@@ -225,18 +259,25 @@ def test_no_answers_give_no_winner():
     assert ccv_select([member("", 1)], TEXTS)["winner"] is None
 
 
-# --- MoI --------------------------------------------------------------------------------------
+# --- MoI ---------------------------------------------------------------------------------------
 
 UTILITIES = np.array([-3.0, -1.0, -2.5, -0.5, -2.0, -1.5])
 
 
-def planted(n):
-    weights = 0.6 ** np.arange(n)  # decreasing: a primacy bias
+def planted(n, curve="primacy"):
+    """Return position weights (summing to 1) of a primacy, recency or U bias, and utilities."""
+    x = np.arange(n) / (n - 1)
+    shape = {"primacy": 1 - 0.8 * x, "recency": 1 - 0.8 * (1 - x), "u": 0.3 + 3 * (x - 0.45) ** 2}
+    weights = shape[curve]
     return weights / weights.sum(), UTILITIES[:n]
 
 
 def observe(perms, weights, utilities):
     return np.array([sum(weights[j] * utilities[k] for j, k in enumerate(p)) for p in perms])
+
+
+def rho(x, y):
+    return spearmanr(x, y).statistic
 
 
 def assert_constraints(fit):
@@ -257,6 +298,20 @@ def test_cyclic_scheme_is_the_n_shifts():
 def test_prefix_scheme_truncates_the_shifts():
     assert moi_permutations(4, "prefix", prefix_length=2) == [[0, 1], [1, 2], [2, 3], [3, 0]]
     assert moi_permutations(2, "prefix", prefix_length=5) == [[0, 1], [1, 0]]
+
+
+def test_variable_pruning_cuts_each_shift_by_the_retriever_scores():
+    # Equal scores: every shift keeps prefix_length passages (fixed pruning).
+    assert variable_lengths([0.5] * 5, 2) == [2, 2, 2, 2, 2]
+    # A shift opening on the best passages is cut early; one opening on weak ones reads on.
+    scores = [0.9, 0.8, 0.1, 0.0, 0.05]
+    lengths = variable_lengths(scores, 2)
+    assert lengths[0] < lengths[2] and lengths[0] < lengths[3]
+    perms = moi_permutations(5, "variable", prefix_length=2, scores=scores)
+    assert [len(p) for p in perms] == lengths
+    assert [p[0] for p in perms] == [0, 1, 2, 3, 4]  # the cyclic shifts of the rank order
+    with pytest.raises(ValueError, match="retriever score"):
+        moi_permutations(5, "variable")
 
 
 def test_random_scheme_gives_3n_distinct_seeded_permutations():
@@ -283,68 +338,82 @@ def test_moi_permutations_rejects_bad_arguments(n, scheme, kwargs):
         moi_permutations(n, scheme, **kwargs)
 
 
-@pytest.mark.parametrize("n", [5, 6])
+@pytest.mark.parametrize("curve", ["primacy", "recency", "u"])
 @pytest.mark.parametrize("noise", [0.0, 0.01])
-def test_planted_weights_and_utilities_are_recovered(n, noise):
-    # A weak ridge toward the true utilities only picks the spread the data leave open.
-    weights, utilities = planted(n)
+def test_random_orders_recover_the_bias_up_to_the_mirror_and_a_noisy_prior_orients_it(curve, noise):
+    # No prior enters the fit: it finds (a, u) up to the mirror the data cannot see; a
+    # retriever prior that only ranks roughly like the utilities picks the side.
+    n = 6
+    weights, utilities = planted(n, curve)
     perms = moi_permutations(n, "random", seed=n)
-    rng = np.random.default_rng(n)
-    obs = observe(perms, weights, utilities) + rng.normal(0.0, noise, len(perms))
-    fit = moi_solve(perms, obs, n, prior=utilities, ridge=1e-3, seed=n)
+    obs = observe(perms, weights, utilities) + np.random.default_rng(n).normal(0, noise, len(perms))
+    fit = moi_solve(perms, obs, n, seed=n)
     assert_constraints(fit)
-    assert np.abs(fit.weights - weights).max() < 0.05
-    assert np.abs(fit.utilities - utilities).max() < 0.05
-    assert fit.residual < (len(perms) * noise**2) * 4 + 1e-9
+    assert fit.residual < len(perms) * noise**2 * 4 + 1e-9
+    assert abs(rho(fit.weights, weights)) > 0.9 and abs(rho(fit.utilities, utilities)) > 0.9
+    prior = [-3.2, -0.2, -2.0, -0.9, -2.9, -1.0]  # a retriever's view: right only roughly
+    assert 0.5 < rho(prior, utilities) < 1.0
+    oriented, how = orient(fit, perms, n, prior)
+    assert how == "retriever prior"
+    assert rho(oriented.weights, weights) > 0.9 and rho(oriented.utilities, utilities) > 0.9
+    assert oriented.residual == fit.residual  # the same predictions
+    assert np.allclose(observe(perms, oriented.weights, oriented.utilities), obs - 0, atol=0.1)
 
 
-@pytest.mark.parametrize("n", [5, 6])
-def test_recovery_with_a_noisy_prior_not_the_truth(n):
-    # The prior is only near the truth (as a retriever's scores are): the data fix everything
-    # but the spread, and a noisy prior still picks it closely enough.
-    weights, utilities = planted(n)
-    perms = moi_permutations(n, "random", seed=n)
-    obs = observe(perms, weights, utilities)
-    prior = utilities + np.random.default_rng(7).normal(0.0, 0.05, n)
-    fit = moi_solve(perms, obs, n, prior=prior, ridge=1e-3, seed=n)
-    assert_constraints(fit)
-    assert np.abs(fit.weights - weights).max() < 0.05
-    assert np.abs(fit.utilities - utilities).max() < 0.05
-
-
-def test_full_orderings_fix_the_fit_only_up_to_its_spread():
+def test_without_a_prior_the_paper_s_primacy_orients_the_fit():
     n = 5
-    weights, utilities = planted(n)
+    weights, utilities = planted(n, "primacy")
+    perms = moi_permutations(n, "random", seed=3)
+    fit = moi_solve(perms, observe(perms, weights, utilities), n)
+    for prior in (None, [1.0] * n):  # none, or one that says nothing
+        oriented, how = orient(fit, perms, n, prior)
+        assert how.startswith("primacy")
+        assert rho(oriented.weights, weights) > 0.9
+
+
+def test_the_mirror_predicts_full_orders_alike_and_reverses_both_rankings():
+    n = 5
+    weights, utilities = planted(n, "u")
     perms = moi_permutations(n, "random", seed=2)
     obs = observe(perms, weights, utilities)
-    for t in (0.5, -0.5):  # a' = ā + t(a − ā), u' = ū + (u − ū)/t predict the same
-        other = 1 / n + t * (weights - 1 / n)
-        spread = utilities.mean() + (utilities - utilities.mean()) / t
-        assert np.allclose(observe(perms, other, spread), obs)
     fit = moi_solve(perms, obs, n, seed=0)
+    mirror = fit.flipped()
+    assert_constraints(mirror)
+    assert np.allclose(observe(perms, mirror.weights, mirror.utilities), obs, atol=1e-6)
+    assert rho(mirror.weights, fit.weights) == pytest.approx(-1.0)
+    assert rho(mirror.utilities, fit.utilities) == pytest.approx(-1.0)
+    assert mirror.order() == fit.order()  # pairing ranks does not depend on the side
+
+
+def test_truncated_orders_identify_the_fit_without_any_prior():
+    # A passage left out of an order adds nothing, which breaks the mirror: weights and
+    # utilities come back exactly, and orienting leaves them alone.
+    n, length = 6, 3
+    weights = planted(length, "primacy")[0]
+    rng = np.random.default_rng(0)
+    perms = [rng.permutation(n)[:length].tolist() for _ in range(4 * n)]
+    fit = moi_solve(perms, observe(perms, weights, UTILITIES), n, seed=1)
     assert_constraints(fit)
-    assert fit.residual < 1e-12
-    t = (fit.weights[0] - 1 / n) / (weights[0] - 1 / n)
-    expected = utilities.mean() + (utilities - utilities.mean()) / t
-    assert np.allclose(fit.utilities, expected, atol=1e-5)
-    assert fit.order() == [3, 1, 4, 2, 0]  # the pairing of ranks is identified
+    assert np.abs(fit.weights - weights).max() < 0.02
+    assert np.abs(fit.utilities - UTILITIES).max() < 0.05
+    assert orient(fit, perms, n, [0.0] * n) == (fit, "prefix orders (the data fix it)")
 
 
-@pytest.mark.parametrize("n", [5, 6])
-def test_cyclic_scheme_with_the_retriever_prior(n):
+def test_cyclic_orders_fit_exactly_but_leave_the_bias_open():
+    # n equations for 2n - 1 unknowns: the paper's weakest proposal (Table 6).
+    n = 5
     weights, utilities = planted(n)
     perms = moi_permutations(n, "cyclic")
-    fit = moi_solve(perms, observe(perms, weights, utilities), n, prior=utilities, ridge=0.1)
+    fit = moi_solve(perms, observe(perms, weights, utilities), n)
     assert_constraints(fit)
-    assert len(fit.weights) == n
-    assert np.argsort(-fit.utilities).tolist() == np.argsort(-utilities).tolist()
+    assert fit.residual < 1e-8
+    assert np.abs(fit.weights - weights).max() > 0.01  # not the planted weights
 
 
 def test_prefix_scheme_fits_one_weight_per_shown_position():
     n = 6
-    weights, utilities = planted(3)[0], UTILITIES
     perms = moi_permutations(n, "prefix", prefix_length=3)
-    fit = moi_solve(perms, observe(perms, weights, utilities), n, prior=utilities, ridge=0.1)
+    fit = moi_solve(perms, observe(perms, planted(3)[0], UTILITIES), n)
     assert_constraints(fit)
     assert len(fit.weights) == 3
     assert len(fit.utilities) == n
@@ -358,8 +427,8 @@ def test_observations_are_fitted_on_their_own_scale():
     weights, utilities = planted(n)
     perms = moi_permutations(n, "random", seed=1)
     obs = observe(perms, weights, utilities)
-    base = moi_solve(perms, obs, n, prior=utilities, ridge=1e-3)
-    moved = moi_solve(perms, 10 * obs - 40, n, prior=10 * utilities - 40, ridge=1e-3)
+    base = moi_solve(perms, obs, n)
+    moved = moi_solve(perms, 10 * obs - 40, n)
     assert np.allclose(moved.weights, base.weights, atol=1e-4)
     assert np.allclose(moved.utilities, 10 * base.utilities - 40, atol=1e-3)
 
@@ -372,6 +441,7 @@ def test_order_puts_the_best_passage_at_the_heaviest_position():
     )
     # Positions by weight: 3, 2, 0, 1; passages by utility: 2, 0, 3, 1.
     assert fit.order() == [3, 1, 0, 2]
+    assert fit.order("descending") == [2, 0, 3, 1]  # the paper's literal rule
 
 
 def test_order_fills_positions_beyond_the_weights_by_utility():
@@ -384,18 +454,16 @@ def test_order_fills_positions_beyond_the_weights_by_utility():
 
 
 @pytest.mark.parametrize(
-    ("perms", "obs", "kwargs", "message"),
+    ("perms", "obs", "message"),
     [
-        ([[0, 1], [1, 0]], [1.0], {}, "observations"),
-        ([[0, 3], [1, 0]], [1.0, 2.0], {}, "outside"),
-        ([[0, 0], [1, 0]], [1.0, 2.0], {}, "repeats"),
-        ([[], [1, 0]], [1.0, 2.0], {}, "empty"),
-        ([], [], {}, "at least one"),
-        ([[0, 1], [1, 0]], [1.0, math.inf], {}, "finite"),
-        ([[0, 1], [1, 0]], [1.0, 2.0], {"prior": [1.0]}, "prior"),
-        ([[0, 1], [1, 0]], [1.0, 2.0], {"ridge": -1.0}, "ridge"),
+        ([[0, 1], [1, 0]], [1.0], "observations"),
+        ([[0, 3], [1, 0]], [1.0, 2.0], "outside"),
+        ([[0, 0], [1, 0]], [1.0, 2.0], "repeats"),
+        ([[], [1, 0]], [1.0, 2.0], "empty"),
+        ([], [], "at least one"),
+        ([[0, 1], [1, 0]], [1.0, math.inf], "finite"),
     ],
 )
-def test_moi_solve_rejects_bad_input(perms, obs, kwargs, message):
+def test_moi_solve_rejects_bad_input(perms, obs, message):
     with pytest.raises(ValueError, match=message):
-        moi_solve(perms, obs, 2, **kwargs)
+        moi_solve(perms, obs, 2)

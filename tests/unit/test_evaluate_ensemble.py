@@ -1,5 +1,6 @@
 import gzip
 import json
+from collections import Counter
 
 import pytest
 
@@ -19,6 +20,7 @@ from graphs.eval.ensemble import (
     wrong_concentration,
 )
 from infra.bioasq.formats import FormatError
+from nodes.ensemble.views import permuted_views, view_seed
 from tests.support.data import GOLDEN, NQ
 from tests.support.fakes import pmids_in, script
 
@@ -130,7 +132,9 @@ def test_wrong_answer_concentration():
 def test_score_case_reads_the_update():
     case = Case("q?", "factoid", [{"pmid": "7"}, {"pmid": "8"}], ["Paris"], gold_pmid="7")
     update = {
-        "votes": {"ranked": ["Paris", "Lyon"], "agreement": 0.5, "distinct": 2},
+        # The decision is scored, not the vote table's first row (here they differ on purpose).
+        "votes": {"ranked": ["Lyon", "Paris"], "agreement": 0.5, "distinct": 2},
+        "decision": {"answers": [{"answer": "Paris", "support": 1.0, "cited": ["7"]}]},
         "members": [
             {"answer": ["Paris"], "pmids": ["7"], "error": None},
             {"answer": ["Lyon"], "pmids": ["8"], "error": None},
@@ -142,10 +146,11 @@ def test_score_case_reads_the_update():
     assert row["correct"] and row["exact_match"] == row["f1"] == 1.0 and row["accuracy"] is None
     assert row["llm_calls"] == 3 and row["tokens"] == 315 and row["failed_members"] == 1
     assert row["gold_citation"] == 0.5 and row["wrong_concentration"] == 1.0
-    empty = score_case(case, {"votes": {"ranked": []}, "members": [], "calls": []})
+    empty = score_case(case, {"votes": {"ranked": ["Paris"]}, "members": [], "calls": []})
     assert not empty["correct"] and empty["exact_match"] == 0.0 and empty["gold_citation"] is None
     yesno = Case("q?", "yesno", [{"pmid": "7"}], ["no"])
-    row = score_case(yesno, {"votes": {"ranked": ["No"]}, "members": [], "calls": []})
+    decided = {"answers": [{"answer": "No", "support": 2.0, "cited": []}]}
+    row = score_case(yesno, {"decision": decided, "members": [], "calls": []})
     assert row["accuracy"] == 1.0 and row["exact_match"] is None
 
 
@@ -156,19 +161,50 @@ def test_with_models_repeats_or_cuts_the_list(settings):
     assert len(with_models(three, 2).models.ensemble) == 2
 
 
-async def test_evaluate_single_and_permute_vote_on_nq(make_context, nq_cases):
-    cases = nq_cases[:3]
-    gold = {c.question: (c.gold[0], c.gold_pmid) for c in cases}
+def biased_cases() -> list[Case]:
+    """Four questions of three passages, the gold one at position 0, 1, 2 and 0."""
+    cases = []
+    for number, gold_at in enumerate([0, 1, 2, 0]):
+        ids = [f"{number}{k}" for k in range(3)]
+        contexts = [
+            {"pmid": i, "title": f"t{i}", "abstract": f"text {i}", "score": 1.0} for i in ids
+        ]
+        cases.append(
+            Case(f"question {number}?", "factoid", contexts, [f"Gold{number}"], ids[gold_at])
+        )
+    return cases
+
+
+def first_passage_reader(cases):
+    """A reader with a primacy bias: it answers from whichever passage it is shown first."""
+    by_question = {c.question: c for c in cases}
 
     def answer(messages, kwargs):
         prompt = messages[-1].content
-        text, pmid = next(v for q, v in gold.items() if f"Question: {q}" in prompt)
-        assert pmid in pmids_in(messages)  # every context is shown, the gold one too
-        return {"answer": [text], "pmids": [pmid]}
+        case = next(c for q, c in by_question.items() if f"Question: {q}" in prompt)
+        first = pmids_in(messages)[0]
+        said = case.gold[0] if first == case.gold_pmid else f"Wrong{first}"
+        return {"answer": said, "pmids": [first]}
 
-    model = script(ensemble=answer)
+    return answer
+
+
+def majority_of_first_passages(case, members=3, seed=13):
+    """Return whether permute_vote is right, from the orders it shows (the oracle's own count)."""
+    views = permuted_views(3, members, 3, view_seed(seed, case.question))
+    firsts = Counter(case.contexts[view[0]]["pmid"] for view in views)
+    top = max(firsts.values())
+    winners = [p for p, n in firsts.items() if n == top]
+    # Equal votes go to the best rank (every answer is a first answer), then the name:
+    # "gold…" sorts before "wrong…".
+    return case.gold_pmid in winners
+
+
+async def test_evaluation_scores_each_strategy_s_decision_against_a_biased_reader(make_context):
+    cases = biased_cases()
+    model = script(ensemble=first_passage_reader(cases))
     report = await evaluate_ensemble(
-        make_context(model), cases, ["single", "moi"], dataset="nq.jsonl.gz"
+        make_context(model), cases, ["single", "moi"], dataset="biased.jsonl"
     )
     assert json.dumps(report)
     assert set(report) == {
@@ -179,20 +215,26 @@ async def test_evaluate_single_and_permute_vote_on_nq(make_context, nq_cases):
         "reference",
         "strategies",
     }
-    assert report["questions"] == 3 and report["contexts"] == 10
+    assert report["questions"] == 4 and report["contexts"] == 3
     assert list(report["strategies"]) == ["single", "moi", "permute_vote"]
     assert "prompt log-probabilities" in report["strategies"]["moi"]["unavailable"]
     single, reference = report["strategies"]["single"], report["strategies"]["permute_vote"]
     for result in (single, reference):
         assert set(result) == {*METRICS, "mcnemar"}
-        assert result["exact_match"] == result["substring_em"] == result["f1"] == 1.0
-        assert result["gold_citation"] == 1.0 and result["agreement"] == 1.0
-        assert result["wrong_concentration"] is None and result["accuracy"] is None
+        assert result["wrong_concentration"] is not None and result["accuracy"] is None
+    # single shows the given order: right exactly where the gold passage comes first.
+    assert single["exact_match"] == single["substring_em"] == single["gold_citation"] == 0.5
     assert single["llm_calls"] == 1 and reference["llm_calls"] == 3  # ensemble.members = 3
-    assert single["mcnemar"] == {"b": 0, "c": 0, "p_value": 1.0} and reference["mcnemar"] is None
+    expected = [majority_of_first_passages(c) for c in cases]
+    assert reference["substring_em"] == sum(expected) / 4
+    right_single = [True, False, False, True]
+    b = sum(s and not r for s, r in zip(right_single, expected, strict=True))
+    c = sum(r and not s for s, r in zip(right_single, expected, strict=True))
+    assert (single["mcnemar"]["b"], single["mcnemar"]["c"]) == (b, c)
+    assert reference["mcnemar"] is None
     lines = table(report)
     assert any(line.startswith("moi") and "unavailable" in line for line in lines)
-    assert any(line.startswith("single") and "0/0" in line for line in lines)
+    assert any(line.startswith("single") and f"{b}/{c}" in line for line in lines)
 
 
 def test_bioasq_snippet_without_document_is_a_format_error(tmp_path):

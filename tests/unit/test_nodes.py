@@ -203,13 +203,14 @@ async def test_ensemble_runs_every_model_on_every_view_and_votes(make_context, i
 async def test_a_failing_member_is_dropped_not_fatal(make_context, index):
     contexts = index.fetch(["101", "102", "103"])
     flaky = script(ensemble=RuntimeError("endpoint down"))
-    good = script(ensemble={"answer": ["CFTR"], "pmids": ["101"]})
+    good = script(ensemble={"answer": "CFTR", "pmids": ["101"]})
     update = await ensemble(
         {"question": "Which gene?", "qtype": "factoid", "organized": contexts},
         ctx_runtime(make_context, ensemble=[good, flaky]),
     )
     assert sum(m["error"] is not None for m in update["members"]) == 3
     assert update["votes"]["ranked"] == ["CFTR"]
+    assert update["decision"]["answers"] == [{"answer": "CFTR", "support": 3.0, "cited": ["101"]}]
     assert any("3 of 6 member(s) failed" in n for n in update["notes"])
 
 
@@ -228,7 +229,14 @@ async def test_synthesize_cites_only_context_pmids_and_records_the_attempt(make_
         "question": QUESTION,
         "qtype": "yesno",
         "organized": contexts,
-        "votes": {"table": [{"answer": "yes", "votes": 3}], "ranked": ["yes"]},
+        "decision": {
+            "strategy": "permute_vote",
+            "answers": [{"answer": "yes", "support": 3.0, "cited": ["101"]}],
+            "order": ["101", "102"],
+            "why": "3 of 3 members answered 'yes' (majority vote)",
+            "settings": {},
+            "source": "ensemble",
+        },
     }
     update = await synthesize(state, ctx_runtime(make_context, model))
     assert update["answer"] == {
@@ -239,9 +247,10 @@ async def test_synthesize_cites_only_context_pmids_and_records_the_attempt(make_
         "cited": ["101"],
         "rationale": "Both abstracts report mitochondrial changes.",
         "source": "synthesis",
+        "overrode_decision": False,
     }
-    assert update["attempts"][0]["temperature"] == 0.3
-    assert '[["yes", 3]]' in model.calls[0]["messages"][-1].content
+    assert update["attempts"][0]["temperature"] == 0.1  # the BioASQ ensemble paper's first try
+    assert 'Ensemble decision: "yes"' in model.calls[0]["messages"][-1].content
 
 
 async def test_synthesize_removes_and_records_a_citation_it_was_not_shown(make_context, index):
@@ -258,7 +267,6 @@ async def test_synthesize_removes_and_records_a_citation_it_was_not_shown(make_c
         "question": QUESTION,
         "qtype": "yesno",
         "organized": contexts,
-        "votes": {"ranked": ["no"]},
     }
     update = await synthesize(state, ctx_runtime(make_context, model))
     assert update["answer"]["source"] == "synthesis" and update["answer"]["cited"] == ["101"]
@@ -281,8 +289,7 @@ async def test_second_synthesis_in_a_round_is_greedy(make_context, index):
         "question": QUESTION,
         "qtype": "yesno",
         "organized": index.fetch(["101"]),
-        "votes": {},
-        "attempts": [{"round": 0, "temperature": 0.3, "answer": {}, "error": None}],
+        "attempts": [{"round": 0, "temperature": 0.1, "answer": {}, "error": None}],
     }
     update = await synthesize(state, ctx_runtime(make_context, model))
     assert update["attempts"][0]["temperature"] == 0.0
@@ -392,7 +399,6 @@ async def test_synthesis_sees_every_group_answer(make_context, index):
         "question": QUESTION,
         "qtype": "yesno",
         "organized": index.fetch(["101", "103"]),
-        "votes": {},
         "groups": [
             {"pmids": ["101"], "answer": "Yes, in lace plants.", "cited": ["101"]},
             {"pmids": ["103"], "answer": "No, not in leaves.", "cited": []},

@@ -31,7 +31,7 @@ EXPECTED = {
     "organize_retrieve": {"contexts", "question"},
     "organize_summarize": {"contexts", "question"},
     "ensemble": {"instructions", "contexts", "question"},
-    "synthesize": {"instructions", "contexts", "question", "candidates"},
+    "synthesize": {"instructions", "contexts", "question", "decision"},
 }
 TEMPLATES = sorted(path.stem for path in HERE.glob("*.md"))
 

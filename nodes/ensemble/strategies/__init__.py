@@ -2,7 +2,9 @@
 
 Every module here is imported below, so a new strategy is its module (a class decorated
 `@register("<name>")`) plus its name in the `ensemble.strategy` settings Literal. The
-arithmetic (Context Bagging's views, citation voting, MoI's fit) is pure and tested alone.
+arithmetic (Context Bagging's views, citation voting, MoI's fit in `moi_fit`) is pure and
+tested alone. Each strategy returns a `Decision` (its answers, their support, its evidence
+order and every setting it ran with), which is what synthesis reads.
 """
 
 import importlib
@@ -10,7 +12,13 @@ import pkgutil
 
 from nodes.ensemble.strategies.ccv import CitedAnswer, ccv_select
 from nodes.ensemble.strategies.cobag import cobag_views, mean_relevance
-from nodes.ensemble.strategies.moi import MoIFit, moi_permutations, moi_solve
+from nodes.ensemble.strategies.moi_fit import (
+    MoIFit,
+    moi_permutations,
+    moi_solve,
+    orient,
+    variable_lengths,
+)
 from nodes.ensemble.strategies.registry import (
     STRATEGIES,
     Plan,
@@ -36,5 +44,7 @@ __all__ = [
     "mean_relevance",
     "moi_permutations",
     "moi_solve",
+    "orient",
     "strategy_named",
+    "variable_lengths",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -10,8 +11,16 @@ from typing import Any
 from infra.bioasq import normalize_answer
 from infra.models import ChatModel
 from nodes.context import Context
-from nodes.ensemble.strategies.registry import Plan, Strategy, every_model, register
+from nodes.ensemble.decide import cited_by, majority_decision, order_pmids
+from nodes.ensemble.strategies.registry import (
+    Plan,
+    Strategy,
+    common_settings,
+    every_model,
+    register,
+)
 from nodes.ensemble.views import permuted_views
+from nodes.state import DecidedAnswer, Decision
 
 
 @dataclass(frozen=True)
@@ -26,10 +35,22 @@ class CitedAnswer:
     """Supporting quote the member gave."""
     order: tuple[str, ...]
     """PMIDs of the member's view, in the order shown."""
+    text: str = ""
+    """The answer as the member wrote it (strict evidence looks for it in the quote); "": use
+    `answer`."""
 
 
-def _collapse(text: str) -> str:
-    return " ".join(text.split()).lower()
+def _verbatim(text: str) -> str:
+    """Return text as a quote is matched against its passage: Unicode, case and spaces only."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def _words(text: str) -> str:
+    """Return text as an answer is looked for in its quote: normalized, padded to whole words.
+
+    Normalized as answers are, with hyphens and slashes as spaces ("IL 6" in "IL-6").
+    """
+    return f" {' '.join(normalize_answer(text).replace('-', ' ').replace('/', ' ').split())} "
 
 
 def _cited_pmid(member: CitedAnswer) -> str | None:
@@ -46,11 +67,16 @@ def _is_valid(
         return False
     if not strict:
         return True
-    quote = _collapse(member.quote or "")
+    # The quote must stand in the passage as written (only Unicode form, case and spacing may
+    # differ); the answer must stand in the quote after the normalization answers get on both
+    # sides, so "Washington, D.C.", "O'Neill" or "Interleukin-6 (IL-6)" quoted verbatim pass.
+    quote = member.quote or ""
+    answer = _words(member.text or member.answer)
     return (
-        bool(quote)
-        and quote in _collapse(texts.get(pmid, ""))
-        and _collapse(member.answer) in quote
+        bool(_verbatim(quote))
+        and _verbatim(quote) in _verbatim(texts.get(pmid, ""))
+        and answer.strip() != ""
+        and answer in _words(quote)
     )
 
 
@@ -60,8 +86,9 @@ def ccv_select(
     """Pick the answer whose members agree on one cited document, not merely on the answer.
 
     A member is valid when it answers and its 1-based index falls in its view; in strict mode
-    its quote must also occur in the cited document (case-insensitive, whitespace collapsed)
-    and its answer in the quote. The index maps through the member's order to a PMID, so
+    its quote must also occur in the cited document (Unicode form, case and whitespace aside)
+    and its answer in the quote (both normalized as answers are, on word boundaries). The
+    index maps through the member's order to a PMID, so
     members with different permutations citing the same document agree. An answer's modal
     PMID is the one its valid members cite most (ties: cited first); its score counts the
     valid members citing that PMID. The highest score wins; ties go to the more frequent
@@ -108,9 +135,18 @@ def ccv_select(
 
 @register("ccv")
 class CCV(Strategy):
-    """Permuted views whose members cite one passage; yes/no and factoid vote on citations."""
+    """K permuted views whose members cite one passage; the answer whose citations agree wins.
 
-    cited = True
+    citation-consistent-voting.txt §3: K permutations of the top-N (§3.1), evidence-valid
+    responses only (§3.2; relaxed by default, Table 3), each citation mapped through its
+    member's permutation to a document id, the answer with the most valid citations of its
+    modal document wins, ties by raw frequency (§3.3). One answer per member, so yes/no and
+    factoid questions; list and summary answers are voted by majority, and the trace says so.
+    """
+
+    def cites(self, qtype: str) -> bool:
+        """Tell whether members cite one passage: for the question types CCV decides."""
+        return qtype in ("yesno", "factoid")
 
     async def plan(
         self,
@@ -120,50 +156,104 @@ class CCV(Strategy):
         models: list[ChatModel],
         seed: int,
     ) -> Plan:
-        """Return permute_vote's views: the citations, not the orders, make the difference."""
+        """Return K distinct orders of the top-m (the rank order first), answered greedily."""
         settings = ctx.settings.ensemble
-        orders = permuted_views(len(contexts), settings.members, settings.contexts, seed)
-        return Plan(every_model(models, orders, 0.0), contexts)
+        orders = permuted_views(len(contexts), settings.ccv.members, settings.contexts, seed)
+        recorded = common_settings(ctx, models, seed) | {
+            "members": settings.ccv.members,
+            "contexts": settings.contexts,
+            "evidence": settings.ccv.evidence,
+            "temperature": 0.0,
+        }
+        return Plan(every_model(models, orders, 0.0), contexts, recorded)
 
     async def tally(
         self, ctx: Context, qtype: str, members: list[dict[str, Any]], plan: Plan
     ) -> dict[str, Any]:
-        """Return the majority table, re-ranked by citation consistency where one answer is due."""
+        """Return the majority table, and the citation vote where one answer per member is due."""
         votes = await super().tally(ctx, qtype, members, plan)
-        if qtype not in ("yesno", "factoid"):
-            why = f"{qtype} answers are voted by majority (CCV needs one answer)"
+        if not self.cites(qtype):
+            why = f"{qtype} answers are voted by majority (CCV needs one answer per member)"
             plan.diagnostics["ccv"] = why
             return votes
         strict = ctx.settings.ensemble.ccv.evidence == "strict"
-        return votes | _ccv_vote(qtype, members, plan.contexts, strict=strict)
+        return votes | _ccv_vote(qtype, members, plan, strict=strict)
+
+    def decide(
+        self, qtype: str, members: list[dict[str, Any]], plan: Plan, votes: dict[str, Any]
+    ) -> Decision:
+        """Return the citation vote's answers, the winner's passage first in the order."""
+        ccv = votes.get("ccv")
+        if not isinstance(ccv, dict):
+            return majority_decision(
+                self.name, qtype, members, plan, votes, how=plan.diagnostics.get("ccv", "")
+            )
+        order = order_pmids(plan)
+        rows = ccv["table"]
+        keyed, surface = _keyed(members, plan.clusters)
+        answers: list[DecidedAnswer] = []
+        for row in rows:
+            cited = cited_by([m for m, key in keyed if key == row["answer"]])
+            if row["pmid"] is not None:  # its modal passage first
+                cited = [row["pmid"], *(p for p in cited if p != row["pmid"])]
+            answers.append(
+                {"answer": surface[row["answer"]], "support": float(row["score"]), "cited": cited}
+            )
+        decision: Decision = {
+            "strategy": self.name,
+            "answers": answers,
+            "order": order,
+            "why": "no member answered (citation-consistent vote)",
+            "settings": plan.settings,
+            "source": "ensemble",
+            "share": 0.0,
+        }
+        if not rows:
+            return decision
+        top, valid = rows[0], sum(ccv["valid"])
+        if top["pmid"] is not None:
+            decision["order"] = [top["pmid"], *(p for p in order if p != top["pmid"])]
+        evidence = ccv["evidence"]
+        if valid:
+            why = (
+                f"{surface[top['answer']]!r}: {top['score']} of {valid} valid citation(s) name "
+                f"PMID {top['pmid']} (citation-consistent vote, {evidence} evidence)"
+            )
+            share = top["score"] / valid
+        else:
+            why = (
+                f"{surface[top['answer']]!r}: no citation was valid ({evidence} evidence), so "
+                f"the most frequent answer ({top['frequency']} of {len(ccv['valid'])}) wins"
+            )
+            share = top["frequency"] / max(1, len(ccv["valid"]))
+        majority = (votes.get("table") or [{}])[0].get("normalized")
+        if majority and majority != top["answer"]:
+            why += f"; a plain majority would pick {surface.get(majority, majority)!r}"
+        return decision | {"why": why, "share": round(share, 4)}
 
 
 def _ccv_vote(
-    qtype: str, members: list[dict[str, Any]], contexts: list[dict[str, Any]], *, strict: bool
+    qtype: str, members: list[dict[str, Any]], plan: Plan, *, strict: bool
 ) -> dict[str, Any]:
-    """Re-rank the vote by citation consistency; the rest of the table keeps its order."""
-    ok = [m for m in members if m["error"] is None and m["answer"]]
+    """Score the answers by citation consistency; the ranked answers follow CCV's order."""
+    keyed, surface = _keyed(members, plan.clusters)
     cited = [
         CitedAnswer(
-            answer=normalize_answer(m["answer"][0]),
+            answer=key,
             index=m.get("passage"),
             quote=m.get("quote"),
             order=tuple(m["order"]),
+            text=m["answer"][0],
         )
-        for m in ok
+        for m, key in keyed
     ]
-    texts = {c["pmid"]: f"{c.get('title') or ''} {c.get('abstract') or ''}" for c in contexts}
+    texts = {c["pmid"]: f"{c.get('title') or ''} {c.get('abstract') or ''}" for c in plan.contexts}
     chosen = ccv_select(cited, texts, strict=strict)
-    surface = {normalize_answer(m["answer"][0]): m["answer"][0] for m in ok}
-    winner = chosen["winner"]
-    ranked = [surface[winner]] if winner else []
-    if qtype == "factoid":  # the other candidates follow in CCV's order, up to five in all
-        rest = [row["answer"] for row in chosen["table"] if row["answer"] != winner]
-        ranked += [surface[k] for k in rest if k in surface][:4]
+    ranked = [surface[row["answer"]] for row in chosen["table"]]
     return {
-        "ranked": ranked,
+        "ranked": ranked[:1] if qtype == "yesno" else ranked[:5],
         "ccv": {
-            "winner": winner,
+            "winner": chosen["winner"],
             "table": chosen["table"],
             "valid": chosen["valid"],
             "citation_agreement": chosen["citation_agreement"],
@@ -171,3 +261,21 @@ def _ccv_vote(
         },
         "citation_agreement": chosen["citation_agreement"],
     }
+
+
+def _keyed(
+    members: list[dict[str, Any]], clusters: dict[str, str]
+) -> tuple[list[tuple[dict[str, Any], str]], dict[str, str]]:
+    """Return each answering member with its answer's vote key, and each key's usual spelling.
+
+    Keys merge synonyms as the majority does, so CCV and the majority count the same answers.
+    """
+    keyed = []
+    said: dict[str, Counter[str]] = {}
+    for m in members:
+        if m["error"] is None and m["answer"]:
+            normalized = normalize_answer(m["answer"][0])
+            key = clusters.get(normalized, normalized)
+            keyed.append((m, key))
+            said.setdefault(key, Counter())[m["answer"][0].strip()] += 1
+    return keyed, {key: counts.most_common(1)[0][0] for key, counts in said.items()}

@@ -11,7 +11,15 @@ import numpy as np
 from infra.embeddings import document_text
 from infra.models import ChatModel
 from nodes.context import Context
-from nodes.ensemble.strategies.registry import Plan, Strategy, every_model, register
+from nodes.ensemble.decide import majority_decision
+from nodes.ensemble.strategies.registry import (
+    Plan,
+    Strategy,
+    common_settings,
+    every_model,
+    register,
+)
+from nodes.state import Decision
 
 
 def cobag_views(
@@ -73,7 +81,12 @@ def mean_relevance(view: Sequence[int], relevance: Sequence[float]) -> float:
 
 @register("cobag")
 class CoBag(Strategy):
-    """Bagged views weighted by their relevance: a tie goes to the most relevant view."""
+    """Bagged views from a pool larger than m; equal votes go to the most relevant view.
+
+    context-bagging.txt §3.3: relevance by embedding cosine (step 1), a top-r core plus
+    m - r drawn ∝ exp(s/τ) (step 2), shuffled (step 3), greedy answers and a majority vote
+    over normalized answers, ties to the view of highest mean relevance (step 4).
+    """
 
     async def plan(
         self,
@@ -83,26 +96,67 @@ class CoBag(Strategy):
         models: list[ChatModel],
         seed: int,
     ) -> Plan:
-        """Return the bags, answered greedily, with each context's relevance for the trace."""
+        """Return the bags drawn from the pool, answered greedily, with each one's relevance."""
         bag = ctx.settings.ensemble.cobag
-        relevance = await _relevance(ctx, question, contexts)
+        pool = contexts[: bag.pool]
+        relevance = await _relevance(ctx, question, pool)
+        core = min(bag.core, bag.contexts)
         orders = cobag_views(
             relevance,
             members=bag.members,
             size=bag.contexts,
-            core=min(bag.core, bag.contexts),
+            core=core,
             tau=bag.tau,
             seed=seed % 2**32,
         )
+        settings = common_settings(ctx, models, seed) | {
+            "members": bag.members,
+            "contexts": bag.contexts,
+            "core": core,
+            "tau": bag.tau,
+            "pool": bag.pool,
+            "pool_available": len(pool),
+            "temperature": 0.0,
+            "tie_break": "mean relevance of the view",
+        }
+        notes = []
+        if len(pool) <= bag.contexts:
+            # Every view then holds the whole pool: CoBag is permute_vote with K bags, and the
+            # relevance tie-break cannot act (every view has the same mean relevance).
+            notes.append(
+                f"cobag: a pool of {len(pool)} context(s) is no larger than m = {bag.contexts} "
+                f"(cobag.pool = {bag.pool}; rerank.contexts or organize passed fewer): every "
+                "view shows all of them, shuffled"
+            )
+        shown = {i for order in orders for i in order}
+        # The evidence synthesis reads: what the members saw, most relevant first, m of it.
+        order = sorted(shown, key=lambda i: (-relevance[i], i))[: bag.contexts]
         return Plan(
             every_model(models, orders, 0.0),
-            contexts,
+            pool,
+            settings,
             weights=[mean_relevance(o, relevance) for o in orders],
+            order=order,
             diagnostics={
                 "relevance": {
-                    c["pmid"]: round(float(r), 4) for c, r in zip(contexts, relevance, strict=True)
+                    c["pmid"]: round(float(r), 4) for c, r in zip(pool, relevance, strict=True)
                 }
             },
+            notes=notes,
+        )
+
+    def decide(
+        self, qtype: str, members: list[dict[str, Any]], plan: Plan, votes: dict[str, Any]
+    ) -> Decision:
+        """Return the majority over the bags; equal votes go to the most relevant view."""
+        return majority_decision(
+            self.name,
+            qtype,
+            members,
+            plan,
+            votes,
+            how=f"majority vote over {len(plan.views)} bagged view(s)",
+            tie="the mean relevance of the most relevant view naming it",
         )
 
 

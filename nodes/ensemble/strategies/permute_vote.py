@@ -6,13 +6,23 @@ from typing import Any
 
 from infra.models import ChatModel
 from nodes.context import Context
-from nodes.ensemble.strategies.registry import Plan, Strategy, every_model, register
+from nodes.ensemble.strategies.registry import (
+    Plan,
+    Strategy,
+    common_settings,
+    every_model,
+    register,
+)
 from nodes.ensemble.views import permuted_views
 
 
 @register("permute_vote")
 class PermuteVote(Strategy):
-    """K permutations of the same passages: the spread comes from position bias."""
+    """K permutations of the same passages: the spread comes from position bias.
+
+    CoBag's Permute-Vote and CCV's "MoA majority vote" baseline: greedy answers, one per
+    member, the most frequent normalized answer wins.
+    """
 
     async def plan(
         self,
@@ -25,4 +35,9 @@ class PermuteVote(Strategy):
         """Return the rank order and K-1 distinct shuffles of the top-m, answered greedily."""
         settings = ctx.settings.ensemble
         orders = permuted_views(len(contexts), settings.members, settings.contexts, seed)
-        return Plan(every_model(models, orders, 0.0), contexts)
+        recorded = common_settings(ctx, models, seed) | {
+            "members": settings.members,
+            "contexts": settings.contexts,
+            "temperature": 0.0,
+        }
+        return Plan(every_model(models, orders, 0.0), contexts, recorded)

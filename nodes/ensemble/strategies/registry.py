@@ -1,4 +1,4 @@
-"""Ensemble strategies by their settings name: what each asks the members, and how it counts.
+"""Ensemble strategies by their settings name: what each asks the members, and how it decides.
 
 A strategy is a module in this package with one class decorated `@register("<name>")`, the
 name it has in `ensemble.strategy`; the package imports every module, so that decorator is
@@ -15,7 +15,9 @@ from typing import Any, ClassVar
 from infra.models import ChatModel
 from infra.settings import SettingsError
 from nodes.context import Context
+from nodes.ensemble.decide import majority_decision
 from nodes.ensemble.vote import candidate_keys, synonym_clusters, vote
+from nodes.state import Decision
 
 
 class StrategyUnavailable(RuntimeError):
@@ -39,20 +41,37 @@ class Plan:
     views: list[View]
     contexts: list[dict[str, Any]]
     """The contexts the views' orders index into."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Every setting the strategy ran with; the decision carries them into state and trace."""
     weights: list[float] | None = None
     """A vote weight per view number; None: one member, one vote."""
+    order: list[int] | None = None
+    """The evidence order the strategy chose (indices into contexts); None: the passages the
+    views showed, in rank order."""
     calls: list[dict[str, Any]] = field(default_factory=list)
     """Model calls made while planning (MoI's likelihoods), recorded before the members'."""
     diagnostics: dict[str, Any] = field(default_factory=dict)
     """Recorded under `votes` beside the strategy's name."""
+    notes: list[str] = field(default_factory=list)
+    """Things a reader of the trace should know (CoBag's pool no larger than m)."""
+    clusters: dict[str, str] = field(default_factory=dict)
+    """Normalized answer → the key it was counted under (synonyms merged), set by `tally`."""
+
+    def shown_order(self) -> list[int]:
+        """Return the evidence order: the chosen one, else every passage shown, in rank order."""
+        if self.order is not None:
+            return list(self.order)
+        return sorted({i for view in self.views for i in view.order})
 
 
 class Strategy:
-    """One way to choose the members' views of the contexts and to count their answers."""
+    """One way to choose the members' views of the contexts and to decide from their answers."""
 
     name: ClassVar[str]
-    cited: ClassVar[bool] = False
-    """Members cite the one passage that best supports the answer, and quote it (CCV)."""
+
+    def cites(self, qtype: str) -> bool:
+        """Tell whether members cite the one passage that best supports the answer (CCV)."""
+        return False
 
     async def plan(
         self,
@@ -62,7 +81,11 @@ class Strategy:
         models: list[ChatModel],
         seed: int,
     ) -> Plan:
-        """Return the views every ensemble model answers for this question."""
+        """Return the views every ensemble model answers for this question.
+
+        `contexts` is every candidate passage, best reranked first; a strategy shows its
+        top m (ensemble.contexts) unless it draws from more (CoBag's pool).
+        """
         raise NotImplementedError
 
     async def tally(
@@ -78,9 +101,16 @@ class Strategy:
             if len(keys) > 1:
                 vectors = await asyncio.to_thread(ctx.embedder.embed_documents, keys)
                 clusters = synonym_clusters(keys, vectors, threshold=settings.synonym_cosine)
+        plan.clusters = clusters or {}
         return vote(
             qtype, answers, list_quorum=settings.list_quorum, weights=weights, clusters=clusters
         )
+
+    def decide(
+        self, qtype: str, members: list[dict[str, Any]], plan: Plan, votes: dict[str, Any]
+    ) -> Decision:
+        """Return the decision: the majority's ranked answers, in the plan's evidence order."""
+        return majority_decision(self.name, qtype, members, plan, votes, how="majority vote")
 
 
 STRATEGIES: dict[str, Strategy] = {}
@@ -118,3 +148,15 @@ def every_model(models: list[ChatModel], orders: list[list[int]], temperature: f
         for model in models
         for number, order in enumerate(orders)
     ]
+
+
+def common_settings(ctx: Context, models: list[ChatModel], seed: int) -> dict[str, Any]:
+    """Return the settings every strategy's decision records: models, seeds, vote rules."""
+    settings = ctx.settings.ensemble
+    return {
+        "models": [m.name for m in models],
+        "seed": settings.seed,
+        "question_seed": seed,
+        "list_quorum": settings.list_quorum,
+        "synonym_cosine": settings.synonym_cosine,
+    }

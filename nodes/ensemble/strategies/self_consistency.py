@@ -6,12 +6,21 @@ from typing import Any
 
 from infra.models import ChatModel
 from nodes.context import Context
-from nodes.ensemble.strategies.registry import Plan, Strategy, every_model, register
+from nodes.ensemble.strategies.registry import (
+    Plan,
+    Strategy,
+    common_settings,
+    every_model,
+    register,
+)
 
 
 @register("self_consistency")
 class SelfConsistency(Strategy):
-    """K samples of one view: the spread comes from the temperature, not from the order."""
+    """K samples of one view: the spread comes from the temperature, not from the order.
+
+    CoBag's baseline (context-bagging.txt §4.1: K = 5 samples at T = 1.0 of a fixed context).
+    """
 
     async def plan(
         self,
@@ -24,6 +33,10 @@ class SelfConsistency(Strategy):
         """Return the top-m view K times at the sampling temperature."""
         settings = ctx.settings.ensemble
         top = list(range(min(len(contexts), settings.contexts)))
-        return Plan(
-            every_model(models, [top] * settings.members, settings.sample_temperature), contexts
-        )
+        recorded = common_settings(ctx, models, seed) | {
+            "members": settings.members,
+            "contexts": settings.contexts,
+            "temperature": settings.sample_temperature,
+        }
+        views = every_model(models, [top] * settings.members, settings.sample_temperature)
+        return Plan(views, contexts, recorded)

@@ -6,12 +6,18 @@ from typing import Any
 
 from infra.models import ChatModel
 from nodes.context import Context
-from nodes.ensemble.strategies.registry import Plan, Strategy, every_model, register
+from nodes.ensemble.strategies.registry import (
+    Plan,
+    Strategy,
+    common_settings,
+    every_model,
+    register,
+)
 
 
 @register("single")
 class Single(Strategy):
-    """One view, the retriever's order: the baseline every ensemble is measured against."""
+    """One view, the retriever's order: CoBag's Filtered-Single, the baseline of every ensemble."""
 
     async def plan(
         self,
@@ -22,5 +28,7 @@ class Single(Strategy):
         seed: int,
     ) -> Plan:
         """Return the top-m in rank order, answered greedily."""
-        top = list(range(min(len(contexts), ctx.settings.ensemble.contexts)))
-        return Plan(every_model(models, [top], 0.0), contexts)
+        m = ctx.settings.ensemble.contexts
+        top = list(range(min(len(contexts), m)))
+        settings = common_settings(ctx, models, seed) | {"contexts": m, "temperature": 0.0}
+        return Plan(every_model(models, [top], 0.0), contexts, settings)

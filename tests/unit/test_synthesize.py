@@ -1,0 +1,146 @@
+"""synthesize reads the strategy's decision and its evidence order, never the vote table."""
+
+import pytest
+from langgraph.runtime import Runtime
+
+from graphs.describe import describe_ensemble, describe_synthesize
+from nodes.synthesize import synthesize
+from tests.support.fakes import pmids_in, script
+
+QUESTION = "Which channel is mutated in cystic fibrosis?"
+
+
+def decision(*answers, order=("103", "101"), why="CCV: 2 valid citations of 103", share=0.6):
+    return {
+        "strategy": "ccv",
+        "answers": [{"answer": a, "support": s, "cited": list(c)} for a, s, c in answers],
+        "order": list(order),
+        "why": why,
+        "settings": {"members": 20, "evidence": "relaxed"},
+        "source": "ensemble",
+        "share": share,
+    }
+
+
+# The majority said CFTR; the strategy decided ENaC: synthesis must hear the decision.
+MAJORITY = {"ranked": ["CFTR"], "table": [{"answer": "CFTR", "votes": 3, "normalized": "cftr"}]}
+DECIDED = decision(("ENaC", 2.0, ["103"]), ("CFTR", 1.0, ["101", "102"]))
+
+
+def with_mode(settings, mode):
+    return settings.model_copy(
+        update={"synthesis": settings.synthesis.model_copy(update={"mode": mode})}
+    )
+
+
+def state_for(index, qtype="factoid", decided=DECIDED, **extra):
+    return {
+        "question": QUESTION,
+        "qtype": qtype,
+        "organized": index.fetch(["101", "102", "103"]),
+        "votes": MAJORITY,
+        "decision": decided,
+        **extra,
+    }
+
+
+def synthesis_reply(exact, confidence=0.8, cited=("103",)):
+    return {
+        "exact_answer": exact,
+        "ideal_answer": "It is ENaC.",
+        "confidence": confidence,
+        "cited_pmids": list(cited),
+    }
+
+
+async def test_llm_mode_reads_the_decision_and_its_order(make_context, index):
+    model = script(synthesize=synthesis_reply(["ENaC"]))
+    update = await synthesize(state_for(index), Runtime(context=make_context(model)))
+    prompt = model.calls[0]["messages"][-1].content
+    assert pmids_in(model.calls[0]["messages"]) == ["103", "101"]  # the decision's order
+    assert 'Ensemble decision: "ENaC"\nWhy: CCV: 2 valid citations of 103' in prompt
+    assert 'Other answers (support): [["CFTR", 1.0]]' in prompt
+    assert "votes" not in prompt.lower()  # never the majority table
+    answer = update["answer"]
+    assert answer["exact"] == ["ENaC"] and answer["overrode_decision"] is False
+    assert update["attempts"][0]["temperature"] == 0.1 and update["notes"] == []
+
+
+async def test_llm_mode_records_when_the_synthesizer_overrides_the_decision(make_context, index):
+    model = script(synthesize=synthesis_reply(["CFTR", "ENaC"], cited=("101",)))
+    update = await synthesize(state_for(index), Runtime(context=make_context(model)))
+    assert update["answer"]["overrode_decision"] is True
+    assert update["notes"] == [
+        "synthesize: answered 'CFTR; ENaC' over the ccv decision 'ENaC; CFTR'"
+    ]
+    assert "  overrode the ensemble's decision" in describe_synthesize(update)
+
+
+async def test_vote_mode_makes_the_decision_final_without_a_model_call(
+    make_context, settings, index
+):
+    model = script(synthesize=RuntimeError("no model may be called in vote mode"))
+    ctx = make_context(model, settings_=with_mode(settings, "vote"))
+    update = await synthesize(state_for(index), Runtime(context=ctx))
+    assert model.calls == [] and "calls" not in update
+    answer = update["answer"]
+    assert answer["exact"] == ["ENaC", "CFTR"]  # the decision's ranking (up to five), not CFTR
+    assert answer["confidence"] == 0.6 and answer["cited"] == ["103"]
+    assert answer["source"] == "decision" and answer["rationale"] == DECIDED["why"]
+    assert update["attempts"] == [{"round": 0, "temperature": 0.0, "answer": answer, "error": None}]
+    assert describe_synthesize(update)[0].startswith(
+        "attempt in round 0 the decision is final (synthesis.mode vote, no model call)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("qtype", "decided", "exact", "ideal"),
+    [
+        ("yesno", decision(("no", 3.0, ["101"]), ("yes", 2.0, [])), ["no"], ""),
+        ("list", decision((["ENaC", "CFTR"], 0.8, ["101"])), ["ENaC", "CFTR"], ""),
+        ("summary", decision(("Both matter.", 1.0, [])), [], "Both matter."),
+    ],
+)
+async def test_vote_mode_by_question_type(
+    make_context, settings, index, qtype, decided, exact, ideal
+):
+    ctx = make_context(script(), settings_=with_mode(settings, "vote"))
+    update = await synthesize(state_for(index, qtype, decided), Runtime(context=ctx))
+    assert update["answer"]["exact"] == exact and update["answer"]["ideal"] == ideal
+
+
+async def test_vote_mode_confidence_is_the_support_share_when_none_is_given(
+    make_context, settings, index
+):
+    decided = decision(("ENaC", 3.0, []), ("CFTR", 1.0, []))
+    del decided["share"]  # organize's aggregate may not give one
+    ctx = make_context(script(), settings_=with_mode(settings, "vote"))
+    update = await synthesize(state_for(index, decided=decided), Runtime(context=ctx))
+    assert update["answer"]["confidence"] == 0.75
+
+
+async def test_a_failed_synthesis_falls_back_on_the_decision(make_context, index):
+    model = script(synthesize="not json at all")
+    update = await synthesize(state_for(index), Runtime(context=make_context(model)))
+    answer = update["answer"]
+    assert answer["source"] == "vote" and answer["exact"] == ["ENaC", "CFTR"]
+    assert answer["confidence"] == 0.0  # so the router tries again or searches elsewhere
+
+
+async def test_without_a_decision_synthesis_reads_the_top_contexts(make_context, index):
+    model = script(synthesize=synthesis_reply(["CFTR"], cited=()))
+    state = state_for(index, decided=None)
+    del state["decision"]
+    update = await synthesize(state, Runtime(context=make_context(model)))
+    prompt = model.calls[0]["messages"][-1].content
+    assert "The ensemble reached no decision" in prompt and "Ensemble decision" not in prompt
+    assert pmids_in(model.calls[0]["messages"]) == ["101", "102", "103"]
+    assert "overrode_decision" not in update["answer"]
+
+
+def test_trace_shows_the_decision_its_order_and_settings():
+    lines = describe_ensemble({"members": [], "votes": MAJORITY, "decision": DECIDED})
+    assert "decision (ccv, by ensemble): CCV: 2 valid citations of 103" in lines
+    assert "  1. ENaC (support 2, cites 103)" in lines
+    assert "  evidence order: 103 101" in lines
+    assert "  settings: members=20, evidence=relaxed" in lines
