@@ -146,7 +146,9 @@ async def test_a_follow_up_with_refinement_resynthesis_and_fallback(make_context
     assert problems(summary, ThreadSummary, "summary") == []
 
 
-async def test_corg_groups_and_a_citation_vote_with_failed_synthesis(make_context, settings):
+async def test_corg_groups_decide_over_a_citation_vote_with_failed_synthesis(
+    make_context, settings
+):
     chosen = settings.model_copy(
         update={
             "organize": settings.organize.model_copy(update={"strategy": "corg"}),
@@ -158,16 +160,19 @@ async def test_corg_groups_and_a_citation_vote_with_failed_synthesis(make_contex
         query={"query": "mitochondria OR lace OR cell"},
         relation={"first": triple, "second": triple, "label": "distracting"},
         pluralize={"question": "What roles do mitochondria play?"},
-        group=lambda m, kw: {"answer": "yes", "cited_pmids": pmids_in(m)[:1]},
-        ensemble={"answer": "yes", "passage": 1, "quote": "Mitochondria"},
-        synthesize="not an answer",  # the vote stands in
+        group=lambda m, kw: {"answer": "yes", "exact": "yes", "cited_pmids": pmids_in(m)[:1]},
+        ensemble={"answer": "no", "passage": 1, "quote": "Mitochondria"},
+        synthesize="not an answer",  # the decision stands in
     )
     thread, result = await run_question(
         chosen, QUESTION, context=make_context(model, settings_=chosen)
     )
     assert state_problems(chosen, thread) == []
-    update = next(s["update"] for s in node_updates(chosen, thread) if s["node"] == "ensemble")
-    assert isinstance(update["votes"]["ccv"], dict) and "passage" in update["members"][0]
+    updates = {s["node"]: s["update"] for s in node_updates(chosen, thread)}
+    # CORG's aggregate, with its settings, is the decision: no ccv member re-mixes the groups.
+    assert updates["ensemble"]["members"] == []
+    assert updates["ensemble"]["decision"] == updates["organize"]["decision"]
+    assert updates["organize"]["decision"]["settings"]["strategy"] == "corg"
     assert result["exact_answer"] == "yes"
 
 
