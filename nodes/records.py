@@ -292,6 +292,9 @@ class MoiFit(TypedDict):
     """The debiased order the member then answers from."""
     residual: float
     """Squared error of the fit."""
+    orientation: NotRequired[str]
+    """What turned the fit's mirror (full orders cannot): the retriever prior, prefix orders,
+    or the paper's primacy finding."""
 
 
 class Votes(TypedDict, total=False):

@@ -214,7 +214,7 @@ async def test_show_node_prints_each_call_with_prompt_and_raw_output(make_contex
     human = cli(settings, "show", thread, "--node", "synthesize")
     assert human.exit_code == 0, human.output
     text = human.output
-    assert "synthesize" in text and "call 1/1: scripted, temperature 0.3" in text
+    assert "synthesize" in text and "call 1/1: scripted, temperature 0.1" in text
     assert "3 out tokens" in text and "[system]" in text and "You are the final judge" in text
     assert "[raw output]" in text and '"exact_answer": "yes"' in text
     assert "generate_query" not in text  # only the chosen node's steps

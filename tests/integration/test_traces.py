@@ -34,8 +34,12 @@ async def test_trace_shows_members_votes_and_the_greedy_resynthesis(make_context
     member_lines = [line for line in ensemble if " view " in line]
     assert len(member_lines) == 3 and all(" cites " in line for line in member_lines)
     assert "vote table:" in ensemble and "    2  yes" in ensemble and "    1  no" in ensemble
+    # The decision synthesis read, with every setting of the strategy that made it.
+    decided = "decision (permute_vote, by ensemble): 2 of 3 members answered 'yes' (majority vote)"
+    assert decided in ensemble
+    assert any(line.startswith("  settings: models=['scripted'], seed=13") for line in ensemble)
     first, second = shown["synthesize"]  # low confidence, so a second, greedy attempt
-    assert "temperature 0.3" in first[0] and "confidence 0.30" in first[0]
+    assert "temperature 0.1" in first[0] and "confidence 0.30" in first[0]
     assert "(again, at temperature 0)" in second[0] and "confidence 0.80" in second[0]
     assert "  rationale: Two of three readers and the first abstract agree." in second
     assert result["exact_answer"] == "yes"
