@@ -94,7 +94,7 @@ def test_moi_without_prompt_logprobs_is_refused_before_any_work(tmp_path):
     settings = load_settings(
         home=tmp_path, models={"query": spec, "ensemble": [spec]}, ensemble={"strategy": "moi"}
     )
-    with pytest.raises(SettingsError, match="needs prompt log-probabilities.*'chat-only'"):
+    with pytest.raises(SettingsError, match=r"needs prompt log-probabilities.*'chat-only'"):
         check_models(settings)
     scored = load_settings(
         home=tmp_path,
