@@ -145,8 +145,11 @@ async def test_cobag_says_when_its_pool_is_no_larger_than_m(make_context, settin
     assert all(sorted(m["order"]) == sorted(PMIDS[:4]) for m in update["members"])
 
 
-async def test_cobag_breaks_a_tie_toward_the_most_relevant_view(make_context, settings):
-    replies = iter(["yes", "no"])  # one vote each: a tie by construction
+@pytest.mark.parametrize("said", [("yes", "no"), ("no", "yes")])
+async def test_cobag_breaks_a_tie_toward_the_most_relevant_view(make_context, settings, said):
+    # One vote each: a tie by construction. Either way round, the most relevant view's
+    # answer wins (a name or rank rule would pick the same answer both times).
+    replies = iter(said)
     model = script(ensemble=lambda m, kw: {"answer": next(replies), "pmids": []})
     update = await run(
         make_context,
