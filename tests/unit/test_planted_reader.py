@@ -25,6 +25,7 @@ from infra.simulate.planted import PlantError, Plants
 from infra.simulate.reader import READER_HEADER, ReaderSettings
 from infra.simulate.server import SimulatedEndpoint
 from nodes.evidence import passages
+from nodes.synthesize import decision_lines
 from prompts import render
 
 QUESTION = "who got the first nobel prize in physics"
@@ -366,7 +367,21 @@ async def test_dedupe_pluralize_group_and_synthesis_prompts():
     dedupe = create_model("Duplicates", duplicates=(list[dupes], Field(max_length=10)))
     order = ["g", "d1", "dup", "cf"]
     contexts = passages(docs(*order), 6000)
-    votes = json.dumps([["Marie Curie", 3], [GOLD, 2]])
+    # What synthesize tells the reader: the decision as quorum renders it.
+    votes = decision_lines(
+        {
+            "strategy": "permute_vote",
+            "answers": [
+                {"answer": "Marie Curie", "support": 3.0, "cited": ["d1"]},
+                {"answer": GOLD, "support": 2.0, "cited": ["g"]},
+            ],
+            "order": order,
+            "why": "3 of 5 members answered 'Marie Curie' (majority vote)",
+            "settings": {},
+            "source": "ensemble",
+        },
+        [],
+    )
     planted = [plant()]
     with SimulatedEndpoint(0.0, planted=planted, reader=ReaderSettings(override=0.0)) as endpoint:
         model = chat_model(endpoint)
@@ -391,7 +406,7 @@ async def test_dedupe_pluralize_group_and_synthesis_prompts():
             instructions="",
             contexts=contexts,
             question=QUESTION,
-            candidates=votes,
+            decision=votes,
         )
     assert [(d.index, d.same_as) for d in found.duplicates] == [(3, 1)]
     assert plural_q.question == "What are the causes of sepsis?"
@@ -409,7 +424,7 @@ async def test_dedupe_pluralize_group_and_synthesis_prompts():
                 instructions="",
                 contexts=contexts,
                 question=QUESTION,
-                candidates=votes,
+                decision=votes,
             ),
         )
     assert endpoint.reader.records[-1]["kind"] == "synthesis-override"
