@@ -341,8 +341,14 @@ class EnsembleSettings(Group):
         "Bagging; 'ccv': Citation-Consistent Voting; 'moi': Mixture-of-Intervention (needs "
         "likelihoods: local models, or endpoints with prompt logprobs).",
     )
+    # NOTE: the papers run these baselines at K = 5 (context-bagging.txt §4.1); 3 keeps
+    # `quorum ask` on the CPU demo model quicker (~2.3 s a member call, measured) and is what
+    # every trace so far was made with. `quorum eval methods` sets the K it compares at.
     members: int = Field(
-        3, ge=1, le=32, description="Views (K) per model for self_consistency and permute_vote."
+        3,
+        ge=1,
+        le=32,
+        description="Views (K) per model for self_consistency and permute_vote (the papers: 5).",
     )
     contexts: int = Field(5, ge=1, description="Contexts shown in each view (m).")
     sample_temperature: float = Field(

@@ -159,7 +159,7 @@ class CCV(Strategy):
         """Return K distinct orders of the top-m (the rank order first), answered greedily."""
         settings = ctx.settings.ensemble
         orders = permuted_views(len(contexts), settings.ccv.members, settings.contexts, seed)
-        recorded = common_settings(ctx, models, seed) | {
+        recorded = common_settings(ctx, models) | {
             "members": settings.ccv.members,
             "contexts": settings.contexts,
             "evidence": settings.ccv.evidence,

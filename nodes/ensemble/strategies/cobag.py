@@ -109,7 +109,7 @@ class CoBag(Strategy):
             tau=bag.tau,
             seed=seed % 2**32,
         )
-        settings = common_settings(ctx, models, seed) | {
+        settings = common_settings(ctx, models) | {
             "members": bag.members,
             "contexts": bag.contexts,
             "core": core,

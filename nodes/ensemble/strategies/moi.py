@@ -95,7 +95,7 @@ class MoI(Strategy):
                 "residual": round(float(fit.residual), 6),
                 "orientation": orientation,
             }
-        recorded = common_settings(ctx, models, seed) | {
+        recorded = common_settings(ctx, models) | {
             "contexts": settings.contexts,
             "permutations": moi.permutations,
             "observed_orders": len(perms),

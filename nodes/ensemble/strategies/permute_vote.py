@@ -35,7 +35,7 @@ class PermuteVote(Strategy):
         """Return the rank order and K-1 distinct shuffles of the top-m, answered greedily."""
         settings = ctx.settings.ensemble
         orders = permuted_views(len(contexts), settings.members, settings.contexts, seed)
-        recorded = common_settings(ctx, models, seed) | {
+        recorded = common_settings(ctx, models) | {
             "members": settings.members,
             "contexts": settings.contexts,
             "temperature": 0.0,

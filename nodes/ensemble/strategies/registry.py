@@ -150,13 +150,16 @@ def every_model(models: list[ChatModel], orders: list[list[int]], temperature: f
     ]
 
 
-def common_settings(ctx: Context, models: list[ChatModel], seed: int) -> dict[str, Any]:
-    """Return the settings every strategy's decision records: models, seeds, vote rules."""
+def common_settings(ctx: Context, models: list[ChatModel]) -> dict[str, Any]:
+    """Return the settings every strategy's decision records: models, seed, vote rules.
+
+    Views are drawn from `view_seed(seed, question)`, so the seed and the question the trace
+    holds reproduce them (the derived 64-bit seed itself would lose digits in a browser).
+    """
     settings = ctx.settings.ensemble
     return {
         "models": [m.name for m in models],
         "seed": settings.seed,
-        "question_seed": seed,
         "list_quorum": settings.list_quorum,
         "synonym_cosine": settings.synonym_cosine,
     }

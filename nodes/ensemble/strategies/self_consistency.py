@@ -33,7 +33,7 @@ class SelfConsistency(Strategy):
         """Return the top-m view K times at the sampling temperature."""
         settings = ctx.settings.ensemble
         top = list(range(min(len(contexts), settings.contexts)))
-        recorded = common_settings(ctx, models, seed) | {
+        recorded = common_settings(ctx, models) | {
             "members": settings.members,
             "contexts": settings.contexts,
             "temperature": settings.sample_temperature,
