@@ -348,8 +348,7 @@ async def evaluate_ensemble(
     """
     names = list(dict.fromkeys([*strategies, REFERENCE]))
     shown = max((len(c.contexts) for c in cases), default=1)
-    # CoBag draws its views from all of them (with 9 distractors, 10 <= m = 12: every view
-    # then shows them all, as the decision's notes say; --distractors 19 gives the paper's 20).
+    # CoBag draws its views (cobag.contexts each) from all of them: its pool is the case.
     cobag = ctx.settings.ensemble.cobag.model_copy(update={"pool": shown})
     rows: dict[str, list[dict[str, Any]]] = {}
     unavailable: dict[str, str] = {}

@@ -141,7 +141,7 @@ async def test_cobag_says_when_its_pool_is_no_larger_than_m(make_context, settin
         make_context, settings, model, pmids=PMIDS[:4], strategy="cobag", cobag={"members": 2}
     )
     assert update["decision"]["settings"]["pool_available"] == 4
-    assert any("no larger than m = 12" in n for n in update["notes"])
+    assert any("no larger than m = 5" in n for n in update["notes"])
     assert all(sorted(m["order"]) == sorted(PMIDS[:4]) for m in update["members"])
 
 

@@ -108,8 +108,10 @@ class MoIFit:
     def order(self, how: str = "paired") -> list[int]:
         """Return the passages in the order the generator reads them next.
 
-        "paired": the k-th most useful passage at the k-th most read position; positions
-        beyond len(weights) take the remaining passages by utility. "descending": most
+        "paired": the k-th most useful passage at the k-th most read position, which is the
+        order the fitted model scores highest (Σ_j a_j u_π(j) is largest when the two rank
+        alike: the rearrangement inequality); positions beyond len(weights) take the
+        remaining passages by utility. "descending": most
         useful first, the paper's literal rule (§3.1), which is the same order whenever the
         weights fall with position, as the paper's Figure 6 finds for every model it tried.
         Pairing also holds under recency or a U curve, and does not depend on the fit's
