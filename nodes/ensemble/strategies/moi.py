@@ -73,10 +73,29 @@ class MoI(Strategy):
                 )
             )
 
-        try:
-            observed = await asyncio.gather(*(observe(model) for model in models))
-        except LikelihoodUnavailable as exc:
-            raise StrategyUnavailable(f"ensemble strategy 'moi': {exc}") from None
+        results = await asyncio.gather(
+            *(observe(model) for model in models), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, LikelihoodUnavailable):
+                raise StrategyUnavailable(f"ensemble strategy 'moi': {result}") from None
+        # A model whose likelihood calls fail (a timeout, a 5xx) is dropped, never the question.
+        dropped = {
+            model.name: f"{type(result).__name__}: {result}"[:300]
+            for model, result in zip(models, results, strict=True)
+            if isinstance(result, BaseException)
+        }
+        kept = [
+            (model, result)
+            for model, result in zip(models, results, strict=True)
+            if not isinstance(result, BaseException)
+        ]
+        if not kept:
+            raise StrategyUnavailable(
+                f"ensemble strategy 'moi': every model's likelihood calls failed ({dropped})"
+            )
+        models = [model for model, _ in kept]
+        observed = [result for _, result in kept]
         fits: dict[str, Any] = {}
         views: list[View] = []
         for number, (model, observations) in enumerate(zip(models, observed, strict=True)):
@@ -95,14 +114,18 @@ class MoI(Strategy):
                 "residual": round(float(fit.residual), 6),
                 "orientation": orientation,
             }
-        recorded = common_settings(ctx, models) | {
-            "contexts": settings.contexts,
-            "permutations": moi.permutations,
-            "observed_orders": len(perms),
-            "observation": moi.observation,
-            "order": moi.order,
-            "temperature": 0.0,
-        }
+        recorded = (
+            common_settings(ctx, models)
+            | ({"dropped": dropped} if dropped else {})
+            | {
+                "contexts": settings.contexts,
+                "permutations": moi.permutations,
+                "observed_orders": len(perms),
+                "observation": moi.observation,
+                "order": moi.order,
+                "temperature": 0.0,
+            }
+        )
         if moi.permutations in ("prefix", "variable"):
             recorded["prefix_length"] = moi.prefix_length
             recorded["prefix_lengths"] = [len(p) for p in perms]
