@@ -14,7 +14,7 @@ from infra.embeddings import Embedder
 from infra.errors import UserError
 from infra.ingest.corpus import DEMO_MODEL, IndexMissing, demo_documents, ensure_index
 from infra.search.base import Backend, IndexWriter, SearchBackend
-from infra.search.embedded_store import META, EmbeddedWriter
+from infra.search.embedded_store import META, EmbeddedWriter, read_meta
 from infra.settings import Settings, SettingsError, secret_from_env
 
 
@@ -78,6 +78,10 @@ class Embedded:
         """Return the journal of the configured index if the index exists (nothing is opened)."""
         return settings.index_dir / "ingest-journal.json" if self.exists(settings) else None
 
+    def stored_dims(self, settings: Settings) -> int | None:
+        """Return the existing index's vector dimension from its meta file (nothing opened)."""
+        return read_meta(settings.index_dir).get("dims") if self.exists(settings) else None
+
 
 class Elasticsearch:
     """An Elasticsearch index at `search.elasticsearch_url`."""
@@ -124,6 +128,10 @@ class Elasticsearch:
         index = _elastic(settings, create=False)
         return _es_journal(settings, index.identity()) if index.exists() else None
 
+    def stored_dims(self, settings: Settings) -> int | None:
+        """Return the index's vector dimension from its mapping."""
+        return _elastic(settings, create=False).dims
+
 
 BACKENDS: dict[str, Backend] = {"embedded": Embedded(), "elasticsearch": Elasticsearch()}
 """Every search backend by its `search.backend` name."""
@@ -153,6 +161,11 @@ def open_writer(settings: Settings, embedder: Embedder | None) -> IndexWriter:
 def existing_journal(settings: Settings) -> Path | None:
     """Return the configured index's ingestion journal, or None when the index does not exist."""
     return backend_for(settings).existing_journal(settings)
+
+
+def stored_dims(settings: Settings) -> int | None:
+    """Return the configured index's vector dimension; None when it stores no vectors."""
+    return backend_for(settings).stored_dims(settings)
 
 
 def index_exists(settings: Settings) -> bool:
@@ -217,4 +230,5 @@ __all__ = [
     "journal_path",
     "open_backend",
     "open_writer",
+    "stored_dims",
 ]

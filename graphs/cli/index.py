@@ -18,6 +18,7 @@ from infra.backends import (
     index_exists,
     journal_path,
     open_writer,
+    stored_dims,
 )
 from infra.embeddings import HuggingFaceEmbedder
 from infra.ingest.pipeline import IngestReport, Journal, ingest
@@ -80,8 +81,14 @@ def run_index(
     for source in sources:
         check(source)
     known = existing_journal(settings)
-    if known is not None and Journal(known).all_finished(sources):
-        # Every file was read to the end before and is unchanged: no model to load, no writer.
+    if (
+        known is not None
+        and Journal(known).all_finished(sources)
+        and (stored_dims(settings) is not None) == embeddings
+    ):
+        # Every file was read to the end before and is unchanged, into an index holding the kind
+        # of vectors asked for: no model to load, no writer. (Asking for vectors an index lacks
+        # goes on to open_writer, which names the mismatch.)
         done = Journal(known).done
         report = IngestReport()
         report.sources = {str(s): done.get(Journal.key(s), 0) for s in sources}

@@ -94,6 +94,10 @@ class Backend(Protocol):
         """Return the configured index's ingestion journal without opening it for writing."""
         ...
 
+    def stored_dims(self, settings: Settings) -> int | None:
+        """Return the dimension of the existing index's vectors; None when it stores none."""
+        ...
+
     def drop(self, settings: Settings) -> None:
         """Delete the configured index, if there is one."""
         ...

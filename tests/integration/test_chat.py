@@ -51,7 +51,7 @@ def test_two_turns_a_follow_up_trace_open_and_new(make_context, settings):
     )
     run_chat(settings, make_context(chat_model()), screen, lambda: next(lines))
     text = screen.export_text()
-    assert "searched:" in text and "hits" in text and "ensemble: 3 answers" in text
+    assert "searched:" in text and "hits" in text and "ensemble: 5 answers" in text
     assert "asked as: Which study showed mitochondria act in lace plant cell death?" in text
     assert "the 2011 lace plant study" in text
     assert text.count("Mitochondria act early in lace plant cell death.") >= 2

@@ -41,7 +41,7 @@ async def test_a_follow_up_is_rewritten_and_both_turns_are_recorded(make_context
     )
     assert first.number == 1 and first.question == "Do mitochondria matter in lace plants?"
     assert not any("You turn follow-up" in said(c) for c in model.calls)
-    assert {"node": "ensemble", "done": 3, "total": 3} in progress  # live member progress
+    assert {"node": "ensemble", "done": 5, "total": 5} in progress  # live member progress
     second = await run_turn(settings, ctx, store, conversation, "Which study said that?")
     rewrites = [c for c in model.calls if "You turn follow-up" in said(c)]
     assert len(rewrites) == 1

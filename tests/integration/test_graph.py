@@ -50,7 +50,7 @@ async def test_happy_path_visits_every_answering_node_once(make_context):
     assert result["exact_answer"] == "yes" and result["type"] == "yesno"
     assert result["documents"][0] in {"101", "102", "105", "108"}
     assert set(result["documents"]) <= {d for d, _ in state["ranked"]}
-    assert len(state["members"]) == 3 and state["votes"]["ranked"] == ["yes"]
+    assert len(state["members"]) == 5 and state["votes"]["ranked"] == ["yes"]  # K = 5
 
 
 async def test_few_hits_refines_then_continues(make_context):

@@ -108,8 +108,9 @@ async def test_moi_runs_on_the_local_model(quorum_home, index, embedder):
     }
     update = await ensemble(state, Runtime(context=ctx))
     (fit,) = update["votes"]["moi"].values()
-    assert len(fit["observations"]) == 3 and all(o < 0 for o in fit["observations"])
-    assert abs(sum(fit["position_weights"]) - 1) < 1e-6
+    # 3N random orders (the paper's Table 6 default), but 3 passages have only 3! = 6 orders.
+    assert len(fit["observations"]) == 6 and all(o < 0 for o in fit["observations"])
+    assert abs(sum(fit["position_weights"]) - 1) < 1e-3  # recorded to 4 decimals
     assert sorted(fit["order"]) == ["101", "103", "105"]
     (member,) = update["members"]
     assert member["order"] == fit["order"] and member["error"] is None

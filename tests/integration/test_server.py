@@ -95,7 +95,7 @@ async def test_a_turn_streams_started_then_nodes_then_the_answer_with_citations(
     assert all(s < e for s, e in zip(starts, ends, strict=True))
     assert {d["node"]: d["line"] for n, d in events if n == "node"}["search"] == "searched: 5 hits"
     assert names[-1] == "answer" and "error" not in names
-    assert ("progress", {"node": "ensemble", "done": 3, "total": 3}) in events
+    assert ("progress", {"node": "ensemble", "done": 5, "total": 5}) in events
     assert {d["node"] for n, d in events if n == "token"} >= {"generate_query", "synthesize"}
     summaries = {d["node"]: d["summary"] for n, d in events if n == "node"}
     assert summaries["search"] == "5 hits"

@@ -206,7 +206,7 @@ async def test_show_node_prints_each_call_with_prompt_and_raw_output(make_contex
     (step,) = json.loads(shown.stdout)
     assert set(step) == {"node", "step", "started", "seconds", "update", "calls"}
     assert step["node"] == "ensemble" and "calls" not in step["update"]
-    assert len(step["calls"]) == len(step["update"]["members"]) == 3
+    assert len(step["calls"]) == len(step["update"]["members"]) == 5
     call = step["calls"][0]
     assert call["prompt"][0]["role"] == "system" and "PMID" in call["prompt"][-1]["content"]
     assert json.loads(call["raw"])["answer"] == "yes" and call["input_tokens"] == 10

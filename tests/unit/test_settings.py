@@ -44,7 +44,7 @@ def test_defaults():
     assert s.search.index == "demo"
     assert s.search.max_candidates == 10_000
     assert s.rerank.top_k == 300
-    assert s.ensemble.members == 3
+    assert s.ensemble.members == 5
     assert s.synthesis.min_confidence == 0.5
     assert s.config is None
 
