@@ -46,6 +46,13 @@ class SearchBackend(Protocol):
         """
         ...
 
+    def nearest(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """Return the `k` documents whose stored vectors are closest to `vector` (PMID, cosine).
+
+        Best first and exact (every stored vector is compared); empty when no vectors are stored.
+        """
+        ...
+
     def has(self, pmid: str) -> bool:
         """Tell whether the index holds this PMID."""
         ...

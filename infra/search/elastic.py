@@ -241,6 +241,31 @@ class ElasticIndex:
         out[:] = [scores.get(p, 0.0) for p in wanted]
         return out
 
+    def nearest(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """Return the `k` documents whose stored vectors are closest to `vector`, best first.
+
+        A knn query on `embedding`: its flat (brute-force) index makes it exact, as the embedded
+        engine's scan is. Scores are cosines, as `similarities` returns them.
+        """
+        dims = self.dims
+        if dims is None or k <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32).ravel()
+        if query.shape[0] != dims:
+            raise ValueError(f"the query vector has {query.shape[0]} dims; the index has {dims}")
+        k = min(int(k), PAGE)
+        knn = {"field": "embedding", "query_vector": query.tolist(), "k": k, "num_candidates": k}
+        with _guard(self._secret):
+            found = self._client.search(
+                index=self.index,
+                knn=knn,
+                size=k,
+                filter_path=_HIT_FIELDS[1:],
+                **_IDS_ONLY,
+            )
+        # knn scores cosine as (1 + cos) / 2.
+        return [(pmid, 2.0 * score - 1.0) for pmid, score in _hits(found)]
+
     def has(self, pmid: str) -> bool:
         """Tell whether the index holds this PMID."""
         with _guard(self._secret):

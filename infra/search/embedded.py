@@ -22,6 +22,8 @@ from infra.search.embedded_store import (
 from infra.search.query import Bool, Node, Phrase, QueryError, Term, parse_query
 
 _SPECIAL = set("+-&|!(){}[]^\"~*?:\\/<>=' ")
+NEAREST_BLOCK = 65_536
+"""Rows scored at once by `nearest` (25 MB of float32 at 384 dimensions)."""
 _OCCUR = tantivy.Occur
 
 
@@ -126,6 +128,43 @@ class EmbeddedIndex:
             )
         return out
 
+    def nearest(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """Return the `k` documents whose stored vectors are closest to `vector`, best first.
+
+        Exact: every row of the memory-mapped matrix is scored, a block at a time (so a large
+        index never sits in memory as float32). Rows of re-indexed or deleted PMIDs are skipped.
+        """
+        if self._vectors is None or k <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32).ravel()
+        if query.shape[0] != self._vectors.shape[1]:
+            raise ValueError(
+                f"the query vector has {query.shape[0]} dims; the index has "
+                f"{self._vectors.shape[1]}"
+            )
+        rows = self._vectors.shape[0]
+        # Superseded and deleted rows are rare: take a few more, then drop them.
+        want = k
+        while True:
+            best = _top_rows(self._vectors, query, min(rows, want + 16))
+            live = self._live([int(r) for r, _ in best])
+            hits = [(str(self._pmids[r]), s) for r, s in best if r in live][:k]
+            if len(hits) >= k or len(best) >= rows:
+                return hits
+            want *= 4
+
+    def _live(self, rows: Sequence[int]) -> set[int]:
+        """Return the rows that hold their PMID's current, undeleted document."""
+        current = [r for r in rows if self._row_of.get(self._pmids[r]) == r]
+        if not current:
+            return set()
+        wanted = [str(self._pmids[r]) for r in current]
+        query = tantivy.Query.term_set_query(self._schema, "pmid", wanted)
+        found = self._searcher.search(query, len(wanted))
+        addresses = [address for _, address in found.hits]
+        landed = self._searcher.fast_field_values("row", addresses) if addresses else []
+        return {int(r) for r in landed}
+
     def vectors(self, pmids: Sequence[str]) -> np.ndarray | None:
         """Return the stored vectors of these PMIDs as float32 rows (tests and evaluation)."""
         if self._vectors is None:
@@ -198,6 +237,19 @@ def _any(queries: list[tantivy.Query]) -> tantivy.Query:
         if len(queries) == 1
         else tantivy.Query.boolean_query([(_OCCUR.Should, q) for q in queries])
     )
+
+
+def _top_rows(matrix: np.ndarray, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """Return the `k` rows of `matrix` with the highest dot product with `query`, best first."""
+    best_rows, best_scores = [], []
+    for start in range(0, matrix.shape[0], NEAREST_BLOCK):
+        scores = np.asarray(matrix[start : start + NEAREST_BLOCK], dtype=np.float32) @ query
+        keep = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        best_rows.append(keep + start)
+        best_scores.append(scores[keep])
+    rows, scores = np.concatenate(best_rows), np.concatenate(best_scores)
+    order = np.lexsort((rows, -scores))[:k]  # ties: the earlier row first, so runs repeat
+    return [(int(rows[i]), float(scores[i])) for i in order]
 
 
 def _first(stored: dict[str, list[Any]], field: str, default: Any = "") -> Any:
