@@ -18,13 +18,14 @@ from elastic_transport import ConnectionTimeout
 from elasticsearch import ApiError, BadRequestError, Elasticsearch, helpers
 
 from infra.errors import Unavailable
+from infra.search import elastic_bulk
 from infra.search.base import SearchResult
+from infra.search.elastic_bulk import BulkLoading
 from infra.search.elastic_query import to_elasticsearch
 from infra.search.elastic_schema import (
     SOURCE_FIELDS,
     checked_properties,
     from_source,
-    mappings,
     to_source,
 )
 from infra.search.query import QueryError, parse_query
@@ -38,7 +39,7 @@ _IDS_ONLY = {"source": False, "stored_fields": "_none_", "docvalue_fields": ["pm
 _HIT_FIELDS = ["hits.total", "hits.hits.fields.pmid", "hits.hits._score"]
 
 
-class ElasticIndex:
+class ElasticIndex(BulkLoading):
     """One Elasticsearch index of PubMed documents: searched, fetched, scored and written."""
 
     name = "elasticsearch"
@@ -53,6 +54,12 @@ class ElasticIndex:
         dims: int | None = None,
         create: bool = False,
         max_prefix_expansions: int = 64,
+        shards: int = 1,
+        replicas: int = 0,
+        vector_index: str = "flat",
+        embedding_model: str | None = None,
+        bulk_threads: int = 2,
+        bulk_docs: int = 500,
     ):
         if not INDEX_NAME.fullmatch(index or ""):
             raise ValueError(f"index name {index!r} is not allowed. {INDEX_NAME_RULE}")
@@ -65,6 +72,11 @@ class ElasticIndex:
             url, api_key=api_key, request_timeout=timeout_s, max_retries=2, retry_on_timeout=True
         )
         self._mapping: dict[str, Any] | None = None  # properties, once analysis is checked
+        self.shards, self.replicas, self.vector_index = shards, replicas, vector_index
+        self.embedding_model = embedding_model
+        self.bulk_threads, self.bulk_docs = bulk_threads, bulk_docs
+        self._bulk_mode = False
+        self._packed: bool | None = None  # base64 vectors: servers from 9.3 take them
         if create:
             self.create(dims)
 
@@ -277,9 +289,13 @@ class ElasticIndex:
             return int(self._client.count(index=self.index)["count"])
 
     def upsert(self, docs: Sequence[dict[str, Any]], vectors: np.ndarray | None) -> int:
-        """Index documents by PMID (re-indexing replaces); ValueError names the ones that failed."""
+        """Index documents by PMID (re-indexing replaces); ValueError names the ones that failed.
+
+        A PMID given twice keeps its last version; the batch goes out in parallel requests.
+        """
         docs = list(docs)
         self._check_analysis()
+        packed = self._packs_vectors()
         if vectors is not None:
             vectors = np.asarray(vectors, dtype=np.float32)
             if self.dims is None:
@@ -288,16 +304,19 @@ class ElasticIndex:
                 raise ValueError(
                     f"vectors {vectors.shape} for {len(docs)} docs of {self.dims} dims"
                 )
-        actions = (
+        latest = {str(doc["pmid"]): i for i, doc in enumerate(docs)}
+        actions = [
             {
                 "_op_type": "index",
                 "_index": self.index,
-                "_id": str(doc["pmid"]),
-                "_source": to_source(doc, None if vectors is None else vectors[i]),
+                "_id": pmid,
+                "_source": to_source(
+                    docs[i], None if vectors is None else vectors[i], packed=packed
+                ),
             }
-            for i, doc in enumerate(docs)
-        )
-        done, failed = self._bulk(actions)
+            for pmid, i in latest.items()
+        ]
+        done, failed = self._send(actions)
         if failed:
             raise ValueError(
                 f"{len(failed)} of {len(docs)} documents were not indexed "
@@ -315,17 +334,26 @@ class ElasticIndex:
         return done
 
     def commit(self) -> None:
-        """Refresh the index, making everything written so far searchable."""
+        """Make everything written so far searchable (in a bulk load: durable, seen at its end)."""
+        if self._bulk_mode:
+            return  # acknowledged writes are in the translog: a refresh would only add a segment
         with _guard(self._secret):
             self._client.indices.refresh(index=self.index)
 
     def close(self) -> None:
-        """Commit and release the connection."""
+        """Commit, end a bulk load (its settings put back), and release the connection."""
         try:
             if self.exists():
+                with _guard(self._secret):
+                    if self._bulk_mode:
+                        elastic_bulk.leave_bulk(self._client, self.index)
+                    self._bulk_mode = False
                 self.commit()
         finally:
             self._client.close()
+
+    def _guarded(self) -> Any:
+        return _guard(self._secret)
 
     def _bulk(self, actions: Iterator[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
         done, failed = 0, []
@@ -339,24 +367,6 @@ class ElasticIndex:
                 done += ok
                 failed += [] if ok else list(item.values())
         return done, failed
-
-    def _create(self, dims: int | None) -> None:
-        if self.exists():
-            have = self.dims
-            if dims is not None and have != dims:
-                stored = f"{have}-dim vectors" if have else "no vectors"
-                raise ValueError(f"index {self.index!r} holds {stored}; this run writes {dims}")
-            return
-        try:
-            self._client.indices.create(
-                index=self.index,
-                settings={"number_of_shards": 1, "number_of_replicas": 0},
-                mappings=mappings(dims),
-            )
-        except BadRequestError as exc:
-            if exc.message != "resource_already_exists_exception":
-                raise
-        self._mapping = None
 
     def _check_analysis(self) -> None:
         """Raise ValueError unless the index holds terms of this version's analysis."""

@@ -5,10 +5,14 @@ space-joined and split again by the prebuilt `whitespace` analyzer, so positions
 phrases work. The integ-test distribution has no analysis-common (no `english` analyzer, no
 stemmer, no `whitespace` tokenizer for a custom analyzer), but the prebuilt analyzer is in core.
 The text as given is kept under `original` (in `_source` only, never indexed) for `fetch`.
+Vectors are a `dense_vector` whose `index_options` type is `search.elasticsearch_vector_index`
+(flat float32 by default; int8 and bbq quantize them), the model that made them named in
+`_meta`; an index may gain the field later, when `quorum embed` adds vectors.
 """
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import numpy as np
@@ -17,10 +21,26 @@ from infra.search.analysis import VERSION, analyze
 
 ANALYZER = "whitespace"
 META_KEY = "quorum_analysis"
+MODEL_KEY = "quorum_embedding_model"
 SOURCE_FIELDS = ("pmid", "original", "year", "journal")
 
 
-def mappings(dims: int | None) -> dict[str, Any]:
+def vector_field(dims: int, index_type: str = "flat") -> dict[str, Any]:
+    """Return the `embedding` field: `dims` floats, cosine, stored as `index_type` says."""
+    # flat kinds are brute-forced over the ids filter `similarities` gives (no graph to build);
+    # the quantized ones keep the float32 vectors on disk too, for rescoring.
+    return {
+        "type": "dense_vector",
+        "dims": dims,
+        "similarity": "cosine",
+        "index": True,
+        "index_options": {"type": index_type},
+    }
+
+
+def mappings(
+    dims: int | None, *, index_type: str = "flat", model: str | None = None
+) -> dict[str, Any]:
     """Return the mappings of a new index (with `dims`-dimensional vectors when given)."""
     stems = {"type": "text", "analyzer": ANALYZER}
     properties: dict[str, Any] = {
@@ -32,16 +52,12 @@ def mappings(dims: int | None) -> dict[str, Any]:
         "year": {"type": "integer"},
         "journal": {"type": "keyword", "ignore_above": 512},
     }
+    meta = {META_KEY: VERSION}
     if dims is not None:
-        # flat = float32 vectors scored exactly; similarities only ever score given ids.
-        properties["embedding"] = {
-            "type": "dense_vector",
-            "dims": dims,
-            "similarity": "cosine",
-            "index": True,
-            "index_options": {"type": "flat"},
-        }
-    return {"dynamic": "strict", "_meta": {META_KEY: VERSION}, "properties": properties}
+        properties["embedding"] = vector_field(dims, index_type)
+        if model:
+            meta[MODEL_KEY] = model
+    return {"dynamic": "strict", "_meta": meta, "properties": properties}
 
 
 def checked_properties(index: str, mapping: dict[str, Any]) -> dict[str, Any]:
@@ -57,8 +73,14 @@ def checked_properties(index: str, mapping: dict[str, Any]) -> dict[str, Any]:
     return mapping.get("properties", {})
 
 
-def to_source(doc: dict[str, Any], vector: np.ndarray | None) -> dict[str, Any]:
-    """Return the `_source` of a document: its stems to search, its text as given to fetch."""
+def to_source(
+    doc: dict[str, Any], vector: np.ndarray | None, *, packed: bool = False
+) -> dict[str, Any]:
+    """Return the `_source` of a document: its stems to search, its text as given to fetch.
+
+    `packed` sends the vector as base64 float32 (Elasticsearch 9.3+): a 384-dim vector is
+    2 KB of text instead of 3-4 KB of JSON numbers to build, send and parse.
+    """
     mesh = doc.get("mesh") or []
     original = {
         "title": doc.get("title") or "",
@@ -76,8 +98,15 @@ def to_source(doc: dict[str, Any], vector: np.ndarray | None) -> dict[str, Any]:
         "journal": doc.get("journal") or None,
     }
     if vector is not None and np.any(vector):  # cosine rejects zero vectors: store none
-        source["embedding"] = np.round(vector.astype(np.float64), 7).tolist()
+        source["embedding"] = vector_value(vector, packed=packed)
     return source
+
+
+def vector_value(vector: np.ndarray, *, packed: bool) -> str | list[float]:
+    """Return a vector as Elasticsearch takes it: base64 big-endian float32, or a JSON list."""
+    if packed:
+        return base64.b64encode(np.asarray(vector, dtype=">f4").tobytes()).decode("ascii")
+    return np.round(np.asarray(vector, dtype=np.float64), 7).tolist()
 
 
 def from_source(pmid: str, source: dict[str, Any]) -> dict[str, Any]:

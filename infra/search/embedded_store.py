@@ -4,9 +4,11 @@ An index directory holds:
   tantivy/      BM25 index: pmid, title, abstract, mesh, journal, year, row (fast field)
   pmids.txt     one PMID per row, append-only (row i is line i)
   vectors.f16   float16 vectors, row-major, append-only (when the index stores vectors)
-  meta.json     dims, embedding model, committed rows (+ rows of a commit in flight)
+  meta.json     dims, embedding model, committed rows (+ rows of a commit in flight), and
+                `embedded_rows`: every row below it has its vector (or needs none)
 A re-indexed PMID gets a new row and its old document is deleted, so rows only grow; rows of a
-batch whose tantivy commit never happened are cut off when the index is next opened.
+batch whose tantivy commit never happened are cut off when the index is next opened. A row
+written without its vector holds zeros until `quorum embed` fills it in place.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tantivy
+
+from infra.search.unembedded import Unembedded
 
 META, PMIDS, VECTORS, TANTIVY = "meta.json", "pmids.txt", "vectors.f16", "tantivy"
 LAYOUT_VERSION = 2
@@ -70,9 +74,20 @@ def committed_rows(index: tantivy.Index, meta: dict[str, Any]) -> int:
 
 
 class EmbeddedWriter:
-    """Adds, replaces and deletes documents by PMID; `commit` makes a batch durable."""
+    """Adds, replaces and deletes documents by PMID; `commit` makes a batch durable.
 
-    def __init__(self, path: Path, *, dims: int | None = None, embedding_model: str | None = None):
+    With `vectors_later`, an index that stores vectors also takes documents without them (zero
+    rows that `quorum embed` fills in later); otherwise every document must come with one.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        dims: int | None = None,
+        embedding_model: str | None = None,
+        vectors_later: bool = False,
+    ):
         self.path = Path(path)
         if not (self.path / META).exists():
             (self.path / TANTIVY).mkdir(parents=True, exist_ok=True)
@@ -98,6 +113,10 @@ class EmbeddedWriter:
         self._pmids = open(self.path / PMIDS, "a", encoding="utf-8")  # noqa: SIM115
         self._vectors = open(self.path / VECTORS, "ab") if self.dims else None  # noqa: SIM115
         self._next = self.rows
+        self.vectors_later = vectors_later
+        # Old indexes have no watermark: all their rows were written with vectors, or none were.
+        embedded = self.meta.get("embedded_rows", self.rows if self.dims else 0)
+        self._embedded = min(int(embedded), self.rows)
 
     def _truncate(self, rows: int) -> None:
         """Cut pmids.txt and vectors.f16 back to `rows` (an uncommitted batch's rows go)."""
@@ -117,7 +136,9 @@ class EmbeddedWriter:
 
     def upsert(self, docs: Sequence[dict[str, Any]], vectors: np.ndarray | None) -> int:
         """Add or replace documents; a PMID written twice keeps only its last version."""
-        if self.dims and (vectors is None or vectors.shape != (len(docs), self.dims)):
+        if self.dims and vectors is None and self.vectors_later:
+            vectors = np.zeros((len(docs), self.dims), dtype=np.float16)
+        elif self.dims and (vectors is None or vectors.shape != (len(docs), self.dims)):
             raise ValueError(
                 f"this index stores {self.dims}-dimensional vectors: give one per document"
             )
@@ -130,6 +151,8 @@ class EmbeddedWriter:
             self._writer.delete_documents_by_term("pmid", pmid)
             self._writer.add_document(document)
             self._pmids.write(pmid + "\n")
+        if self.dims and self._embedded == self._next and np.any(vectors[order], axis=1).all():
+            self._embedded += len(order)  # still contiguous: nothing for `quorum embed` here
         self._next += len(order)
         if self._vectors is not None and vectors is not None:
             self._vectors.write(np.asarray(vectors[order], dtype=np.float16).tobytes())
@@ -172,6 +195,76 @@ class EmbeddedWriter:
         self._writer.commit()
         self._index.reload()
         self.meta["rows"] = self.rows = self._next
+        self.meta["embedded_rows"] = self._embedded
+        write_meta(self.path, self.meta)
+
+    def start_vectors(self, dims: int, model: str) -> None:
+        """Store `dims`-dimensional vectors of `model` from now on (rows so far lack them).
+
+        ValueError when the index already stores vectors of another model or dimension.
+        """
+        if self.dims:
+            stored = self.meta.get("embedding_model")
+            if self.dims != dims or (stored and stored != model):
+                raise ValueError(
+                    f"index at {self.path} holds {stored} vectors ({self.dims} dims), "
+                    f"not {model} ({dims} dims)"
+                )
+            return
+        with open(self.path / VECTORS, "ab") as fh:
+            fh.truncate(self._next * dims * 2)  # sparse: zero rows until embedded
+            os.fsync(fh.fileno())
+        self.dims = dims
+        self.meta.update(dims=dims, embedding_model=model, embedded_rows=0)
+        self._embedded = 0
+        write_meta(self.path, self.meta)
+        self._vectors = open(self.path / VECTORS, "ab")  # noqa: SIM115
+
+    def unembedded(self, batch_size: int) -> Iterator[Unembedded]:
+        """Yield the current documents whose rows hold no vector yet, in row order, in batches.
+
+        Rows below the watermark are skipped unread; a superseded row (its PMID re-indexed
+        later) and a document without text need no vector.
+        """
+        if not self.dims or self._embedded >= self.rows:
+            return
+        matrix = np.memmap(
+            self.path / VECTORS, dtype=np.float16, mode="r", shape=(self.rows, self.dims)
+        )
+        searcher = self._index.searcher()
+        with open(self.path / PMIDS, encoding="utf-8") as fh:
+            rows = (
+                (row, line.rstrip("\n"))
+                for row, line in enumerate(fh)
+                if self._embedded <= row < self.rows
+            )
+            while True:
+                chunk = [pair for _, pair in zip(range(batch_size), rows, strict=False)]
+                if not chunk:
+                    return
+                start, end = chunk[0][0], chunk[-1][0] + 1
+                empty = ~np.any(matrix[start:end], axis=1)
+                wanted = {row: pmid for row, pmid in chunk if empty[row - start]}
+                docs = _current(searcher, self._index.schema, wanted)
+                yield Unembedded([r for r, _ in docs], [d for _, d in docs], end)
+
+    def set_vectors(self, rows: Sequence[int], vectors: np.ndarray, through: int) -> None:
+        """Write vectors into their rows in place; `through` becomes the watermark at commit."""
+        if rows:
+            data = np.asarray(vectors, dtype=np.float16)
+            width = self.dims * 2
+            fd = os.open(self.path / VECTORS, os.O_WRONLY)
+            try:
+                for row, vector in zip(rows, data, strict=True):
+                    os.pwrite(fd, vector.tobytes(), row * width)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._embedded = max(self._embedded, through)
+
+    def commit_vectors(self) -> None:
+        """Record the watermark of vectors written in place (they are already on disk)."""
+        self.meta["embedded_rows"] = self._embedded
         write_meta(self.path, self.meta)
 
     def close(self) -> None:
@@ -181,6 +274,23 @@ class EmbeddedWriter:
         for fh in (self._pmids, self._vectors):
             if fh is not None:
                 fh.close()
+
+
+def _current(
+    searcher: tantivy.Searcher, schema: tantivy.Schema, wanted: dict[int, str]
+) -> list[tuple[int, dict[str, Any]]]:
+    """Return (row, document) for the rows that hold their PMID's current text, in row order."""
+    if not wanted:
+        return []
+    query = tantivy.Query.term_set_query(schema, "pmid", list(set(wanted.values())))
+    found = []
+    for _, address in searcher.search(query, len(wanted)).hits:
+        stored = searcher.doc(address).to_dict()
+        row = int(stored["row"][0])
+        title, abstract = ((stored.get(f) or [""])[0] for f in ("title", "abstract"))
+        if wanted.get(row) is not None and (title or abstract):
+            found.append((row, {"pmid": wanted[row], "title": title, "abstract": abstract}))
+    return sorted(found, key=lambda pair: pair[0])
 
 
 def build_fresh(
