@@ -15,6 +15,7 @@ from infra.models import ModelPool
 from infra.pubmed import PubMedClient
 from infra.rerankers import load_reranker
 from infra.settings import Settings, SettingsError, secret_from_env
+from infra.snippets import load_scorer
 from nodes.context import Context
 
 
@@ -59,6 +60,7 @@ def build_context(settings: Settings, *, models: ModelPool | None = None) -> Con
         else None
     )
     reranker = load_reranker(settings.rerank.cross_encoder)
+    snippet_scorer = load_scorer(settings.snippets)
     return Context(
         settings=settings,
         search=search,
@@ -66,6 +68,7 @@ def build_context(settings: Settings, *, models: ModelPool | None = None) -> Con
         models=models or ModelPool(settings),
         pubmed=pubmed,
         reranker=reranker,
+        snippet_scorer=snippet_scorer,
     )
 
 

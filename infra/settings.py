@@ -175,6 +175,19 @@ class SearchSettings(Group):
     min_hits: int = Field(
         5, ge=0, description="Fewer hits than this sends the query to refine_query."
     )
+    dense_candidates: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="Dense first stage: the documents nearest the question by vector (exact, "
+        "over every stored vector) join BM25's candidates before reranking; 0 = off.",
+    )
+    query_mode: Literal["llm", "question"] = Field(
+        "llm",
+        description="'llm': the query model writes the boolean query and the refine model "
+        "relaxes it; 'question': the question's own words are the query and relaxations are "
+        "deterministic, so no model is called before rerank (phase A runs without any LLM).",
+    )
     max_refinements: int = Field(2, ge=0, le=5, description="Bound on refine_query rounds.")
     max_prefix_expansions: int = Field(
         64, ge=1, description="Terms a trailing wildcard may expand to."
@@ -271,6 +284,22 @@ class OrganizeSettings(Group):
 
 class CoBagSettings(Group):
     """Context Bagging: a relevant core in every view, the rest drawn from a larger pool."""
+
+class SnippetSettings(Group):
+    """Sentences chosen as a question's snippets (finalize), with exact offsets."""
+
+    scorer_path: Path | None = Field(
+        None,
+        description="A sentence-level cross-encoder (a sentence-transformers CrossEncoder "
+        "directory, e.g. from `quorum train reranker --level sentence`) that scores question × "
+        "sentence; off when unset: sentences are ranked by cosine with the question.",
+    )
+    documents: int = Field(5, ge=1, le=100, description="Top documents snippets are drawn from.")
+    limit: int = Field(10, ge=1, le=100, description="Snippets per question (BioASQ: at most 10).")
+    per_document: int = Field(2, ge=1, description="Snippets from one document at most.")
+    batch_size: int = Field(32, ge=1, description="Pairs per forward pass of the scorer.")
+    max_length: int = Field(256, ge=16, description="Token limit of a (question, sentence) pair.")
+
 
     members: int = Field(5, ge=1, le=32, description="Bagged views (K) per model (paper: 5).")
     # NOTE: the paper runs every method at one m (12, core r = 6 = m/2); quorum's other
@@ -461,6 +490,7 @@ class Settings(BaseSettings):
         """Return the SQLite file holding every run's checkpoints."""
         return self.home / "checkpoints.sqlite"
 
+    snippets: SnippetSettings = Field(default_factory=SnippetSettings)
     @property
     def index_dir(self) -> Path:
         """Return the directory of the configured embedded index."""

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from infra.bioasq.urls import pubmed_url
 from infra.embeddings import Embedder
+from infra.rerankers import Reranker
+from infra.settings import SettingsError, SnippetSettings
 
 _BOUNDARY = re.compile(r"[.!?](?=\s+[\"'(\[]?[A-Z0-9])")
 _ABBREVIATIONS = frozenset(
@@ -67,16 +70,24 @@ def best_snippets(
     *,
     limit: int = 10,
     per_doc: int = 2,
+    scorer: Reranker | None = None,
 ) -> list[dict[str, Any]]:
-    """Pick the sentences closest to the question, as BioASQ snippets with verified offsets."""
+    """Pick the sentences that best answer the question, as BioASQ snippets with verified offsets.
+
+    With a `scorer` (a cross-encoder over question × sentence) its scores rank the sentences;
+    without one, their cosine with the question does.
+    """
     candidates = _candidates(docs)
     if not candidates:
         return []
     by_pmid = {doc["pmid"]: doc for doc in docs}
-    query = embedder.embed_query(question)
-    scores = embedder.embed_documents([c[4] for c in candidates]) @ query
+    texts = [c[4] for c in candidates]
+    if scorer is not None:
+        scores = np.asarray(scorer.score(question, texts), dtype=np.float32)
+    else:
+        scores = embedder.embed_documents(texts) @ embedder.embed_query(question)
     chosen, per = [], {}
-    for i in np.argsort(-scores):
+    for i in np.argsort(-scores, kind="stable"):
         pmid, section, begin, end, text = candidates[int(i)]
         if per.get(pmid, 0) >= per_doc or by_pmid[pmid].get(section, "")[begin:end] != text:
             continue
@@ -95,3 +106,18 @@ def best_snippets(
         if len(chosen) >= limit:
             break
     return chosen
+
+
+def load_scorer(settings: SnippetSettings) -> Reranker | None:
+    """Load the sentence scorer named by snippets.scorer_path; None when none is configured."""
+    if settings.scorer_path is None:
+        return None
+    path = Path(settings.scorer_path)
+    if not (path / "config.json").exists():
+        raise SettingsError(
+            f"invalid setting snippets.scorer_path: no model at {path} (a cross-encoder "
+            "directory with config.json; `quorum train reranker --level sentence` makes one)"
+        )
+    from infra.rerankers import SentenceTransformersReranker
+
+    return SentenceTransformersReranker(path, settings.batch_size, settings.max_length)

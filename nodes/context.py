@@ -22,3 +22,4 @@ class Context:
     models: ModelPool
     pubmed: PubMedClient | None = None
     reranker: Reranker | None = None
+    snippet_scorer: Reranker | None = None

@@ -28,8 +28,17 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     ranked = [p for p, _ in state.get("ranked", [])]
     documents = list(dict.fromkeys([*cited, *ranked]))[:MAX_DOCUMENTS]
     by_pmid = {c["pmid"]: c for c in contexts} | known
-    snippet_docs = [by_pmid[p] for p in documents if p in by_pmid][:5]
-    snippets = await asyncio.to_thread(best_snippets, state["question"], snippet_docs, ctx.embedder)
+    chosen = ctx.settings.snippets
+    snippet_docs = [by_pmid[p] for p in documents if p in by_pmid][: chosen.documents]
+    snippets = await asyncio.to_thread(
+        best_snippets,
+        state["question"],
+        snippet_docs,
+        ctx.embedder,
+        limit=chosen.limit,
+        per_doc=chosen.per_document,
+        scorer=ctx.snippet_scorer,
+    )
     ideal = (answer.get("ideal") or "").strip() or "; ".join(answer.get("exact", []))
     reason = _why_unanswered(state, answer, ideal)
     if reason:

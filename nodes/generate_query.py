@@ -8,7 +8,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from infra.bioasq import detect_type
-from infra.search.keywords import keyword_query
+from infra.search.keywords import keyword_query, keywords
 from infra.search.query import QueryError
 from nodes.context import Context
 from nodes.state import Call, Exchange, Limits, QAState, Query
@@ -25,6 +25,8 @@ class Standalone(BaseModel):
 
 HISTORY_TURNS = 3
 """Earlier turns a follow-up is read against."""
+QUESTION_WORDS = 64
+"""Words of a question searched in query_mode 'question' (far above any BioASQ question's)."""
 
 
 async def standalone_question(
@@ -51,6 +53,8 @@ class BooleanQuery(BaseModel):
 async def generate_query(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Write, validate and if needed repair the query; else fall back to the question's keywords."""
     ctx = runtime.context
+    if ctx.settings.search.query_mode == "question":
+        return _from_question(state, ctx)
     question = state["question"]
     given = state.get("qtype")
     model = ctx.models.first("query")
@@ -98,6 +102,36 @@ async def generate_query(state: QAState, runtime: Runtime[Context]) -> dict[str,
         "refinements": 0,
         **rewritten,
     }
+
+
+def _from_question(state: QAState, ctx: Context) -> dict[str, Any]:
+    """Search for the question's own words: no model is asked (search.query_mode 'question')."""
+    question, given = state["question"], state.get("qtype")
+    query = question_query(question)
+    error = _invalid(ctx, query) if query else "the question has no searchable words"
+    notes = [f"generate_query: the question cannot be searched ({error})"] if error else []
+    if state.get("history"):
+        notes.append("generate_query: query_mode 'question' asks no model; searched as asked")
+    return {
+        "qtype": given or detect_type(question),
+        "qtype_source": "given" if given else "detected",
+        "limits": limits(ctx),
+        "query": query,
+        "queries": [{"query": query, "source": "question", "error": error}],
+        "calls": [],
+        "notes": notes,
+        "refinements": 0,
+    }
+
+
+def question_query(question: str) -> str:
+    """Return the question's words OR-ed, as plain BM25 reads a question ('' when it has none).
+
+    Only words are kept, so nothing the query language would read as syntax (operators,
+    brackets, field colons, wildcards) survives; hyphenated words become phrases. Stopwords go.
+    """
+    words = keywords(question, limit=QUESTION_WORDS)
+    return " OR ".join(f'"{w}"' if "-" in w else w for w in words)
 
 
 def _invalid(ctx: Context, query: str | None) -> str | None:

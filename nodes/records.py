@@ -51,10 +51,26 @@ class Query(TypedDict):
 
     query: str | None
     """The boolean query (None when the model gave none)."""
-    source: Literal["model", "repair", "keywords", "refine"]
-    """Who wrote it: the query model, its repair, the question's keywords, the refine model."""
+    source: Literal["model", "repair", "keywords", "refine", "question"]
+    """Who wrote it: the query model, its repair, the question's keywords (a fallback), the
+    refine model, or the question itself (search.query_mode 'question': no model)."""
     error: str | None
     """Why it was not usable (None when it validated)."""
+
+
+class FirstStage(TypedDict):
+    """Where rerank's candidates came from (search.dense_candidates adds the dense stage)."""
+
+    bm25: int
+    """Candidates of the last BM25 search."""
+    dense: int
+    """Documents nearest the question by vector (0 when the dense stage is off)."""
+    both: int
+    """Documents both stages found."""
+    dense_only: int
+    """Documents only the dense stage found: added to BM25's candidates with BM25 score 0."""
+    pool: int
+    """Documents from the fallback pool (found outside the index)."""
 
 
 class Search(TypedDict):

@@ -19,6 +19,16 @@ async def refine_query(state: QAState, runtime: Runtime[Context]) -> dict[str, A
     ctx = runtime.context
     question, query = state["question"], state["query"]
     tried = {_canonical(q["query"]) for q in state.get("queries", []) if q.get("query")}
+    if ctx.settings.search.query_mode == "question":
+        # No model: straight to the deterministic ladder.
+        fresh = [q for q in relaxations(question, query) if _canonical(q) not in tried]
+        proposal = fresh[0] if fresh else query
+        return {
+            "query": proposal,
+            "queries": [{"query": proposal, "source": "keywords", "error": None}],
+            "refinements": state.get("refinements", 0) + 1,
+            "notes": [f"refine_query: relaxed without a model to: {proposal}"],
+        }
     messages = render(
         "refine_query",
         question=question,

@@ -1,4 +1,4 @@
-"""rerank: BM25 candidates to the top rerank.top_k by cosine with precomputed document vectors."""
+"""rerank: BM25 (and dense) candidates to the top rerank.top_k, fusing BM25 with cosine."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from infra.embeddings import document_text
 from infra.search.fusion import fuse
 from nodes.context import Context
 from nodes.evidence import bounded
-from nodes.state import Passage, QAState
+from nodes.state import FirstStage, Passage, QAState
 
 
 async def rerank(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -23,14 +23,13 @@ async def rerank(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
 
 def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
     settings = ctx.settings.rerank
-    candidates = [
-        (p, s) for p, s in state.get("candidates", []) if p not in (state.get("pool") or {})
-    ]
     pool = state.get("pool") or {}
+    candidates = [(p, s) for p, s in state.get("candidates", []) if p not in pool]
+    question_vec = ctx.embedder.embed_query(state["question"])
+    candidates, first_stage = _with_dense(ctx, candidates, pool, question_vec)
     pmids = [p for p, _ in candidates] + list(pool)
     if not pmids:
-        return {"ranked": [], "contexts": []}
-    question_vec = ctx.embedder.embed_query(state["question"])
+        return {"ranked": [], "contexts": [], "first_stage": first_stage}
     notes = []
     index_cos = (
         ctx.search.similarities([p for p, _ in candidates], question_vec) if candidates else None
@@ -72,7 +71,32 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
         if doc:
             kept = bounded({k: doc.get(k) for k in ("pmid", "title", "abstract", "year")})
             contexts.append({**kept, "score": score})
-    return {"ranked": ranked, "contexts": contexts, "notes": notes}
+    return {"ranked": ranked, "contexts": contexts, "notes": notes, "first_stage": first_stage}
+
+
+def _with_dense(
+    ctx: Context,
+    candidates: list[tuple[str, float]],
+    pool: dict[str, dict],
+    question_vec: np.ndarray,
+) -> tuple[list[tuple[str, float]], FirstStage]:
+    """Add the question's nearest documents by vector to BM25's candidates (BM25 score 0).
+
+    Score 0 is what BM25 gives a document none of the query's terms match, and a document it
+    ranked below search.max_candidates scores less than every candidate anyway.
+    """
+    k = ctx.settings.search.dense_candidates
+    dense = [p for p, _ in ctx.search.nearest(question_vec, k)] if k else []
+    found = {p for p, _ in candidates}
+    added = list(dict.fromkeys(p for p in dense if p not in found and p not in pool))
+    stage: FirstStage = {
+        "bm25": len(candidates),
+        "dense": len(dense),
+        "both": sum(p in found for p in set(dense)),
+        "dense_only": len(added),
+        "pool": len(pool),
+    }
+    return candidates + [(p, 0.0) for p in added], stage
 
 
 def _head(ctx: Context) -> int:

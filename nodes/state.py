@@ -20,6 +20,7 @@ from nodes.records import (
     Document,
     Exchange,
     Fallback,
+    FirstStage,
     Given,
     Group,
     Member,
@@ -51,6 +52,7 @@ __all__ = [
     "Document",
     "Exchange",
     "Fallback",
+    "FirstStage",
     "Given",
     "Group",
     "InputState",
@@ -131,6 +133,8 @@ class QAState(InputState, total=False):
     """BM25 candidates of the last search as (PMID, score), best first."""
     pool: Annotated[dict[str, Document], merge_by_pmid]
     """Documents found outside the index (fallback search), keyed by PMID, with their text."""
+    first_stage: FirstStage
+    """How many of rerank's candidates BM25 found, the dense stage found, both, the pool gave."""
     ranked: list[tuple[str, float]]
     """Reranked candidates as (PMID, fused score), best first, at most rerank.top_k."""
     contexts: list[Passage]

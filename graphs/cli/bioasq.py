@@ -23,12 +23,22 @@ def bioasq_run(
         int, typer.Option(min=1, max=64, help="Questions answered at once.")
     ] = 1,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    no_llm: Annotated[
+        bool,
+        typer.Option(
+            "--no-llm",
+            help="Phase A without any model: the question is the query (search.query_mode "
+            "question), relaxed by rule.",
+        ),
+    ] = False,
 ) -> None:
     """Answer a test set; killed and re-run, it resumes where its journal ends."""
     from graphs.inputs import load_testset
 
     if phase not in PHASES:
         raise CliError(f"unknown --phase {phase!r}; choose one of {', '.join(PHASES)}")
+    if no_llm and phase != "A":
+        raise CliError(f"--no-llm runs phase A only (phase {phase} answers with a model)")
     if not input_path.is_file():
         raise CliError(f"{input_path}: no such file")
     if output.resolve() == input_path.resolve():
@@ -38,15 +48,18 @@ def bioasq_run(
 
     check_target(output, what="--output", create_parent=True)  # before any model loads
     check_target(journal_path(output), what="the batch journal")
-    settings = settings_for()
+    settings = settings_for(search={"query_mode": "question"}) if no_llm else settings_for()
     load_testset(input_path, phase=phase, limit=limit)  # refuse a bad file before loading models
     from graphs.bioasq.run import JournalMismatch, run_batch
     from graphs.runtime import build_context
+    from infra.models import ModelPool
 
+    # With no model to call, the models' settings (endpoints, keys) are not checked either.
+    models = ModelPool(settings) if no_llm else None
     try:
         report = asyncio.run(
             run_batch(
-                build_context(settings),
+                build_context(settings, models=models),
                 input_path,
                 output,
                 phase=phase,
