@@ -14,6 +14,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
+from infra.likelihood import EchoedLikelihood, LikelihoodUnavailable
 from infra.llm_cache import ReplyCache
 from infra.local_models import LocalChatModel, ModelError, load_local_chat
 from infra.negotiation import (
@@ -88,6 +89,8 @@ class ChatModel:
     """Where parsed replies are kept, when the cache policy allows."""
     cache_sampled: bool = False
     """Whether sampled calls (temperature > 0) may be served from the cache too."""
+    echoed: EchoedLikelihood | None = None
+    """An endpoint's prompt log-probabilities, checked by a probe before the first score."""
 
     @property
     def name(self) -> str:
@@ -186,8 +189,10 @@ class ChatModel:
             async with self.semaphore:
                 return await asyncio.to_thread(self.llm.loglikelihood, context, continuation)
         if self.spec.provider == "openai" and self.spec.prompt_logprobs:
+            if self.echoed is None:
+                self.echoed = EchoedLikelihood(self.spec)
             async with self.semaphore:
-                return await _endpoint_loglikelihood(self.spec, context, continuation)
+                return await self.echoed.score(context, continuation)
         raise LikelihoodUnavailable(
             f"model {self.name!r} gives no prompt log-probabilities (set prompt_logprobs for an "
             "endpoint whose /completions echoes them, e.g. vLLM)"
@@ -266,48 +271,6 @@ async def _ask_structured(
         # JSON mode promises JSON, not which JSON: the schema has to be in the prompt.
         messages = [SystemMessage(content=json_instruction(schema)), *messages]
     return await bound.ainvoke(messages, **params)
-
-
-class LikelihoodUnavailable(ModelError):
-    """The model cannot score text, only generate it."""
-
-
-async def _endpoint_loglikelihood(
-    spec: ModelSpec, context: str, continuation: str
-) -> tuple[float, int]:
-    """Score continuation through /completions with echo + logprobs (vLLM's prompt logprobs)."""
-    from openai import AsyncOpenAI
-
-    key = secret_from_env(spec.api_key_env)
-    async with AsyncOpenAI(
-        base_url=spec.base_url,
-        api_key=key if key is not None else "not-needed",
-        timeout=spec.timeout_s,
-        max_retries=spec.max_retries,
-    ) as client:
-        response = await client.completions.create(
-            model=spec.model, prompt=context + continuation, echo=True, logprobs=1, max_tokens=1
-        )
-    logprobs = response.choices[0].logprobs
-    if logprobs is None or not logprobs.token_logprobs:
-        raise LikelihoodUnavailable(f"model {spec.model!r}: the endpoint returned no logprobs")
-    offsets = logprobs.text_offset or _offsets(logprobs.tokens or [])
-    end = len(context) + len(continuation)
-    value = sum(
-        lp
-        for lp, start in zip(logprobs.token_logprobs, offsets, strict=False)
-        if lp is not None and len(context) <= start < end
-    )
-    tokens = response.usage.prompt_tokens if response.usage else len(logprobs.token_logprobs)
-    return float(value), int(tokens)
-
-
-def _offsets(tokens: list[str]) -> list[int]:
-    out, at = [], 0
-    for token in tokens:
-        out.append(at)
-        at += len(token)
-    return out
 
 
 def _whole(exc: BaseException, limit: int = 2000) -> str:

@@ -203,7 +203,9 @@ class _Handler(BaseHTTPRequestHandler):
         reader = self.server.endpoint.reader
         choices = []
         for index, prompt in enumerate(prompts):
+            # A continuation starts with its own space, as a real tokenizer's would.
             text = " ".join(part for part in (prompt if echo else "", generated) if part)
+            text = text if echo or not text else f" {text}"
             scored = reader.score(prompt) if reader is not None and echo else None
             if scored is None:
                 logprobs = echo_logprobs(text, echo=echo)
@@ -211,6 +213,11 @@ class _Handler(BaseHTTPRequestHandler):
                 logprobs = echo_logprobs(
                     text, echo=echo, split=scored.start, end=len(prompt), spread=scored.logprob
                 )
+            if echo and self.server.endpoint.shift_echo:
+                # llama-cpp-python's bug: each echoed token carries its neighbour's figure.
+                figures = logprobs["token_logprobs"]
+                first = token_logprob(logprobs["tokens"][0]) if figures else None
+                logprobs["token_logprobs"] = [None, first, *figures[1:-1]][: len(figures)]
             choices.append(
                 {
                     "index": index,
@@ -309,6 +316,7 @@ class SimulatedEndpoint(FaultBook):
         planted: Plants | str | Path | Sequence[dict[str, Any]] | None = None,
         reader: ReaderSettings | None = None,
         refuse_json_schema: bool = False,
+        shift_echo: bool = False,
     ):
         """Configure the endpoint; nothing listens until `__enter__`.
 
@@ -327,6 +335,8 @@ class SimulatedEndpoint(FaultBook):
             reader: the planted reader's settings (default `ReaderSettings()`); needs plants.
             refuse_json_schema: answer a `json_schema` response format with llama.cpp's own
                 HTTP 500, as llama-cpp-python's server does.
+            shift_echo: echo each prompt token with its neighbour's figure, as
+                llama-cpp-python's server (0.3.x) does; completions' own figures stay right.
         """
         if reader is not None and planted is None:
             raise ValueError("reader settings need plants (planted=...)")
@@ -335,6 +345,7 @@ class SimulatedEndpoint(FaultBook):
         """The planted reader, when plants were given."""
         self.latency_s = latency_s
         self.refuse_json_schema = refuse_json_schema
+        self.shift_echo = shift_echo
         self.host = host
         self.port = port
         self.numbers = numbers

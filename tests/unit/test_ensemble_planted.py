@@ -21,7 +21,7 @@ from infra.simulate.protocol import token_logprob
 from infra.simulate.reader import ReaderSettings, position_curve
 from infra.simulate.server import SimulatedEndpoint
 from nodes.context import Context
-from nodes.ensemble import ensemble
+from nodes.ensemble import StrategyUnavailable, ensemble
 from nodes.synthesize import synthesize
 
 QUESTION = "where is the white house"
@@ -179,3 +179,39 @@ async def test_vote_mode_answers_the_decision_without_a_synthesis_call(settings,
     decided = [a["answer"] for a in update["decision"]["answers"][:5]]
     assert answer["answer"]["extracted"] == decided and answer["answer"]["source"] == "decision"
     assert answer["answer"]["exact"] == format_exact("factoid", decided)
+
+
+def echo_spec(endpoint: SimulatedEndpoint, name: str = "reader") -> ModelSpec:
+    return ModelSpec(
+        provider="openai", model=name, base_url=endpoint.base_url, prompt_logprobs=True
+    )
+
+
+def moi_context(settings, embedder, specs: list[ModelSpec]) -> Context:
+    models = settings.models.model_copy(update={"query": specs[0], "ensemble": specs})
+    chosen = settings.model_copy(
+        update={
+            "models": models,
+            "ensemble": settings.ensemble.model_copy(update={"strategy": "moi", "contexts": 6}),
+        }
+    )
+    return Context(settings=chosen, search=None, embedder=embedder, models=ModelPool(chosen))
+
+
+async def test_moi_drops_a_shifted_server_and_decides_with_the_right_one(settings, embedder):
+    state = {"question": QUESTION, "qtype": "factoid", "organized": contexts()}
+    with (
+        SimulatedEndpoint(0.0, planted=plants()) as right,
+        SimulatedEndpoint(0.0, planted=plants(), shift_echo=True) as shifted,
+    ):
+        ctx = moi_context(settings, embedder, [echo_spec(shifted, "llama-cpp"), echo_spec(right)])
+        update = await ensemble(state, Runtime(context=ctx))
+        assert shifted.stats.completions == 2  # the probe only: no order was scored with it
+        alone = moi_context(settings, embedder, [echo_spec(shifted, "llama-cpp")])
+        with pytest.raises(StrategyUnavailable, match="shifts them by one token"):
+            await ensemble(state, Runtime(context=alone))
+    settings_ran = update["decision"]["settings"]
+    assert "shifts them by one token" in settings_ran["dropped"]["llama-cpp"]
+    (fit,) = update["votes"]["moi"].values()
+    assert len(fit["observations"]) == 18  # 3N random orders, all from the right server
+    assert [m["model"] for m in update["members"]] == ["reader"]

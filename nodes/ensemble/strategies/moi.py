@@ -76,10 +76,8 @@ class MoI(Strategy):
         results = await asyncio.gather(
             *(observe(model) for model in models), return_exceptions=True
         )
-        for result in results:
-            if isinstance(result, LikelihoodUnavailable):
-                raise StrategyUnavailable(f"ensemble strategy 'moi': {result}") from None
-        # A model whose likelihood calls fail (a timeout, a 5xx) is dropped, never the question.
+        # A model whose likelihood calls fail (a timeout, a 5xx, an endpoint whose echoed
+        # log-probabilities the probe refused) is dropped, never the question.
         dropped = {
             model.name: f"{type(result).__name__}: {result}"[:300]
             for model, result in zip(models, results, strict=True)
@@ -91,6 +89,9 @@ class MoI(Strategy):
             if not isinstance(result, BaseException)
         ]
         if not kept:
+            refused = [r for r in results if isinstance(r, LikelihoodUnavailable)]
+            if len(refused) == len(results):  # the server's own reason, said once
+                raise StrategyUnavailable(f"ensemble strategy 'moi': {refused[0]}")
             raise StrategyUnavailable(
                 f"ensemble strategy 'moi': every model's likelihood calls failed ({dropped})"
             )
