@@ -11,6 +11,7 @@ from graphs.qa import build_graph
 from infra.backends import open_backend
 from infra.checkpoints import async_saver, thread_exists
 from infra.embeddings import BackgroundEmbedder
+from infra.likelihood import refusal as likelihood_refusal
 from infra.models import ModelPool
 from infra.pubmed import PubMedClient
 from infra.rerankers import load_reranker
@@ -30,6 +31,8 @@ def check_models(settings: Settings) -> None:
                     f"{spec.model!r} gives none: set prompt_logprobs = true for an endpoint whose "
                     "/completions echoes them (vLLM), or use a local model or another strategy"
                 )
+            if spec.provider == "openai" and (why := likelihood_refusal(spec)) is not None:
+                raise SettingsError(f"ensemble.strategy 'moi': {why}")
     for role, spec in settings.models.by_role():
         if spec.provider != "openai":
             continue

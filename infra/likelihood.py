@@ -26,6 +26,13 @@ TOLERANCE = 0.25
 off by several nats (3.85 on one token in the case above), float noise by thousandths."""
 
 
+WRONG_ECHO = (
+    "its echoed prompt log-probabilities are wrong (llama-cpp-python's server shifts them by one "
+    "token), so MoI cannot use them: serve the model with vLLM, or choose another "
+    "ensemble.strategy"
+)
+
+
 class LikelihoodUnavailable(ModelError):
     """The model cannot score text, only generate it (or scores it wrongly)."""
 
@@ -116,6 +123,23 @@ async def probe_echo(spec: ModelSpec) -> EchoCheck:
     return EchoCheck(text, float(sum(own)), echoed, len(own))
 
 
+def refusal(spec: ModelSpec) -> str | None:
+    """Probe an endpoint before any work; return why MoI cannot use it, or None.
+
+    Only a verdict is returned: an endpoint that cannot be reached at all is left to the run,
+    which meets the same error on its first call and reports it there.
+    """
+    try:
+        check = asyncio.run(probe_echo(spec))
+    except LikelihoodUnavailable as exc:
+        return str(exc)
+    except Exception:  # unreachable or refusing: the run's own calls report it
+        return None
+    if check.agrees:
+        return None
+    return f"model {spec.model!r}: {check.describe()}; {WRONG_ECHO}"
+
+
 class EchoedLikelihood:
     """Scores through one endpoint's echoed prompt log-probabilities, checked once by a probe."""
 
@@ -147,12 +171,7 @@ class EchoedLikelihood:
             if self.check is None:
                 check = await probe_echo(self.spec)
                 if not check.agrees:
-                    self._refused = (
-                        f"model {self.spec.model!r}: {check.describe()}; its echoed prompt "
-                        "log-probabilities are wrong (llama-cpp-python's server shifts them by "
-                        "one token), so MoI cannot use them: serve it with vLLM, or choose "
-                        "another ensemble.strategy"
-                    )
+                    self._refused = f"model {self.spec.model!r}: {check.describe()}; {WRONG_ECHO}"
                     raise LikelihoodUnavailable(self._refused)
                 self.check = check
             return self.check

@@ -101,4 +101,22 @@ def test_moi_without_prompt_logprobs_is_refused_before_any_work(tmp_path):
         models={"query": spec, "ensemble": [spec | {"prompt_logprobs": True}]},
         ensemble={"strategy": "moi"},
     )
-    check_models(scored)  # an endpoint that echoes log-probabilities passes
+    check_models(scored)  # unreachable: the probe has no verdict, the run reports the error
+
+
+@pytest.mark.parametrize("shifted", [False, True])
+def test_moi_probes_the_endpoint_s_echoed_logprobs_before_any_work(tmp_path, shifted):
+    from infra.simulate.server import SimulatedEndpoint
+
+    with SimulatedEndpoint(0.0, shift_echo=shifted) as endpoint:
+        spec = {"provider": "openai", "model": "served", "base_url": endpoint.base_url}
+        spec |= {"prompt_logprobs": True}
+        settings = load_settings(
+            home=tmp_path, models={"query": spec, "ensemble": [spec]}, ensemble={"strategy": "moi"}
+        )
+        if shifted:  # llama-cpp-python's server: refused in one line naming both figures
+            with pytest.raises(SettingsError, match=r"'served': echoed prompt log-prob.*by one"):
+                check_models(settings)
+        else:
+            check_models(settings)
+        assert endpoint.stats.completions == 2 and endpoint.stats.calls == 0  # the probe only
