@@ -41,6 +41,14 @@ def eval_retrieval(
     snippets: Annotated[
         bool, typer.Option("--snippets", help="Also score snippets (slower).")
     ] = False,
+    dense_candidates: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=10_000,
+            help="Nearest documents by vector added to BM25's (default: search.dense_candidates).",
+        ),
+    ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
@@ -55,7 +63,11 @@ def eval_retrieval(
         raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")
     paths = [*questions, *extra_files(ctx)]
     loaded = [q for path in paths for q in load_questions(path)][:limit]
-    search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
+    search = {
+        k: v
+        for k, v in (("backend", backend), ("index", name), ("dense_candidates", dense_candidates))
+        if v is not None
+    }
     settings = settings_for(search=search) if search else settings_for()
     context = build_context(settings)
     report = asyncio.run(

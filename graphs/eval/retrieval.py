@@ -83,7 +83,9 @@ async def evaluate_retrieval(
         aps.append(average_precision(ranked[:10], question.documents))
         if snippets and question.snippets:
             docs = ctx.search.fetch(ranked[:10])
-            found = best_snippets(question.body, docs, ctx.embedder, limit=10)
+            found = best_snippets(
+                question.body, docs, ctx.embedder, limit=10, scorer=ctx.snippet_scorer
+            )
             snippet_scores.append(snippet_recall(found, question.snippets))
     report = {
         "questions": len(scored),
@@ -97,6 +99,7 @@ async def evaluate_retrieval(
         "query_mode": query_mode,
         "reranked": reranked,
         "fusion": ctx.settings.rerank.fusion if reranked else None,
+        "dense_candidates": ctx.settings.search.dense_candidates if reranked else 0,
         "backend": ctx.search.name,
         "index": ctx.settings.search.index,
         "failed_queries": failures,

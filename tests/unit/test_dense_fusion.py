@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
+from graphs.eval.retrieval import evaluate_retrieval
+from infra.bioasq.formats import Question
 from nodes.rerank import rerank
 
 QUESTION = "mitochondria lace plant programmed cell death"
@@ -73,3 +75,14 @@ async def test_fallback_documents_are_not_added_twice(make_context, settings, in
     )
     assert sorted(p for p, _ in update["ranked"]) == sorted(["107", best])
     assert update["first_stage"] == {"bm25": 1, "dense": 1, "both": 0, "dense_only": 0, "pool": 1}
+
+
+async def test_eval_retrieval_measures_the_dense_stage(make_context, settings, index, embedder):
+    # No word of this question is in the index: BM25 finds nothing, the vectors still point.
+    body = "zyxwv qwertyuiop florpish"
+    gold = index.nearest(embedder.embed_query(body), 1)[0][0]
+    questions = [Question(id="q1", body=body, type="summary", documents=[gold])]
+    off = await evaluate_retrieval(make_context(settings_=settings), questions)
+    on = await evaluate_retrieval(make_context(settings_=with_dense(settings, 5)), questions)
+    assert off["doc_recall@10"] == 0.0 and off["dense_candidates"] == 0
+    assert on["doc_recall@10"] == 1.0 and on["doc_map"] == 1.0 and on["dense_candidates"] == 5
