@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from langgraph.runtime import Runtime
 
 from infra.search.elastic import ElasticIndex
 from infra.search.embedded import EmbeddedIndex
+from nodes.rerank import rerank
+from tests.support.data import DOCS
 
 DIMS = 16
 
@@ -69,3 +72,23 @@ def test_an_index_without_vectors_has_no_dense_stage(es_url: str, new_name):
     index.upsert([{"pmid": "1", "title": "t", "abstract": "a"}], None)
     index.commit()
     assert index.nearest(unit(1)[0], 5) == []
+
+
+async def test_rerank_fuses_the_same_dense_candidates_on_both_engines(
+    es_url: str, new_name, make_context, settings, index, embedder
+):
+    vectors = embedder.embed_documents([f"{d['title']}. {d['abstract']}" for d in DOCS])
+    elastic = ElasticIndex(es_url, new_name(), dims=embedder.dim, create=True)
+    elastic.upsert(DOCS, vectors)
+    elastic.commit()
+    dense = settings.model_copy(
+        update={"search": settings.search.model_copy(update={"dense_candidates": 4})}
+    )
+    state = {"question": "mitochondria in lace plant cell death", "candidates": [("107", 3.0)]}
+    on_disk = await rerank(state, Runtime(context=make_context(settings_=dense)))
+    ctx = make_context(settings_=dense)
+    ctx.search = elastic
+    in_cluster = await rerank(state, Runtime(context=ctx))
+    assert on_disk["first_stage"] == in_cluster["first_stage"]
+    assert on_disk["first_stage"]["dense_only"] == 4
+    assert [p for p, _ in on_disk["ranked"]] == [p for p, _ in in_cluster["ranked"]]
