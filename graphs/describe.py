@@ -60,7 +60,9 @@ def done_line(node: str, update: QAState) -> str:
     if node == "search":
         return f"searched: {plural(update.get('hits', 0), 'hit')}"
     if node == "rerank":
-        return f"reranked: {plural(len(update.get('contexts') or []), 'context')} kept"
+        kept = f"reranked: {plural(len(update.get('contexts') or []), 'context')} kept"
+        added = (update.get("first_stage") or {}).get("dense_only", 0)
+        return kept + (f" ({plural(added, 'document')} found by vector alone)" if added else "")
     if node == "organize":
         kept = plural(len(update.get("organized") or []), "context")
         groups = update.get("groups") or []

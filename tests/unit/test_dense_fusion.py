@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
+from graphs.describe import done_line
 from graphs.eval.retrieval import evaluate_retrieval
 from infra.bioasq.formats import Question
 from nodes.rerank import rerank
@@ -41,6 +42,7 @@ async def test_a_document_bm25_missed_is_found_by_vector_and_ranked_first(
     assert ranked[0] == nearest[0]  # the best by cosine beats BM25's off-topic top hit
     assert update["first_stage"] == {"bm25": 2, "dense": 3, "both": 0, "dense_only": 3, "pool": 0}
     assert update["contexts"][0]["pmid"] == nearest[0] and update["contexts"][0]["abstract"]
+    assert done_line("rerank", update).endswith("(3 documents found by vector alone)")
 
 
 async def test_documents_both_stages_found_are_counted_once(
