@@ -45,12 +45,18 @@ class Embedded:
         return index
 
     def open_writer(self, settings: Settings, embedder: Embedder | None) -> IndexWriter:
-        """Open (creating if needed) the index directory for writing."""
+        """Open (creating if needed) the index directory for writing.
+
+        Without an embedder, an index that stores vectors takes the documents without them:
+        `quorum embed` fills them in later.
+        """
         dims = embedder.dim if embedder is not None else None
         model = embedder.name if embedder is not None else None
-        writer = EmbeddedWriter(settings.index_dir, dims=dims, embedding_model=model)
+        writer = EmbeddedWriter(
+            settings.index_dir, dims=dims, embedding_model=model, vectors_later=dims is None
+        )
         stored = writer.meta.get("embedding_model")
-        if writer.dims != dims or (dims and stored != model):
+        if (dims and writer.dims != dims) or (dims and stored != model):
             writer.close()
             _mismatch(
                 settings, f"{stored} ({writer.dims} dims)" if writer.dims else None, model, dims
@@ -101,14 +107,19 @@ class Elasticsearch:
         return writer
 
     def open_writer(self, settings: Settings, embedder: Embedder | None) -> IndexWriter:
-        """Open (creating if needed) the index for writing."""
+        """Open (creating if needed) the index for a bulk load (settings put back at close).
+
+        Without an embedder, an index that stores vectors takes the documents without them:
+        `quorum embed` adds them later.
+        """
         dims = embedder.dim if embedder is not None else None
         model = embedder.name if embedder is not None else None
-        writer = _elastic(settings, create=True, dims=dims)
-        if writer.dims != dims:
+        writer = _elastic(settings, create=True, dims=dims, model=model)
+        if dims is not None and writer.dims != dims:
             _mismatch(
                 settings, f"{writer.dims}-dimensional vectors" if writer.dims else None, model, dims
             )
+        writer.begin_bulk()
         return writer
 
     def exists(self, settings: Settings) -> bool:
@@ -183,15 +194,24 @@ def journal_path(settings: Settings, writer: IndexWriter) -> Path:
     return backend_for(settings).journal_path(settings, writer)
 
 
-def _elastic(settings: Settings, *, create: bool, dims: int | None = None):
+def _elastic(
+    settings: Settings, *, create: bool, dims: int | None = None, model: str | None = None
+):
     from infra.search.elastic import ElasticIndex
 
-    key = secret_from_env(settings.search.elasticsearch_api_key_env)
+    search = settings.search
+    key = secret_from_env(search.elasticsearch_api_key_env)
     index = ElasticIndex(
-        url=settings.search.elasticsearch_url,
-        index=settings.search.index,
+        url=search.elasticsearch_url,
+        index=search.index,
         api_key=key.get_secret_value() if key else None,
-        timeout_s=settings.search.timeout_s,
+        timeout_s=search.timeout_s,
+        shards=search.elasticsearch_shards,
+        replicas=search.elasticsearch_replicas,
+        vector_index=search.elasticsearch_vector_index,
+        embedding_model=model,
+        bulk_threads=search.elasticsearch_bulk_threads,
+        bulk_docs=search.elasticsearch_bulk_docs,
     )
     index.check_reachable()
     if create:

@@ -197,6 +197,33 @@ class SearchSettings(Group):
         None, description="Environment variable holding an Elasticsearch API key."
     )
     timeout_s: float = Field(30.0, gt=0, description="Search request timeout.")
+    elasticsearch_shards: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="Primary shards of a new Elasticsearch index (fixed once it exists; "
+        "Elastic advises 10-50 GB per shard: PubMed's 26 million abstracts fit 2-4).",
+    )
+    elasticsearch_replicas: int = Field(
+        0,
+        ge=0,
+        description="Replicas of a new Elasticsearch index (1 on a cluster). Bulk loads run with "
+        "none and no periodic refresh, and put back what the index had when they end.",
+    )
+    elasticsearch_vector_index: Literal[
+        "flat", "int8_flat", "bbq_flat", "hnsw", "int8_hnsw", "bbq_hnsw"
+    ] = Field(
+        "flat",
+        description="index_options type of the dense_vector field of a new index: float32 "
+        "('flat', 4 bytes a dimension), int8 (1 byte) or bbq (1 bit) quantized; *_hnsw adds a "
+        "graph for approximate nearest-neighbour search. README: memory measured.",
+    )
+    elasticsearch_bulk_threads: int = Field(
+        2, ge=1, le=64, description="Bulk requests in flight at once while loading."
+    )
+    elasticsearch_bulk_docs: int = Field(
+        500, ge=1, description="Documents per bulk request (each also capped at 16 MB)."
+    )
 
     @field_validator("index")
     @classmethod

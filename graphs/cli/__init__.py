@@ -13,6 +13,7 @@ from graphs.cli.bench import bench_app
 from graphs.cli.bioasq import bioasq_app
 from graphs.cli.chat import chat
 from graphs.cli.common import CliError, exit_now, fail
+from graphs.cli.embed import embed
 from graphs.cli.eval import eval_app
 from graphs.cli.index import index
 from graphs.cli.serve import serve
@@ -31,7 +32,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Answer biomedical questions from PubMed, BioASQ-style, with every step traceable.",
 )
-for command in (ask, index, chat, serve):
+for command in (ask, index, embed, chat, serve):
     app.command()(command)
 app.add_typer(trace_app, name="trace")
 app.add_typer(eval_app, name="eval")

@@ -117,6 +117,7 @@ class EmbeddedWriter:
         # Old indexes have no watermark: all their rows were written with vectors, or none were.
         embedded = self.meta.get("embedded_rows", self.rows if self.dims else 0)
         self._embedded = min(int(embedded), self.rows)
+        self._in_place: int | None = None  # a descriptor for vectors written into their rows
 
     def _truncate(self, rows: int) -> None:
         """Cut pmids.txt and vectors.f16 back to `rows` (an uncommitted batch's rows go)."""
@@ -190,6 +191,8 @@ class EmbeddedWriter:
             if fh is not None:
                 fh.flush()
                 os.fsync(fh.fileno())
+        if self._in_place is not None:  # vectors written into their rows, below the watermark
+            os.fsync(self._in_place)
         self.meta["pending_rows"] = self._next
         write_meta(self.path, self.meta)
         self._writer.commit()
@@ -248,22 +251,24 @@ class EmbeddedWriter:
                 docs = _current(searcher, self._index.schema, wanted)
                 yield Unembedded([r for r, _ in docs], [d for _, d in docs], end)
 
+    def count_unembedded(self) -> int:
+        """Return how many rows may lack a vector (those above the watermark: an upper bound)."""
+        return self.rows - self._embedded if self.dims else self.rows
+
     def set_vectors(self, rows: Sequence[int], vectors: np.ndarray, through: int) -> None:
         """Write vectors into their rows in place; `through` becomes the watermark at commit."""
         if rows:
-            data = np.asarray(vectors, dtype=np.float16)
+            if self._in_place is None:
+                self._in_place = os.open(self.path / VECTORS, os.O_WRONLY)
             width = self.dims * 2
-            fd = os.open(self.path / VECTORS, os.O_WRONLY)
-            try:
-                for row, vector in zip(rows, data, strict=True):
-                    os.pwrite(fd, vector.tobytes(), row * width)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            for row, vector in zip(rows, np.asarray(vectors, dtype=np.float16), strict=True):
+                os.pwrite(self._in_place, vector.tobytes(), row * width)
         self._embedded = max(self._embedded, through)
 
     def commit_vectors(self) -> None:
-        """Record the watermark of vectors written in place (they are already on disk)."""
+        """Make the vectors written in place durable, then move the watermark past them."""
+        if self._in_place is not None:
+            os.fsync(self._in_place)
         self.meta["embedded_rows"] = self._embedded
         write_meta(self.path, self.meta)
 
@@ -274,6 +279,9 @@ class EmbeddedWriter:
         for fh in (self._pmids, self._vectors):
             if fh is not None:
                 fh.close()
+        if self._in_place is not None:
+            os.close(self._in_place)
+            self._in_place = None
 
 
 def _current(

@@ -1,0 +1,90 @@
+"""`quorum embed`: vectors for every document of an index that lacks them, resumable."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from tqdm import tqdm
+
+from graphs.cli.common import CliError, err, fail, settings_for
+from graphs.describe import plural
+from infra.backends import BACKENDS, index_exists, journal_path, open_writer
+from infra.embeddings import HuggingFaceEmbedder
+from infra.ingest.embed_job import EmbedJournal, EmbedReport, embed_missing
+from infra.settings import Settings
+
+
+def embed(
+    name: Annotated[
+        str | None, typer.Option("--index", help="Index to embed (default: settings).")
+    ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option("--backend", help=f"{' or '.join(BACKENDS)} (default: settings)."),
+    ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device", help="Where the model runs: auto, cpu, cuda or mps (default: settings)."
+        ),
+    ] = None,
+    batch_size: Annotated[
+        int, typer.Option(min=1, max=100_000, help="Documents read, embedded and written at once.")
+    ] = 1024,
+    commit_every: Annotated[
+        int, typer.Option(min=1, help="Documents between commits (a killed run resumes there).")
+    ] = 8192,
+) -> None:
+    """Compute the configured model's vectors for every document that lacks them."""
+    if backend is not None and backend not in BACKENDS:
+        raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")
+    overrides: dict[str, dict[str, str]] = {}
+    if search := {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}:
+        overrides["search"] = search
+    if device is not None:
+        overrides["embeddings"] = {"device": device}
+    settings = settings_for(**overrides)
+    try:
+        report = run_embed(settings, batch_size=batch_size, commit_every=commit_every)
+    except KeyboardInterrupt:
+        fail("interrupted; run the same command again to resume from the last commit", 130)
+    earlier = f" ({report.earlier:,} more by earlier runs)" if report.earlier else ""
+    err.print(
+        f"embedded {plural(report.embedded, 'document')}{earlier} into "
+        f"{settings.search.backend}:{settings.search.index} ({report.docs_per_s:,.0f} docs/s)",
+        markup=False,
+    )
+
+
+def run_embed(settings: Settings, *, batch_size: int, commit_every: int) -> EmbedReport:
+    """Embed the configured index's documents that lack vectors; a re-run resumes."""
+    index = settings.search.index
+    if not index_exists(settings):
+        raise CliError(
+            f"index {index!r} does not exist; build it with "
+            f"`quorum index FILE... --index {index} --no-embeddings`, then embed it"
+        )
+    embedder = HuggingFaceEmbedder(settings.embeddings)
+    writer = open_writer(settings, None)  # documents as they are: only vectors are added
+    ingest = journal_path(settings, writer)
+    journal = EmbedJournal(ingest.with_name(f"embed-{ingest.name}"), embedder.name)
+    try:
+        total = writer.count_unembedded()
+        bar = tqdm(total=total, unit=" docs", file=sys.stderr, dynamic_ncols=True, disable=None)
+        try:
+            return embed_missing(
+                writer,
+                embedder,
+                journal,
+                batch_size=batch_size,
+                commit_every=commit_every,
+                on_progress=bar.update,
+            )
+        except ValueError as exc:  # vectors of another model or dimension
+            raise CliError(f"{exc}; embed into another --index, or configure that model") from None
+        finally:
+            bar.close()
+    finally:
+        writer.close()

@@ -1,0 +1,141 @@
+"""`quorum embed`'s job: vectors for every stored document that lacks them, resumable.
+
+Ingestion can run without vectors at full speed; this job adds them later (on a GPU machine,
+say). What still lacks a vector is read from the index itself: the embedded engine keeps a
+watermark row below which every row has its vector, Elasticsearch the documents without an
+`embedding` field. Vectors are written and made durable before the watermark moves or the
+journal counts them, so a killed run, started again, carries on where its last commit stood and
+no document is embedded twice (only the batch in flight at the kill is lost and redone).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from infra.embeddings import Embedder, document_text
+from infra.search.unembedded import Unembedded
+
+
+class VectorWriter(Protocol):
+    """An index writer that can add vectors to documents it already holds."""
+
+    def start_vectors(self, dims: int, model: str) -> None:
+        """Store vectors of this model and dimension (ValueError if it holds others)."""
+        ...
+
+    def unembedded(self, batch_size: int) -> Iterator[Unembedded]:
+        """Yield the stored documents without vectors, in batches."""
+        ...
+
+    def set_vectors(self, keys: Sequence[Any], vectors: np.ndarray, through: int) -> None:
+        """Write the vectors of these documents."""
+        ...
+
+    def commit_vectors(self) -> None:
+        """Make the vectors written so far durable."""
+        ...
+
+
+@dataclass
+class EmbedReport:
+    """What one `embed_missing` call did, and what earlier runs into the same index did."""
+
+    embedded: int = 0
+    earlier: int = 0
+    """Documents embedded by earlier (interrupted) runs, from the journal."""
+    batches: int = 0
+    seconds: float = 0.0
+
+    @property
+    def docs_per_s(self) -> float:
+        """Return documents embedded per second."""
+        return self.embedded / self.seconds if self.seconds else 0.0
+
+
+class EmbedJournal:
+    """How many documents each run embedded into an index, saved at every commit.
+
+    The index says what is left to do; the journal says what was done, for the progress line
+    and the report ("resumed after 12,288 embedded earlier").
+    """
+
+    def __init__(self, path: Path, model: str):
+        self.path, self.model = path, model
+        try:
+            data = json.loads(path.read_text()) if path.exists() else {}
+        except (OSError, ValueError):
+            data = {}  # an unreadable journal costs only the count: the index knows the rest
+        same = isinstance(data, dict) and data.get("model") == model
+        self.runs: list[int] = [int(n) for n in data.get("runs", [])] if same else []
+
+    @property
+    def earlier(self) -> int:
+        """Return the documents embedded by runs before this one."""
+        return sum(self.runs[:-1])
+
+    def start(self) -> None:
+        """Begin a run's count."""
+        self.runs.append(0)
+
+    def add(self, docs: int) -> None:
+        """Count documents this run embedded (after they were made durable)."""
+        self.runs[-1] += docs
+
+    def save(self) -> None:
+        """Write the journal atomically."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"model": self.model, "runs": self.runs}))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+
+
+def embed_missing(
+    writer: VectorWriter,
+    embedder: Embedder,
+    journal: EmbedJournal,
+    *,
+    batch_size: int = 1024,
+    commit_every: int = 8192,
+    on_progress: Callable[[int], None] | None = None,
+) -> EmbedReport:
+    """Embed every document of the index that lacks a vector, committing as it goes."""
+    writer.start_vectors(embedder.dim, embedder.name)
+    journal.start()
+    report = EmbedReport(earlier=journal.earlier)
+    started = time.perf_counter()
+    pending = 0
+    for batch in writer.unembedded(batch_size):
+        if batch.docs:
+            texts = [document_text(d["title"], d["abstract"]) for d in batch.docs]
+            vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
+        else:
+            vectors = np.zeros((0, embedder.dim), dtype=np.float32)
+        writer.set_vectors(batch.keys, vectors, batch.through)
+        pending += len(batch.docs)
+        report.batches += 1
+        if on_progress is not None:
+            on_progress(len(batch.docs))
+        if pending >= commit_every:
+            _commit(writer, journal, report, pending)
+            pending = 0
+    _commit(writer, journal, report, pending)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _commit(writer: VectorWriter, journal: EmbedJournal, report: EmbedReport, docs: int) -> None:
+    writer.commit_vectors()
+    journal.add(docs)
+    journal.save()
+    report.embedded += docs
