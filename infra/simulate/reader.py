@@ -18,9 +18,10 @@ Liu et al. measured (the first position is read best); the lean also keeps every
 weight distinct, so a rank correlation against the curve meets no ties.
 
 A chat completion reads ONE passage, drawn with probability w_k / Σw from an RNG seeded by
-(seed, the request's message texts): the same prompt always gets the same reading, another
-order of the same passages another, reproducible one. The decoding temperature is ignored:
-the reader's errors come from its context, never from sampling.
+(seed, the question, the shown passages in order): the same view always gets the same reading,
+whatever instructions surround it (so strategies showing the same views are compared paired),
+and another order of the same passages another, reproducible one. The decoding temperature is
+ignored: the reader's errors come from its context, never from sampling.
 
 Log-probabilities follow the same model (see `PlantedReader.score`): an answer a after a
 prompt showing passages has probability (1 − floor)·share(a) + floor, share(a) = Σ w_k / Σ w

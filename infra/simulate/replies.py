@@ -114,8 +114,11 @@ def _reading(
     reading = reader.reading(text)
     if reading is None:
         return None
-    texts = [t for _, t in messages]
-    rng = reader.rng(texts)
+    # Common random numbers: the draw is seeded by what is read (the question and the passages
+    # in their shown order), not by the instructions around them, so two strategies showing the
+    # same view get the same reading and their comparison is paired, as a reader whose errors
+    # come from its context would give (K = 20 CCV members start with permute_vote's 5 views).
+    rng = reader.rng([reading.question.id, *(s.pmid for s in reading.seen)])
     kind, decided = "member", None
     if fields & {"ideal_answer", "exact_answer"}:
         kind = "synthesis"

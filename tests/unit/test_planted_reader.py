@@ -163,7 +163,7 @@ async def test_a_quote_keeps_the_answer_within_a_tight_bound():
     assert reply.answer == GOLD and GOLD in reply.quote and reply.quote in TEXTS["g"][1]
 
 
-def middle_and_end_rates(settings: ReaderSettings, permutations: int = 200) -> tuple[float, float]:
+def middle_and_end_rates(settings: ReaderSettings, permutations: int = 600) -> tuple[float, float]:
     """Return how often gold is answered when shown in the middle and at either end."""
     keys = ["g", "d1", "d2", "d3", "d4", "irr"]
     # Distinct orders: each prompt has one fixed reading, so a repeated order adds nothing.
