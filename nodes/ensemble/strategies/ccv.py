@@ -81,7 +81,11 @@ def _is_valid(
 
 
 def ccv_select(
-    members: Sequence[CitedAnswer], texts: Mapping[str, str], *, strict: bool = False
+    members: Sequence[CitedAnswer],
+    texts: Mapping[str, str],
+    *,
+    strict: bool = False,
+    rank: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Pick the answer whose members agree on one cited document, not merely on the answer.
 
@@ -92,8 +96,10 @@ def ccv_select(
     members with different permutations citing the same document agree. An answer's modal
     PMID is the one its valid members cite most (ties: cited first); its score counts the
     valid members citing that PMID. The highest score wins; ties go to the more frequent
-    answer among all members, then to the first seen. With no valid member this falls back
-    to plain majority. Empty answers never win.
+    answer among all members (the paper's rule), then to the answer whose modal PMID the
+    retriever ranked higher (`rank`, best first; ours: the paper stops at frequency), then to
+    the first seen. With no valid member this falls back to plain majority. Empty answers
+    never win.
 
     Returns:
         A JSON-able dict: `winner` (str or None), `table` (rows of answer, score, frequency,
@@ -118,7 +124,18 @@ def ccv_select(
         rows.append(
             {"answer": answer, "score": score, "frequency": frequency[answer], "pmid": pmid}
         )
-    rows.sort(key=lambda row: (-row["score"], -row["frequency"], first_seen[row["answer"]]))
+    # NOTE: with one cited passage per answer, score equals frequency and 9-9 ties are common
+    # at K = 20 (8 of 150 planted NQ questions); "first seen" gave them to whatever the rank
+    # order's member said, the retriever's rank of the cited document is evidence instead.
+    retrieved = {pmid: at for at, pmid in enumerate(rank)}
+    rows.sort(
+        key=lambda row: (
+            -row["score"],
+            -row["frequency"],
+            retrieved.get(row["pmid"], len(retrieved)),
+            first_seen[row["answer"]],
+        )
+    )
     winner = rows[0] if rows else None
     n_valid = sum(valid)
     agreeing = sum(
@@ -248,7 +265,7 @@ def _ccv_vote(
         for m, key in keyed
     ]
     texts = {c["pmid"]: f"{c.get('title') or ''} {c.get('abstract') or ''}" for c in plan.contexts}
-    chosen = ccv_select(cited, texts, strict=strict)
+    chosen = ccv_select(cited, texts, strict=strict, rank=[c["pmid"] for c in plan.contexts])
     ranked = [surface[row["answer"]] for row in chosen["table"]]
     return {
         "ranked": ranked[:1] if qtype == "yesno" else ranked[:5],
