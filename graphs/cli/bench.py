@@ -42,6 +42,59 @@ def bench_retrieval_cmd(
     out.print(json.dumps(report, indent=2))
 
 
+@bench_app.command("scale", context_settings={"allow_extra_args": True})
+def bench_scale_cmd(
+    ctx: typer.Context,
+    sizes: Annotated[
+        str, typer.Option(help="Comma-separated corpus sizes (each holds the real documents).")
+    ] = "200000,1000000",
+    backends: Annotated[
+        str, typer.Option(help=f"Comma-separated: {','.join(BACKENDS)}.")
+    ] = "embedded,elasticsearch",
+    corpus: Annotated[
+        Path | None,
+        typer.Option(help="Real documents to resample (.jsonl(.gz); default: ../shared's)."),
+    ] = None,
+    questions: Annotated[
+        list[Path] | None,
+        typer.Option("--questions", help="BioASQ JSON files (default: ../shared's golden files)."),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Questions timed.")] = 500,
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic corpora.")] = 0,
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the indexes it builds.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """Synthetic corpora of growing size: ingestion, disk, memory and query latency per engine."""
+    from graphs.bench.scale import bench_scale, default_inputs
+    from infra.bioasq.formats import load_questions
+
+    try:
+        wanted = sorted({int(s.replace("_", "")) for s in sizes.split(",") if s.strip()})
+    except ValueError:
+        raise CliError(f"--sizes {sizes!r}: give whole numbers, e.g. 200000,1000000") from None
+    chosen = [b.strip() for b in backends.split(",") if b.strip()]
+    if bad := [b for b in chosen if b not in BACKENDS]:
+        raise CliError(f"unknown backend {bad[0]!r}; choose {' and/or '.join(BACKENDS)}")
+    shared_corpus, shared_questions = default_inputs()
+    corpus = corpus or shared_corpus
+    if corpus is None:
+        raise CliError(
+            "no corpus to resample: pass --corpus FILE.jsonl.gz (../shared/data/corpus/"
+            "pubmed_docs.jsonl.gz is not beside this checkout)"
+        )
+    if not corpus.is_file():
+        raise CliError(f"{corpus}: no such file")
+    files = [*(questions or []), *extra_files(ctx)] or shared_questions
+    if not files:
+        raise CliError("no questions to time: pass --questions FILE.json (BioASQ golden files)")
+    loaded = [q for path in files for q in load_questions(path) if q.documents][:limit]
+    report = bench_scale(settings_for(), corpus, loaded, wanted, chosen, seed=seed, keep=keep)
+    if as_json:
+        write_json(report)
+        return
+    out.print(json.dumps(report, indent=2))
+
+
 @bench_app.command("pipeline")
 def bench_pipeline_cmd(
     llm_latency: Annotated[

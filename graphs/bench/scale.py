@@ -1,0 +1,194 @@
+"""`quorum bench scale`: how both engines grow, on synthetic corpora of the sizes asked for.
+
+For each size, a corpus resampled from the real abstracts' sentences (`synthetic.py`, the real
+documents inside) is written into each backend twice, without and with precomputed vectors,
+and the second index is queried with BioASQ questions. Every measurement runs in a fresh
+interpreter (`scale_child.py`) that loads no model, so peak memory is the engine's own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infra.backends import drop_index
+from infra.bioasq.formats import Question
+from infra.embeddings import HuggingFaceEmbedder, document_text
+from infra.errors import UserError
+from infra.ingest.corpus import read_jsonl
+from infra.ingest.sources import normalize
+from infra.search.keywords import keyword_query
+from infra.search.query import QueryError
+from infra.settings import Settings
+
+SHARED_CORPUS = Path(__file__).resolve().parents[3] / "shared/data/corpus/pubmed_docs.jsonl.gz"
+SHARED_QUESTIONS = SHARED_CORPUS.parents[1] / "bioasq"
+_ENGINE_FIGURES = ("vectors_mib", "segments", "node_heap_used_mib")
+TARGET = 26_000_000
+"""The PubMed baseline BioASQ runs over: what the figures are extrapolated to."""
+
+
+def default_inputs() -> tuple[Path | None, list[Path]]:
+    """Return the shared corpus and BioASQ golden files when `../shared` is beside the checkout."""
+    corpus = SHARED_CORPUS if SHARED_CORPUS.exists() else None
+    return corpus, sorted(SHARED_QUESTIONS.glob("*_golden.json")) if corpus else []
+
+
+def bench_scale(
+    settings: Settings,
+    corpus: Path,
+    questions: Sequence[Question],
+    sizes: Sequence[int],
+    backends: Sequence[str],
+    *,
+    seed: int = 0,
+    keep: bool = False,
+) -> dict[str, Any]:
+    """Measure every (size, backend); return one JSON-able report."""
+    docs = [normalize(d) for d in read_jsonl(corpus) if isinstance(d, dict)]
+    if min(sizes) < len(docs):
+        raise UserError(
+            f"--sizes {min(sizes):,} is smaller than the {len(docs):,} real documents of "
+            f"{corpus}; every size must hold them"
+        )
+    work = settings.home / "bench" / "scale"
+    work.mkdir(parents=True, exist_ok=True)
+    embedder = HuggingFaceEmbedder(settings.embeddings)
+    vectors = _real_vectors(work, docs, embedder)
+    queries = _queries(work, docs, questions, embedder)
+    report: dict[str, Any] = {
+        "real_docs": len(docs),
+        "questions": queries["count"],
+        "model": embedder.name,
+        "seed": seed,
+        "sizes": {},
+    }
+    for size in sizes:
+        per_backend: dict[str, Any] = {}
+        for backend in backends:
+            plain = _settings(settings, backend, f"scale-{size}-plain")
+            dense = _settings(settings, backend, f"scale-{size}")
+            job = {"corpus": str(corpus), "size": size, "seed": seed, "model": embedder.name}
+            without = _child("ingest", work, job | {"settings": _dump(plain)})
+            if not keep:
+                drop_index(plain)
+            with_vectors = _child(
+                "ingest", work, job | {"settings": _dump(dense), "vectors": str(vectors)}
+            )
+            asked = _child(
+                "query", work, {"settings": _dump(dense), "queries": str(queries["path"])}
+            )
+            if not keep:
+                drop_index(dense)
+            per_backend[backend] = {
+                "ingest_docs_per_s_without_vectors": without["docs_per_s"],
+                "ingest_docs_per_s_with_vectors": with_vectors["docs_per_s"],
+                "disk_mib_without_vectors": without["disk_mib"],
+                "disk_mib_with_vectors": with_vectors["disk_mib"],
+                "ingest_peak_rss_mib": max(without["peak_rss_mib"], with_vectors["peak_rss_mib"]),
+                **{k: v for k, v in with_vectors.items() if k in _ENGINE_FIGURES},
+                **asked,
+            }
+            print(f"{size:,} {backend}: {json.dumps(per_backend[backend])}", file=sys.stderr)
+        report["sizes"][str(size)] = per_backend
+    report["extrapolated_26m"] = extrapolate(report["sizes"])
+    return report
+
+
+def extrapolate(sizes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Scale what grows with the corpus (disk, open memory) linearly to 26 million documents.
+
+    From the largest size measured; latencies are left to the curve: they depend on the
+    queries' postings, which grow with the corpus but not in proportion.
+    """
+    largest = max(sizes, key=int)
+    factor = TARGET / int(largest)
+    out: dict[str, Any] = {"from_size": int(largest)}
+    for backend, figures in sizes[largest].items():
+        # The embedded engine's open memory is its PMID→row map; a client's is only itself.
+        keys = ("disk_mib_with_vectors", "open_rss_mib" if backend == "embedded" else "")
+        out[backend] = {
+            key.replace("_mib", "_gib"): round(figures[key] * factor / 1024, 1)
+            for key in keys
+            if key in figures
+        }
+    return out
+
+
+def _real_vectors(work: Path, docs: list[dict[str, Any]], embedder: Any) -> Path:
+    """Embed the real documents once (cached by model and corpus); return the .npy path."""
+    digest = hashlib.sha256("".join(d["pmid"] for d in docs).encode()).hexdigest()[:16]
+    path = work / f"vectors-{embedder.name}-{digest}.npy"
+    if not path.exists():
+        print(f"embedding the {len(docs):,} real documents once ({path})", file=sys.stderr)
+        texts = [document_text(d["title"], d["abstract"]) for d in docs]
+        vectors = np.concatenate(
+            [embedder.embed_documents(texts[i : i + 1024]) for i in range(0, len(texts), 1024)]
+        )
+        np.save(path, vectors.astype(np.float32))
+    return path
+
+
+def _queries(
+    work: Path, docs: list[dict[str, Any]], questions: Sequence[Question], embedder: Any
+) -> dict[str, Any]:
+    """Save the questions' keyword queries, vectors and gold held by the corpus; return where."""
+    held = {d["pmid"] for d in docs}
+    kept, texts, gold = [], [], []
+    for question in questions:
+        wanted = sorted(set(question.documents) & held)
+        try:
+            query = keyword_query(question.body)
+        except QueryError:
+            continue
+        if wanted:
+            kept.append(question.body)
+            texts.append(query)
+            gold.append(wanted)
+    if not kept:
+        raise UserError("no question has a gold document in the corpus: nothing to time")
+    path = work / "queries.npz"
+    np.savez(
+        path,
+        queries=np.array(texts, dtype=object),
+        vectors=embedder.embed_documents(kept),
+        gold=np.array(gold, dtype=object),
+    )
+    return {"path": path, "count": len(kept)}
+
+
+def _child(kind: str, work: Path, job: dict[str, Any]) -> dict[str, Any]:
+    path = work / f"job-{kind}.json"
+    path.write_text(json.dumps(job))
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "graphs.bench.scale_child", kind, str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"bench scale {kind} failed: {done.stderr.strip()[-2000:]}")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    figures["wall_s"] = round(time.perf_counter() - started, 1)
+    return figures
+
+
+def _settings(settings: Settings, backend: str, index: str) -> Settings:
+    changed = settings.model_copy(
+        update={"search": settings.search.model_copy(update={"backend": backend, "index": index})}
+    )
+    drop_index(changed)
+    return changed
+
+
+def _dump(settings: Settings) -> dict[str, Any]:
+    """Return what a child needs to rebuild these settings (home and search)."""
+    return {"home": str(settings.home), "search": settings.search.model_dump(mode="json")}

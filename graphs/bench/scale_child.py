@@ -1,0 +1,151 @@
+"""The measured halves of `quorum bench scale`, each run in a fresh interpreter.
+
+`ingest` writes one synthetic corpus into one backend and reports the writer's docs/s, the
+index's disk size and the process's peak memory; `query` opens the index (timing the open and
+the memory it takes: the embedded engine's PMID→row map) and times BM25 top-1000 and the
+default 10,000 → 300 path. Neither loads a model, so the memory is the engine's own.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphs.bench.query import peak_rss_mib
+from graphs.bench.synthetic import SentencePool
+from infra.backends import open_backend, open_writer
+from infra.ingest.corpus import read_jsonl
+from infra.ingest.sources import normalize
+from infra.search.fusion import fuse
+from infra.settings import load_settings
+
+COMMIT_EVERY = 100_000
+"""Documents between commits while loading (a journal would record each)."""
+
+
+@dataclass
+class Precomputed:
+    """What a writer needs to know of vectors computed elsewhere: their model and size."""
+
+    name: str
+    dim: int
+
+
+def ingest(job: dict[str, Any]) -> dict[str, Any]:
+    """Write the job's synthetic corpus into a fresh index; time only the writer."""
+    settings = load_settings(**job["settings"])
+    docs = [normalize(d) for d in read_jsonl(Path(job["corpus"])) if isinstance(d, dict)]
+    vectors = np.load(job["vectors"]) if job.get("vectors") else None
+    pool = SentencePool(docs, vectors)
+    spec = Precomputed(job["model"], int(vectors.shape[1])) if vectors is not None else None
+    started = time.perf_counter()
+    writer = open_writer(settings, spec)
+    writing = time.perf_counter() - started
+    written = since = 0
+    for batch in pool.batches(job["size"], seed=job["seed"]):
+        started = time.perf_counter()
+        writer.upsert(batch.docs, batch.vectors)
+        written += len(batch.docs)
+        since += len(batch.docs)
+        if since >= COMMIT_EVERY:
+            writer.commit()
+            since = 0
+        writing += time.perf_counter() - started
+    started = time.perf_counter()
+    writer.close()
+    writing += time.perf_counter() - started
+    return {
+        "docs": written,
+        "docs_per_s": round(written / writing, 1),
+        "peak_rss_mib": peak_rss_mib(),
+        **disk(settings),
+    }
+
+
+def disk(settings: Any) -> dict[str, Any]:
+    """Return the index's size on disk (Elasticsearch: primaries, and the node's heap)."""
+    if settings.search.backend == "embedded":
+        files = [p for p in settings.index_dir.rglob("*") if p.is_file()]
+        sizes = {p.name: p.stat().st_size for p in files}
+        return {
+            "disk_mib": round(sum(sizes.values()) / 2**20, 1),
+            "vectors_mib": round(sizes.get("vectors.f16", 0) / 2**20, 1),
+        }
+    from elasticsearch import Elasticsearch
+
+    client = Elasticsearch(settings.search.elasticsearch_url, request_timeout=600)
+    index = settings.search.index
+    client.indices.refresh(index=index)
+    stats = client.indices.stats(index=index, metric="store,segments")["_all"]["primaries"]
+    node = client.nodes.stats(metric="jvm")["nodes"]
+    heap = max(n["jvm"]["mem"]["heap_used_in_bytes"] for n in node.values())
+    return {
+        "disk_mib": round(stats["store"]["size_in_bytes"] / 2**20, 1),
+        "segments": stats["segments"]["count"],
+        "node_heap_used_mib": round(heap / 2**20, 1),
+    }
+
+
+def query(job: dict[str, Any]) -> dict[str, Any]:
+    """Open the index and time the two query paths over the job's questions."""
+    settings = load_settings(**job["settings"])
+    inputs = np.load(job["queries"], allow_pickle=True)
+    queries, vectors = list(inputs["queries"]), inputs["vectors"]
+    gold = [set(g) for g in inputs["gold"]]
+    before = peak_rss_mib()
+    started = time.perf_counter()
+    backend = open_backend(settings, None)
+    opened_s = time.perf_counter() - started
+    after_open = peak_rss_mib()
+    bm25, recall_1000, depth = [], [], []
+    for text, wanted in zip(queries, gold, strict=True):
+        started = time.perf_counter()
+        result = backend.search(text, 1000)
+        bm25.append((time.perf_counter() - started) * 1000)
+        found = {p for p, _ in result.hits}
+        recall_1000.append(len(found & wanted) / len(wanted))
+    default, recall_10 = [], []
+    for text, vector, wanted in zip(queries, vectors, gold, strict=True):
+        started = time.perf_counter()
+        result = backend.search(text, 10_000)
+        pmids = [p for p, _ in result.hits]
+        scores = np.array([s for _, s in result.hits], dtype=np.float32)
+        cosine = backend.similarities(pmids, vector)
+        fused = fuse(scores, cosine, "interpolate", 0.6, 60)
+        top = [pmids[i] for i in np.argsort(-fused, kind="stable")[:300]]
+        default.append((time.perf_counter() - started) * 1000)
+        depth.append(len(pmids))
+        recall_10.append(len(set(top[:10]) & wanted) / len(wanted))
+    return {
+        "open_s": round(opened_s, 2),
+        "open_rss_mib": round(after_open - before, 1),
+        "bm25_top1000_p50_ms": _percentile(bm25, 50),
+        "bm25_top1000_p95_ms": _percentile(bm25, 95),
+        "default_10000_to_300_p50_ms": _percentile(default, 50),
+        "default_10000_to_300_p95_ms": _percentile(default, 95),
+        "mean_candidates": round(float(np.mean(depth)), 1),
+        "recall_at_10_fused": round(float(np.mean(recall_10)), 3),
+        "recall_at_1000_bm25": round(float(np.mean(recall_1000)), 3),
+        "query_peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def _percentile(times: list[float], q: int) -> float:
+    return round(float(np.percentile(times, q)), 2)
+
+
+def main() -> None:
+    """Run `ingest` or `query` on the JSON job named by argv; print the figures as JSON."""
+    kind, job = sys.argv[1], json.loads(Path(sys.argv[2]).read_text())
+    figures = ingest(job) if kind == "ingest" else query(job)
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""`quorum bench scale`: the synthetic corpus generator and the measured halves, on a small corpus."""
+
+import gzip
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from graphs.bench import scale, scale_child
+from graphs.bench.synthetic import SYNTHETIC_PMID, SentencePool
+from graphs.cli import app
+from infra.ingest.sources import normalize
+from tests.support.data import CORPUS
+from tests.support.fakes import HashEmbedder
+
+
+@pytest.fixture(scope="module")
+def real():
+    with gzip.open(CORPUS, "rt") as fh:
+        docs = [normalize(json.loads(line)) for line in fh]
+    vectors = HashEmbedder().embed_documents([f"{d['title']}. {d['abstract']}" for d in docs])
+    return docs, vectors
+
+
+def test_the_corpus_holds_every_real_document_once_among_resampled_ones(real):
+    docs, vectors = real
+    pool = SentencePool(docs, vectors)
+    batches = list(pool.batches(3000, seed=1, batch_size=700))
+    made = [d for b in batches for d in b.docs]
+    assert len(made) == 3000
+    pmids = Counter(d["pmid"] for d in made)
+    assert max(pmids.values()) == 1
+    assert {d["pmid"] for d in docs} <= set(pmids)
+    fake = [d for d in made if int(d["pmid"]) >= SYNTHETIC_PMID]
+    assert len(fake) == 3000 - len(docs)
+    sentences = set(pool.sentences)
+    for doc in fake[:50]:
+        assert doc["abstract"] and all(s in sentences for s in _split(doc["abstract"], sentences))
+    # Real documents are spread through the corpus, not bunched at one end.
+    where = [i for i, d in enumerate(made) if int(d["pmid"]) < SYNTHETIC_PMID]
+    assert where[0] < 10 and where[-1] > 2900
+    stacked = np.concatenate([b.vectors for b in batches])
+    assert stacked.shape == (3000, 64)
+    assert np.allclose(np.linalg.norm(stacked, axis=1), 1.0, atol=1e-5)
+    first_real = where[0]
+    assert np.allclose(stacked[first_real], vectors[docs.index(made[first_real])])
+
+
+def _split(abstract, sentences):
+    """Cut a synthetic abstract back into the pool's sentences (greedy, longest first)."""
+    parts, rest = [], abstract
+    while rest:
+        match = max((s for s in sentences if rest.startswith(s)), key=len)
+        parts.append(match)
+        rest = rest[len(match) :].lstrip(" ")
+    return parts
+
+
+def test_the_same_seed_gives_the_same_corpus_and_another_seed_another(real):
+    docs, _ = real
+    pool = SentencePool(docs)
+    one = [d["abstract"] for b in pool.batches(1000, seed=3) for d in b.docs]
+    again = [d["abstract"] for b in pool.batches(1000, seed=3) for d in b.docs]
+    other = [d["abstract"] for b in pool.batches(1000, seed=4) for d in b.docs]
+    assert one == again and one != other
+
+
+def test_a_size_below_the_real_documents_is_refused(real):
+    with pytest.raises(ValueError, match="cannot hold the 707 real documents"):
+        next(SentencePool(real[0]).batches(100))
+
+
+def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
+    docs, vectors = real
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    np.save(tmp_path / "vectors.npy", vectors)
+    settings = {"home": str(tmp_path), "search": {"index": "scale-1500"}}
+    job = {"corpus": str(corpus), "size": 1500, "seed": 0, "model": "hash-64"}
+    figures = scale_child.ingest(
+        job | {"settings": settings, "vectors": str(tmp_path / "vectors.npy")}
+    )
+    assert figures["docs"] == 1500 and figures["docs_per_s"] > 0
+    assert figures["vectors_mib"] == pytest.approx(1500 * 64 * 2 / 2**20, abs=0.1)
+    gold = [[docs[0]["pmid"]], [docs[1]["pmid"]]]
+    queries = [docs[0]["title"] or docs[0]["abstract"][:80], docs[1]["abstract"][:80]]
+    np.savez(
+        tmp_path / "queries.npz",
+        queries=np.array([" OR ".join(q.split()[:6]) for q in queries], dtype=object),
+        vectors=vectors[:2],
+        gold=np.array(gold, dtype=object),
+    )
+    asked = scale_child.query({"settings": settings, "queries": str(tmp_path / "queries.npz")})
+    assert asked["recall_at_1000_bm25"] == 1.0  # the real documents are found among the fakes
+    assert asked["bm25_top1000_p50_ms"] > 0 and asked["mean_candidates"] > 2
+
+
+def test_extrapolation_scales_disk_and_the_row_map_to_26_million():
+    sizes = {
+        "200000": {"embedded": {"disk_mib_with_vectors": 1024.0, "open_rss_mib": 40.0}},
+        "1000000": {
+            "embedded": {"disk_mib_with_vectors": 4096.0, "open_rss_mib": 200.0},
+            "elasticsearch": {"disk_mib_with_vectors": 8192.0, "open_rss_mib": 40.0},
+        },
+    }
+    out = scale.extrapolate(sizes)
+    assert out["from_size"] == 1_000_000
+    assert out["embedded"] == {"disk_gib_with_vectors": 104.0, "open_rss_gib": 5.1}
+    assert out["elasticsearch"] == {"disk_gib_with_vectors": 208.0}
+
+
+def test_without_a_corpus_the_command_says_what_to_pass(monkeypatch, tmp_path):
+    monkeypatch.setattr(scale, "SHARED_CORPUS", tmp_path / "missing.jsonl.gz")
+    result = CliRunner().invoke(app, ["bench", "scale", "--sizes", "20000"])
+    assert "no corpus to resample: pass --corpus" in str(result.exception)
