@@ -62,7 +62,7 @@ def build_context(settings: Settings, *, models: ModelPool | None = None) -> Con
         if fallback.enabled
         else None
     )
-    reranker = load_reranker(settings.rerank.cross_encoder)
+    reranker = load_reranker(settings.rerank.cross_encoder, settings.embeddings.device)
     snippet_scorer = load_scorer(settings.snippets)
     return Context(
         settings=settings,

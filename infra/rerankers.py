@@ -9,6 +9,7 @@ from typing import Protocol
 import numpy as np
 
 import infra.offline
+from infra.embeddings import resolve_device
 from infra.settings import CrossEncoderSettings
 
 
@@ -23,13 +24,15 @@ class Reranker(Protocol):
 class SentenceTransformersReranker:
     """sentence-transformers' CrossEncoder (e.g. ms-marco MiniLM, BGE rerankers)."""
 
-    def __init__(self, path: Path, batch_size: int, max_length: int):
+    def __init__(self, path: Path, batch_size: int, max_length: int, device: str = "cpu"):
         from sentence_transformers import CrossEncoder
 
         infra.offline.quiet_transformers()
         self._model = CrossEncoder(
-            str(path), device="cpu", max_length=max_length, local_files_only=True
+            str(path), device=device, max_length=max_length, local_files_only=True
         )
+        if device == "cuda":
+            self._model.half()  # half precision on a GPU: scores keep their order
         self._batch = batch_size
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
@@ -43,12 +46,16 @@ class SentenceTransformersReranker:
 class FlagReranker:
     """FlagEmbedding's FlagReranker (bge-reranker family)."""
 
-    def __init__(self, path: Path, batch_size: int, max_length: int):
+    def __init__(self, path: Path, batch_size: int, max_length: int, device: str = "cpu"):
         from FlagEmbedding import FlagReranker as _Flag
 
         infra.offline.quiet_transformers()
         self._model = _Flag(
-            str(path), use_fp16=False, devices="cpu", batch_size=batch_size, max_length=max_length
+            str(path),
+            use_fp16=device == "cuda",
+            devices=device,
+            batch_size=batch_size,
+            max_length=max_length,
         )
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
@@ -57,8 +64,8 @@ class FlagReranker:
         return np.atleast_1d(np.asarray(scores, dtype=np.float32))
 
 
-def load_reranker(settings: CrossEncoderSettings) -> Reranker | None:
-    """Load the configured cross-encoder; None when none is configured."""
+def load_reranker(settings: CrossEncoderSettings, device: str = "auto") -> Reranker | None:
+    """Load the configured cross-encoder on `device` (embeddings.device); None when unset."""
     if settings.path is None:
         return None
     if not (Path(settings.path) / "config.json").exists():
@@ -66,4 +73,6 @@ def load_reranker(settings: CrossEncoderSettings) -> Reranker | None:
             f"no model at {settings.path} (a directory with config.json is expected)"
         )
     kind = FlagReranker if settings.kind == "flag" else SentenceTransformersReranker
-    return kind(Path(settings.path), settings.batch_size, settings.max_length)
+    return kind(
+        Path(settings.path), settings.batch_size, settings.max_length, resolve_device(device)
+    )

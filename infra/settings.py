@@ -243,6 +243,16 @@ class EmbeddingSettings(Group):
     )
     name: str = Field("all-MiniLM-L6-v2", description="Label recorded with precomputed vectors.")
     batch_size: int = Field(64, ge=1, description="Documents per embedding batch.")
+    query_path: Path | None = Field(
+        None,
+        description="A separate query encoder (asymmetric retrievers such as MedCPT): questions "
+        "are embedded with it, documents with `path`; unset: `path` embeds both.",
+    )
+    device: Literal["auto", "cpu", "cuda", "mps"] = Field(
+        "auto",
+        description="Where the embedder and the cross-encoder run: auto picks a CUDA GPU (half "
+        "precision), then Apple's MPS, else the CPU.",
+    )
 
 
 class CrossEncoderSettings(Group):

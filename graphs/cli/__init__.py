@@ -18,6 +18,7 @@ from graphs.cli.eval import eval_app
 from graphs.cli.index import index
 from graphs.cli.serve import serve
 from graphs.cli.trace import trace_app
+from graphs.cli.train import train_app
 
 # NOTE: typer 0.29's help prints a type beside every option, flags too ("--json <bool>"); a
 # flag takes no value, so it gets none.
@@ -38,6 +39,7 @@ app.add_typer(trace_app, name="trace")
 app.add_typer(eval_app, name="eval")
 app.add_typer(bench_app, name="bench")
 app.add_typer(bioasq_app, name="bioasq")
+app.add_typer(train_app, name="train")
 
 
 def main() -> None:

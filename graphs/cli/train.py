@@ -1,0 +1,160 @@
+"""`quorum train …`: fine-tune the retriever and the reranker on BioASQ golden files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from graphs.cli.common import CliError, err, out, write_json
+
+train_app = typer.Typer(
+    no_args_is_help=True, help="Fine-tune quorum's retriever or reranker on golden files."
+)
+
+QuestionsOption = Annotated[
+    list[Path],
+    typer.Option("--questions", help="BioASQ golden JSON files (--questions A.json B.json …)."),
+]
+CorpusOption = Annotated[
+    list[Path],
+    typer.Option("--corpus", help="Corpus .jsonl(.gz) files holding their documents."),
+]
+OutputOption = Annotated[
+    Path, typer.Option("--output", help="New model directory (must not exist or be empty).")
+]
+EpochsOption = Annotated[
+    int, typer.Option("--epochs", min=1, help="Epochs; the dev split keeps the best one.")
+]
+DeviceOption = Annotated[
+    str, typer.Option("--device", help="auto (GPU when present), cpu, cuda or mps.")
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the split, sampling and init.")]
+BatchOption = Annotated[
+    int | None, typer.Option("--batch-size", min=2, help="Rows per step (default: 32 / 8).")
+]
+BaseOption = Annotated[
+    Path | None,
+    typer.Option("--base", help="Starting model directory (default: all-MiniLM-L6-v2)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")]
+EXTRA = {"allow_extra_args": True}
+
+
+@train_app.command("retriever", context_settings=EXTRA)
+def train_retriever(
+    ctx: typer.Context,
+    questions: QuestionsOption,
+    corpus: CorpusOption,
+    output: OutputOption,
+    epochs: EpochsOption = 1,
+    device: DeviceOption = "auto",
+    seed: SeedOption = 13,
+    batch_size: BatchOption = None,
+    max_positives: Annotated[
+        int, typer.Option("--max-positives", min=1, help="Gold documents used per question.")
+    ] = 4,
+    base: BaseOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Fine-tune the bi-encoder (in-batch + BM25 hard negatives); print the settings to use it."""
+    from infra.training.trainers import TrainOptions
+    from infra.training.trainers import train_retriever as run
+
+    questions, corpus = _files(ctx, questions, corpus)
+    options = TrainOptions(
+        epochs=epochs,
+        device=_device(device),
+        seed=seed,
+        batch_size=batch_size or 32,
+        max_positives=max_positives,
+        base_model=_base(base),
+    )
+    _report(run(questions, corpus, output, options), output, as_json)
+
+
+@train_app.command("reranker", context_settings=EXTRA)
+def train_reranker(
+    ctx: typer.Context,
+    questions: QuestionsOption,
+    corpus: CorpusOption,
+    output: OutputOption,
+    epochs: EpochsOption = 1,
+    device: DeviceOption = "auto",
+    level: Annotated[
+        str,
+        typer.Option("--level", help="document: (question, abstract); sentence: snippets."),
+    ] = "document",
+    seed: SeedOption = 13,
+    batch_size: BatchOption = None,
+    negatives: Annotated[
+        int, typer.Option("--negatives", min=1, help="BM25 negatives per question.")
+    ] = 7,
+    base: BaseOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Fine-tune a cross-encoder on (question, gold, BM25 negatives); print the settings."""
+    from infra.training.trainers import TrainOptions
+    from infra.training.trainers import train_reranker as run
+
+    if level not in ("document", "sentence"):
+        raise CliError(f"unknown --level {level!r}; choose document or sentence")
+    questions, corpus = _files(ctx, questions, corpus)
+    options = TrainOptions(
+        epochs=epochs,
+        device=_device(device),
+        seed=seed,
+        batch_size=batch_size or 8,
+        negatives=negatives,
+        level=level,  # type: ignore[arg-type]
+        base_model=_base(base),
+    )
+    _report(run(questions, corpus, output, options), output, as_json)
+
+
+def _files(ctx: typer.Context, questions: list[Path], corpus: list[Path]):
+    """Sort files given after a list option by kind: .json golden files, .jsonl(.gz) corpora."""
+    questions, corpus = list(questions), list(corpus)
+    for arg in ctx.args:
+        if arg.startswith("-"):
+            raise CliError(f"unknown option {arg}")
+        path = Path(arg)
+        if path.suffix == ".json":
+            questions.append(path)
+        elif path.name.endswith((".jsonl", ".jsonl.gz")):
+            corpus.append(path)
+        else:
+            raise CliError(
+                f"{arg}: is it a golden file (.json) or a corpus (.jsonl)? repeat "
+                "--questions or --corpus before it"
+            )
+    return questions, corpus
+
+
+def _device(device: str) -> str:
+    if device not in ("auto", "cpu", "cuda", "mps"):
+        raise CliError(f"unknown --device {device!r}; choose auto, cpu, cuda or mps")
+    return device
+
+
+def _base(base: Path | None) -> Path | None:
+    if base is not None and not (base / "config.json").is_file():
+        raise CliError(f"{base}: no model there (config.json missing); pass a model directory")
+    return base
+
+
+def _report(record: dict, output: Path, as_json: bool) -> None:
+    if as_json:
+        write_json({"output": str(output), **record})
+        return
+    err.print(
+        f"trained in {record['train_seconds']:.0f} s on {record['device']}; card: "
+        f"{output / 'README.md'}"
+    )
+    for row in record["dev"]:
+        figures = ", ".join(f"{k} {row[k]}" for k in record["dev_columns"] if k in row)
+        err.print(f"  dev {row['model']} (epoch {row.get('epoch', '')}): {figures}")
+    err.print("settings to use it:")
+    for line in record["settings_lines"]:
+        out.print(line)

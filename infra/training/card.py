@@ -1,0 +1,94 @@
+"""The model card a training run leaves in its model directory, and the settings to use it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+CARD = "README.md"
+RECORD = "quorum-training.json"
+
+
+def settings_lines(kind: str, output: Path, record: dict[str, Any]) -> list[str]:
+    """Return the exact settings lines that put the trained model to use."""
+    path = str(output.resolve())
+    if kind == "retriever":
+        return [
+            f"QUORUM_EMBEDDINGS__PATH={path}",
+            f"QUORUM_EMBEDDINGS__NAME={output.name}",
+            "QUORUM_RERANK__FUSION=interpolate",
+            f"QUORUM_RERANK__ALPHA={record['chosen']['alpha']}",
+        ]
+    if record["settings"]["level"] == "sentence":
+        return [f"QUORUM_SNIPPETS__SCORER_PATH={path}"]
+    return [
+        f"QUORUM_RERANK__CROSS_ENCODER__PATH={path}",
+        f"QUORUM_RERANK__CROSS_ENCODER__TOP_N={record['settings']['dev_depth']}",
+    ]
+
+
+def write_card(output: Path, kind: str, record: dict[str, Any]) -> list[str]:
+    """Write README.md (the card) and quorum-training.json; return the settings lines."""
+    lines = settings_lines(kind, output, record)
+    record = {**record, "settings_lines": lines}
+    (output / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    data, settings = record["data"], record["settings"]
+    title = "bi-encoder (retriever)" if kind == "retriever" else "cross-encoder (reranker)"
+    out = [
+        f"# quorum {title}: {output.name}",
+        "",
+        f"Fine-tuned from `{settings['base_model']}` by `quorum train {kind}` with "
+        f"sentence-transformers {record['library']['sentence_transformers']} "
+        f"({record['loss']}).",
+        "",
+        "## Data",
+        "",
+        *(f"- {k.replace('_', ' ')}: {_value(v)}" for k, v in data.items()),
+        "",
+        "## Settings",
+        "",
+        *(f"- {k.replace('_', ' ')}: {_value(v)}" for k, v in settings.items()),
+        f"- training time: {record['train_seconds']:.0f} s on {record['device']}",
+        "",
+        "## Dev figures",
+        "",
+        "Held-out questions of the training files (never the test batches).",
+        "",
+        "| model | epoch | " + " | ".join(record["dev_columns"]) + " |",
+        "|---|---|" + "---|" * len(record["dev_columns"]),
+    ]
+    for row in record["dev"]:
+        cells = " | ".join(_value(row.get(c, "")) for c in record["dev_columns"])
+        out.append(f"| {row['model']} | {_value(row.get('epoch', ''))} | {cells} |")
+    out += [
+        "",
+        f"Chosen: {', '.join(f'{k} {_value(v)}' for k, v in record['chosen'].items())}.",
+        "",
+        "## Use it",
+        "",
+        "Environment variables (or the same keys in a settings file):",
+        "",
+        "```",
+        *lines,
+        "```",
+    ]
+    if kind == "retriever":
+        out += [
+            "",
+            "Documents are embedded when indexed: re-index with these settings "
+            "(`quorum index CORPUS --index NAME`); the index records which model its vectors "
+            "came from and refuses another.",
+        ]
+    (output / CARD).write_text("\n".join(out) + "\n", encoding="utf-8")
+    return lines
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    if isinstance(value, float) and 0 < abs(value) < 1e-3:
+        return f"{value:g}"
+    if isinstance(value, float):
+        return f"{value:.4f}".rstrip("0").rstrip(".") if value else "0"
+    return str(value)

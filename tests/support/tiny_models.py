@@ -1,0 +1,89 @@
+"""Tiny BERT models built in tests (2 layers, hidden 32, a WordPiece vocab written here)."""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+
+WORDS = [
+    "the",
+    "of",
+    "and",
+    "in",
+    "a",
+    "to",
+    "is",
+    "with",
+    "for",
+    "by",
+    "on",
+    "are",
+    "as",
+    "was",
+    "that",
+    "be",
+    "or",
+    "from",
+    "protein",
+    "cell",
+    "gene",
+    "disease",
+    "cancer",
+    "patients",
+    "treatment",
+    "mutation",
+    "syndrome",
+    "drug",
+    "receptor",
+    "expression",
+    "human",
+    "associated",
+    "which",
+    "what",
+    "does",
+    "is",
+    "are",
+    "role",
+]
+
+
+def write_tiny_bert(path: Path, seed: int = 0) -> Path:
+    """Save a randomly initialised 2-layer BERT (hidden 32) and its tokenizer at `path`."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    path.mkdir(parents=True, exist_ok=True)
+    chars = string.ascii_lowercase + string.digits
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *string.punctuation, *chars]
+    vocab += [f"##{c}" for c in chars] + [w for w in dict.fromkeys(WORDS) if w not in vocab]
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast(vocab_file=str(path / "vocab.txt"), model_max_length=64)
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    BertModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def write_tiny_sentence_transformer(path: Path, seed: int = 0, dim: int | None = None) -> Path:
+    """Save a tiny sentence-transformers model (mean pooling, optional Dense to `dim`)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Dense
+
+    bert = write_tiny_bert(path.with_name(path.name + "-bert"), seed)
+    model = SentenceTransformer(str(bert), device="cpu")
+    if dim is not None:
+        torch.manual_seed(seed)
+        model.append(Dense(in_features=32, out_features=dim))
+    model.save(str(path))
+    assert json.loads((path / "modules.json").read_text())  # a real sentence-transformers dir
+    return path

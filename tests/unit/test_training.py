@@ -1,0 +1,143 @@
+"""quorum train: golden files to rows with BM25 negatives, and tiny models trained for a few steps."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.bioasq.formats import load_questions
+from infra.training.data import TrainingInputError, load_training, rerank_rows, retrieval_rows
+from infra.training.sentences import labelled_sentences, sentence_rows
+from infra.training.trainers import TrainOptions, train_reranker, train_retriever
+from tests.support.data import CORPUS, GOLDEN
+from tests.support.tiny_models import write_tiny_bert
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Train tiny models on one thread: two threads' barriers cost 10x on a busy CPU."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory) -> Path:
+    """Eight questions of the 11B1 excerpt (every one's gold documents are in CORPUS)."""
+    data = json.loads(GOLDEN.read_text())
+    path = tmp_path_factory.mktemp("golden") / "train_golden.json"
+    path.write_text(json.dumps({"questions": data["questions"][:8]}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def data(golden):
+    return load_training([golden], [CORPUS], seed=3, dev_fraction=0.25, dev_max=2)
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory) -> Path:
+    return write_tiny_bert(tmp_path_factory.mktemp("tiny") / "bert")
+
+
+def tiny_options(base: Path, **extra) -> TrainOptions:
+    return TrainOptions(
+        device="cpu",
+        batch_size=4,
+        max_length=32,
+        dev_fraction=0.25,
+        dev_depth=10,
+        dev_max=2,
+        base_model=base,
+        **extra,
+    )
+
+
+def test_dev_split_is_carved_from_the_training_files_and_fixed_by_the_seed(golden, data):
+    assert len(data.dev) == 2 and len(data.train) == 6
+    ids = {e.question.id for e in data.train} | {e.question.id for e in data.dev}
+    assert ids == {q.id for q in load_questions(golden)}
+    again = load_training([golden], [CORPUS], seed=3, dev_fraction=0.25, dev_max=2)
+    assert [e.question.id for e in again.dev] == [e.question.id for e in data.dev]
+    other = load_training([golden], [CORPUS], seed=4, dev_fraction=0.25, dev_max=2)
+    assert [e.question.id for e in other.dev] != [e.question.id for e in data.dev]
+
+
+def test_hard_negatives_are_bm25_hits_outside_the_gold(data):
+    for example in data.train + data.dev:
+        assert example.hits, example.question.body
+        assert not set(example.negatives) & set(example.question.documents)
+        assert set(example.negatives) <= {p for p, _ in example.hits}
+    rows = retrieval_rows(data, data.train, max_positives=2, seed=0)
+    assert len(rows["anchor"]) == sum(min(2, len(e.gold)) for e in data.train)
+    gold_of = {e.question.body: {data.text(p) for p in e.question.documents} for e in data.train}
+    assert all(p in gold_of[a] for a, p in zip(rows["anchor"], rows["positive"], strict=True))
+    assert not any(n in gold_of[a] for a, n in zip(rows["anchor"], rows["negative"], strict=True))
+    ranked = rerank_rows(data, data.train, negatives=7, seed=0)
+    assert len(ranked) == 9 and len(ranked["anchor"]) == len(data.train)
+    for i, example in enumerate(data.train):
+        negatives = {ranked[f"negative_{k}"][i] for k in range(1, 8)}
+        assert not negatives & {data.text(p) for p in example.question.documents}
+
+
+def test_sentence_positives_overlap_gold_snippets(data):
+    example = next(e for e in data.train if e.question.snippets)
+    positives, negatives = labelled_sentences(data, example)
+    snippets = " ".join(" ".join(s["text"].split()) for s in example.question.snippets)
+    assert positives and all(p in snippets or p[:40] in snippets for p in positives[:3])
+    assert negatives and not set(positives) & set(negatives)
+    rows = sentence_rows(data, data.train, negatives=3, seed=0)
+    assert rows["anchor"] and len(rows) == 5
+
+
+def test_a_golden_file_without_documents_is_refused(tmp_path, golden):
+    bare = tmp_path / "phase_b.json"
+    data = json.loads(golden.read_text())
+    bare.write_text(json.dumps({"questions": [{**q, "documents": []} for q in data["questions"]]}))
+    with pytest.raises(TrainingInputError, match="no question lists gold 'documents'"):
+        load_training([bare], [CORPUS], seed=0, dev_fraction=0.1, dev_max=5)
+
+
+def test_retriever_trains_and_leaves_a_loadable_model_with_its_card(tmp_path, golden, tiny_bert):
+    from sentence_transformers import SentenceTransformer
+
+    out = tmp_path / "retriever"
+    record = train_retriever([golden], [CORPUS], out, tiny_options(tiny_bert))
+    model = SentenceTransformer(str(out), device="cpu")
+    assert model.encode(["protein of the cell"]).shape == (1, 32)
+    card = (out / "README.md").read_text()
+    for part in ("## Data", "## Settings", "## Dev figures", "train_golden.json", "map@10"):
+        assert part in card
+    saved = json.loads((out / "quorum-training.json").read_text())
+    assert saved["data"]["dev_questions"] == 2 and saved["settings"]["seed"] == 13
+    assert [r["model"] for r in saved["dev"]] == ["BM25", "bert (untrained)", "trained"]
+    alpha = record["chosen"]["alpha"]
+    assert 0.0 <= alpha <= 1.0
+    assert f"QUORUM_EMBEDDINGS__PATH={out.resolve()}" in record["settings_lines"]
+    assert f"QUORUM_RERANK__ALPHA={alpha}" in card
+    assert not list(tmp_path.glob(".retriever.*"))  # the scratch directory is gone
+
+
+@pytest.mark.parametrize("level", ["document", "sentence"])
+def test_reranker_trains_at_both_levels(tmp_path, golden, tiny_bert, level):
+    from sentence_transformers.cross_encoder import CrossEncoder
+
+    out = tmp_path / f"reranker-{level}"
+    record = train_reranker([golden], [CORPUS], out, tiny_options(tiny_bert, level=level))
+    scores = CrossEncoder(str(out), device="cpu").predict([("cell", "a protein"), ("a", "b")])
+    assert len(scores) == 2
+    assert record["dev"][-1]["model"] == "trained" and "map@10" in record["dev"][-1]
+    key = "SNIPPETS__SCORER_PATH" if level == "sentence" else "RERANK__CROSS_ENCODER__PATH"
+    assert f"QUORUM_{key}={out.resolve()}" in (out / "README.md").read_text()
+
+
+def test_a_non_empty_output_is_never_overwritten(tmp_path, golden, tiny_bert):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(TrainingInputError, match="exists and is not empty"):
+        train_retriever([golden], [CORPUS], out, tiny_options(tiny_bert))
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
