@@ -77,7 +77,7 @@ def write_tiny_sentence_transformer(path: Path, seed: int = 0, dim: int | None =
     """Save a tiny sentence-transformers model (mean pooling, optional Dense to `dim`)."""
     import torch
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Dense
+    from sentence_transformers.sentence_transformer.modules import Dense
 
     bert = write_tiny_bert(path.with_name(path.name + "-bert"), seed)
     model = SentenceTransformer(str(bert), device="cpu")
