@@ -31,7 +31,7 @@ from infra.settings import Settings
 
 SHARED_CORPUS = Path(__file__).resolve().parents[3] / "shared/data/corpus/pubmed_docs.jsonl.gz"
 SHARED_QUESTIONS = SHARED_CORPUS.parents[1] / "bioasq"
-_ENGINE_FIGURES = ("vectors_mib", "segments", "node_heap_used_mib")
+_ENGINE_FIGURES = ("vectors_mib", "segments", "node_heap_used_mib", "vector_files_mib")
 TARGET = 26_000_000
 """The PubMed baseline BioASQ runs over: what the figures are extrapolated to."""
 

@@ -82,13 +82,19 @@ def disk(settings: Any) -> dict[str, Any]:
     client = Elasticsearch(settings.search.elasticsearch_url, request_timeout=600)
     index = settings.search.index
     client.indices.refresh(index=index)
-    stats = client.indices.stats(index=index, metric="store,segments")["_all"]["primaries"]
+    stats = client.indices.stats(index=index, metric="store,segments,dense_vector")
+    primaries = stats["_all"]["primaries"]
     node = client.nodes.stats(metric="jvm")["nodes"]
     heap = max(n["jvm"]["mem"]["heap_used_in_bytes"] for n in node.values())
+    # Off-heap vector files (9.1+): raw float32 (vec), int8 (veq), bbq (veb), HNSW graph (vex).
+    # Search reads the quantized file and the graph; the raw floats only rescore.
+    off_heap = (primaries.get("dense_vector") or {}).get("off_heap") or {}
+    files = {k[6:-11]: v for k, v in off_heap.items() if k.startswith("total_") and v}
     return {
-        "disk_mib": round(stats["store"]["size_in_bytes"] / 2**20, 1),
-        "segments": stats["segments"]["count"],
+        "disk_mib": round(primaries["store"]["size_in_bytes"] / 2**20, 1),
+        "segments": primaries["segments"]["count"],
         "node_heap_used_mib": round(heap / 2**20, 1),
+        "vector_files_mib": {k: round(v / 2**20, 1) for k, v in files.items() if k},
     }
 
 
