@@ -109,7 +109,8 @@ async def test_moi_observes_3n_random_orders_per_model_then_answers_once(setting
             "organized": index.fetch(["101", "102", "103", "105"]),
         }
         update = await ensemble(state, Runtime(context=ctx))
-        assert endpoint.stats.completions == 2 * 12  # 2 models x 3N random orders
+        # 2 models x (3N random orders + the probe's 2 calls checking echoed log-probabilities)
+        assert endpoint.stats.completions == 2 * (12 + 2)
         assert endpoint.stats.calls == 2  # then one answer per model
         fits = update["votes"]["moi"]
         assert len(fits) == 2
