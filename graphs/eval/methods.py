@@ -66,7 +66,7 @@ class NoSearch:
     def _refuse(self, *_: Any) -> Any:
         raise RuntimeError("eval methods answers from given passages; nothing may search")
 
-    validate = search = fetch = similarities = has = count = _refuse
+    validate = search = fetch = similarities = nearest = has = count = _refuse
 
 
 @dataclass
