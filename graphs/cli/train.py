@@ -62,7 +62,7 @@ def train_retriever(
     from infra.training.trainers import TrainOptions
     from infra.training.trainers import train_retriever as run
 
-    questions, corpus = _files(ctx, questions, corpus)
+    questions, corpus = _checked(ctx, questions, corpus, output)
     options = TrainOptions(
         epochs=epochs,
         device=_device(device),
@@ -100,7 +100,7 @@ def train_reranker(
 
     if level not in ("document", "sentence"):
         raise CliError(f"unknown --level {level!r}; choose document or sentence")
-    questions, corpus = _files(ctx, questions, corpus)
+    questions, corpus = _checked(ctx, questions, corpus, output)
     options = TrainOptions(
         epochs=epochs,
         device=_device(device),
@@ -111,6 +111,16 @@ def train_reranker(
         base_model=_base(base),
     )
     _report(run(questions, corpus, output, options), output, as_json)
+
+
+def _checked(ctx: typer.Context, questions: list[Path], corpus: list[Path], output: Path):
+    """Return the golden and corpus files, checked before any model library loads."""
+    from infra.training.data import check_inputs, read_golden
+
+    questions, corpus = _files(ctx, questions, corpus)
+    check_inputs(questions, corpus, output)
+    read_golden(questions)
+    return questions, corpus
 
 
 def _files(ctx: typer.Context, questions: list[Path], corpus: list[Path]):

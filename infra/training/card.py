@@ -38,7 +38,8 @@ def write_card(output: Path, kind: str, record: dict[str, Any]) -> list[str]:
     out = [
         f"# quorum {title}: {output.name}",
         "",
-        f"Fine-tuned from `{settings['base_model']}` by `quorum train {kind}` with "
+        f"Fine-tuned from {settings['base_label']} (`{settings['base_model']}`) by "
+        f"`quorum train {kind}` with "
         f"sentence-transformers {record['library']['sentence_transformers']} "
         f"({record['loss']}).",
         "",

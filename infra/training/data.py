@@ -86,6 +86,19 @@ def check_inputs(questions: Sequence[Path], corpus: Sequence[Path], output: Path
         )
 
 
+def read_golden(questions: Sequence[Path]) -> list[Question]:
+    """Read golden files, refusing one whose questions list no gold documents."""
+    loaded: list[Question] = []
+    for path in questions:
+        batch = load_questions(Path(path))
+        if not any(q.documents for q in batch):
+            raise TrainingInputError(
+                f"{path}: no question lists gold 'documents'; training needs golden files"
+            )
+        loaded.extend(batch)
+    return loaded
+
+
 def load_training(
     questions: Sequence[Path],
     corpus: Sequence[Path],
@@ -95,14 +108,7 @@ def load_training(
     dev_max: int,
 ) -> TrainingData:
     """Read golden files and corpus, mine BM25 hits and carve the dev split."""
-    loaded: list[Question] = []
-    for path in questions:
-        batch = load_questions(Path(path))
-        if not any(q.documents for q in batch):
-            raise TrainingInputError(
-                f"{path}: no question lists gold 'documents'; training needs golden files"
-            )
-        loaded.extend(batch)
+    loaded = read_golden(questions)
     docs = _read_corpus(corpus)
     examples, skipped = [], 0
     for question in loaded:

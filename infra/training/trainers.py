@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -71,14 +73,11 @@ def train_retriever(
     encode_length, model.max_seq_length = model.max_seq_length, options.max_length
     rows = retrieval_rows(data, data.train, max_positives=options.max_positives, seed=options.seed)
     evaluator = FusionDevEvaluator(data, options.dev_depth) if data.dev else None
-    dev = (
-        [{"model": "BM25", "epoch": "", "alpha": 0.0, **bm25_figures(evaluator.examples)}]
-        if (evaluator)
-        else []
-    )
+    dev: list[dict[str, Any]] = []
     if evaluator:
+        dev.append({"model": "BM25", "epoch": "", "alpha": 0.0, **bm25_figures(evaluator.examples)})
         before = _strip(evaluator(model))
-        dev.append({"model": f"{Path(base).name} (untrained)", "epoch": 0, **before})
+        dev.append({"model": f"{_label(options)} (untrained)", "epoch": 0, **before})
     return _run(
         output,
         "retriever",
@@ -145,7 +144,8 @@ def train_reranker(
         raise UserError("no training pairs could be made from these files; check the corpus")
     evaluator = CrossEncoderDevEvaluator(groups) if groups else None
     if evaluator:
-        dev.append({"model": "untrained head", "epoch": 0, **_strip(evaluator(model))})
+        before = _strip(evaluator(model))
+        dev.append({"model": f"{_label(options)} (new head)", "epoch": 0, **before})
     return _run(
         output,
         "reranker",
@@ -242,7 +242,9 @@ def _run(
             trainer.args.eval_strategy = "no"
             trainer.args.load_best_model_at_end = False
         started = time.perf_counter()
-        trainer.train()
+        # The trainer prints its logs on stdout, which belongs to the settings lines (or --json).
+        with contextlib.redirect_stdout(sys.stderr):
+            trainer.train()
         seconds = time.perf_counter() - started
         staged = scratch / "model"
         if before_save is not None:
@@ -261,6 +263,7 @@ def _run(
             "settings": {
                 **{k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()},
                 "base_model": str(options.base_model or default_model_dir()),
+                "base_label": _label(options),
             },
             "loss": loss,
             "device": device,
@@ -281,6 +284,10 @@ def _run(
         return record
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _label(options: TrainOptions) -> str:
+    return options.base_model.name if options.base_model else "all-MiniLM-L6-v2"
 
 
 def _columns(dev: list[dict[str, Any]]) -> list[str]:

@@ -1,0 +1,107 @@
+"""`quorum train` end to end: a tiny model trained from the command line, and wrong input refused."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.data import CORPUS, GOLDEN
+from tests.support.tiny_models import write_tiny_bert
+
+QUORUM = str(Path(sys.executable).parent / "quorum")
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory) -> Path:
+    data = json.loads(GOLDEN.read_text())
+    path = tmp_path_factory.mktemp("golden") / "train_golden.json"
+    path.write_text(json.dumps({"questions": data["questions"][:8]}))
+    return path
+
+
+def train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
+    # One thread: two threads' barriers cost ten times more on a busy 2-core runner.
+    env |= {"QUORUM_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [QUORUM, "train", *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def test_a_tiny_retriever_trained_from_the_command_line(tmp_path, golden):
+    from sentence_transformers import SentenceTransformer
+
+    base = write_tiny_bert(tmp_path / "bert")
+    out = tmp_path / "models" / "retriever"
+    done = train(
+        tmp_path,
+        "retriever",
+        "--questions",
+        str(golden),
+        "--corpus",
+        str(CORPUS),
+        "--output",
+        str(out),
+        "--base",
+        str(base),
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"QUORUM_EMBEDDINGS__PATH={out.resolve()}"
+    assert any(line.startswith("QUORUM_RERANK__ALPHA=") for line in lines)
+    assert "dev trained" in done.stderr and "%|" in done.stderr  # figures and a progress bar
+    assert SentenceTransformer(str(out), device="cpu").encode(["cell"]).shape == (1, 32)
+    card = (out / "README.md").read_text()
+    assert "## Dev figures" in card and "train_golden.json" in card
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("missing", "no such file"),
+        ("no-documents", "no question lists gold 'documents'"),
+        ("taken", "exists and is not empty"),
+    ],
+)
+def test_wrong_input_is_one_line_and_exit_2_with_nothing_overwritten(
+    tmp_path, golden, case, message
+):
+    questions, out = golden, tmp_path / "out"
+    if case == "missing":
+        questions = tmp_path / "nowhere.json"
+    elif case == "no-documents":
+        data = json.loads(golden.read_text())
+        questions = tmp_path / "phase_b.json"
+        questions.write_text(
+            json.dumps({"questions": [{**q, "documents": []} for q in data["questions"]]})
+        )
+    else:
+        out.mkdir()
+        (out / "model.safetensors").write_text("someone's model")
+    done = train(
+        tmp_path,
+        "reranker",
+        "--questions",
+        str(questions),
+        "--corpus",
+        str(CORPUS),
+        "--output",
+        str(out),
+        "--device",
+        "cpu",
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr
+    assert "Traceback" not in done.stderr
+    if case == "taken":
+        assert [p.name for p in out.iterdir()] == ["model.safetensors"]
+        assert (out / "model.safetensors").read_text() == "someone's model"
+    else:
+        assert not out.exists()
