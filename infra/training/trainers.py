@@ -88,7 +88,8 @@ def train_retriever(
         lambda tmp: SentenceTransformerTrainer(
             model=model,
             args=SentenceTransformerTrainingArguments(
-                batch_sampler=BatchSamplers.NO_DUPLICATES, **_arguments(tmp, options, device)
+                batch_sampler=BatchSamplers.NO_DUPLICATES,
+                **_arguments(tmp, options, device, evaluator),
             ),
             train_dataset=Dataset.from_dict(rows),
             loss=MultipleNegativesRankingLoss(model),
@@ -155,7 +156,7 @@ def train_reranker(
         model,
         lambda tmp: CrossEncoderTrainer(
             model=model,
-            args=CrossEncoderTrainingArguments(**_arguments(tmp, options, device)),
+            args=CrossEncoderTrainingArguments(**_arguments(tmp, options, device, evaluator)),
             train_dataset=Dataset.from_dict(rows),
             # One in-batch negative on top of the BM25 ones: each extra costs a forward pass.
             loss=MultipleNegativesRankingLoss(model, num_negatives=1),
@@ -185,8 +186,8 @@ def _seed(seed: int) -> None:
     set_seed(seed)
 
 
-def _arguments(tmp: Path, options: TrainOptions, device: str) -> dict[str, Any]:
-    """Return the training arguments both trainers share."""
+def _arguments(tmp: Path, options: TrainOptions, device: str, evaluator: Any) -> dict[str, Any]:
+    """Return the training arguments both trainers share (no dev split: the last epoch)."""
     import torch
 
     on_gpu = device == "cuda"
@@ -198,10 +199,10 @@ def _arguments(tmp: Path, options: TrainOptions, device: str) -> dict[str, Any]:
         "warmup_steps": 0.1,  # a float: the share of steps
         "seed": options.seed,
         "data_seed": options.seed,
-        "eval_strategy": "epoch",
-        "save_strategy": "epoch",
+        "eval_strategy": "epoch" if evaluator else "no",
+        "save_strategy": "epoch" if evaluator else "no",
         "save_total_limit": 1,
-        "load_best_model_at_end": True,
+        "load_best_model_at_end": evaluator is not None,
         "metric_for_best_model": "eval_dev_map@10",
         "greater_is_better": True,
         "use_cpu": device == "cpu",
@@ -238,9 +239,6 @@ def _run(
     scratch = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
     try:
         trainer = make_trainer(scratch / "checkpoints")
-        if evaluator is None:
-            trainer.args.eval_strategy = "no"
-            trainer.args.load_best_model_at_end = False
         started = time.perf_counter()
         # The trainer prints its logs on stdout, which belongs to the settings lines (or --json).
         with contextlib.redirect_stdout(sys.stderr):

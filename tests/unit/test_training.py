@@ -141,3 +141,11 @@ def test_a_non_empty_output_is_never_overwritten(tmp_path, golden, tiny_bert):
     with pytest.raises(TrainingInputError, match="exists and is not empty"):
         train_retriever([golden], [CORPUS], out, tiny_options(tiny_bert))
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+def test_one_question_trains_without_a_dev_split(tmp_path, golden, tiny_bert):
+    single = tmp_path / "one_golden.json"
+    single.write_text(json.dumps({"questions": json.loads(golden.read_text())["questions"][1:2]}))
+    record = train_retriever([single], [CORPUS], tmp_path / "one", tiny_options(tiny_bert))
+    assert record["data"]["dev_questions"] == 0 and record["dev"] == []
+    assert record["chosen"] == {"epoch": 1, "alpha": 0.6}  # no dev: the settings' default weight
