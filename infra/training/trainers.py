@@ -40,7 +40,7 @@ class TrainOptions:
     batch_size: int = 32
     learning_rate: float = 2e-5
     max_length: int = 128
-    max_positives: int = 2
+    max_positives: int = 4
     negatives: int = 7
     dev_fraction: float = 0.1
     dev_max: int = 100
