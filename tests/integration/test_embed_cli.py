@@ -19,51 +19,13 @@ from infra.search.embedded_store import EmbeddedWriter
 from infra.settings import load_settings
 from tests.support.cli import QUORUM, quorum_env
 from tests.support.data import CORPUS
-
-WORDS = [
-    "aspirin",
-    "statin",
-    "cancer",
-    "trial",
-    "cell",
-    "death",
-    "the",
-    "of",
-    "in",
-    "a",
-    "and",
-    "patients",
-    "with",
-]
+from tests.support.tiny_models import write_tiny_sentence_transformer
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    """A 1-layer BERT sentence-transformers model (hidden 32), saved for the CLI to load."""
-    import torch
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    path = tmp_path_factory.mktemp("tiny-embedder")
-    raw = path / "bert"
-    raw.mkdir()
-    (raw / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS]) + "\n")
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(WORDS) + 4,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    BertModel(config).save_pretrained(raw)
-    BertTokenizerFast(vocab_file=str(raw / "vocab.txt")).save_pretrained(raw)
-    encoder = Transformer(str(raw), max_seq_length=64)
-    pooling = Pooling(encoder.get_embedding_dimension())
-    SentenceTransformer(modules=[encoder, pooling], device="cpu").save(str(path / "st"))
-    return path / "st"
+    """A 2-layer BERT sentence-transformers model (hidden 32), saved for the CLI to load."""
+    return write_tiny_sentence_transformer(tmp_path_factory.mktemp("models") / "st")
 
 
 def documents(n: int) -> list[dict]:

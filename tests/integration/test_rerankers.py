@@ -8,47 +8,12 @@ from infra.rerankers import FlagReranker, SentenceTransformersReranker, load_rer
 from infra.settings import CrossEncoderSettings
 from nodes.rerank import rerank
 from tests.support.fakes import script
-
-WORDS = [
-    "aspirin",
-    "statin",
-    "mitochondria",
-    "lace",
-    "plant",
-    "cancer",
-    "trial",
-    "death",
-    "cell",
-    "the",
-    "of",
-    "in",
-    "a",
-    "and",
-]
+from tests.support.tiny_models import write_tiny_cross_encoder
 
 
 @pytest.fixture(scope="module")
 def tiny_cross_encoder(tmp_path_factory):
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
-
-    path = tmp_path_factory.mktemp("tiny-ce")
-    vocab = path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
-    tokenizer = BertTokenizerFast(vocab_file=str(vocab))
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(WORDS) + 5,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=64,
-        num_labels=1,
-    )
-    BertForSequenceClassification(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return write_tiny_cross_encoder(tmp_path_factory.mktemp("models") / "tiny-ce")
 
 
 @pytest.mark.parametrize("kind", ["sentence-transformers", "flag"])

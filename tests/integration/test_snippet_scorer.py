@@ -10,8 +10,8 @@ from infra.settings import SettingsError, SnippetSettings
 from infra.snippets import best_snippets, load_scorer, sentences
 from nodes.finalize import finalize
 from tests.support.fakes import HashEmbedder
+from tests.support.tiny_models import write_tiny_cross_encoder
 
-WORDS = "aspirin colorectal cancer prevention daily lowered incidence bleeding rare trial the of a"
 DOCS = [
     {
         "pmid": "201",
@@ -32,29 +32,8 @@ QUESTION = "Does daily aspirin prevent colorectal cancer?"
 
 @pytest.fixture(scope="module")
 def scorer_dir(tmp_path_factory):
-    """A 2-layer BERT cross-encoder (hidden 32) with a WordPiece vocabulary written here."""
-    import torch
-    from sentence_transformers import CrossEncoder
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
-
-    raw = tmp_path_factory.mktemp("bert")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS.split(), "."]
-    (raw / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        num_labels=1,
-    )
-    BertForSequenceClassification(config).save_pretrained(raw)
-    BertTokenizerFast(vocab_file=str(raw / "vocab.txt")).save_pretrained(raw)
-    path = tmp_path_factory.mktemp("sentence-scorer")
-    CrossEncoder(str(raw), num_labels=1, device="cpu").save(str(path))
-    return path
+    """A 2-layer BERT cross-encoder (hidden 32; tests/support/tiny_models.py)."""
+    return write_tiny_cross_encoder(tmp_path_factory.mktemp("models") / "sentence-scorer")
 
 
 def all_sentences() -> list[str]:

@@ -87,3 +87,13 @@ def write_tiny_sentence_transformer(path: Path, seed: int = 0, dim: int | None =
     model.save(str(path))
     assert json.loads((path / "modules.json").read_text())  # a real sentence-transformers dir
     return path
+
+
+def write_tiny_cross_encoder(path: Path, seed: int = 0) -> Path:
+    """Save a tiny sentence-transformers CrossEncoder (one relevance score per pair)."""
+    from sentence_transformers import CrossEncoder
+
+    bert = write_tiny_bert(path.with_name(path.name + "-bert"), seed)
+    CrossEncoder(str(bert), num_labels=1, device="cpu").save(str(path))
+    assert (path / "config.json").exists()
+    return path
