@@ -200,13 +200,18 @@ async def test_ensemble_runs_every_model_on_every_view_and_votes(make_context, i
     assert all(call["kwargs"].get("temperature") == 0.0 for call in no.calls)  # greedy
 
 
-async def test_a_failing_member_is_dropped_not_fatal(make_context, index):
+async def test_a_failing_member_is_dropped_not_fatal(make_context, index, settings):
     contexts = index.fetch(["101", "102", "103"])
     flaky = script(ensemble=RuntimeError("endpoint down"))
     good = script(ensemble={"answer": "CFTR", "pmids": ["101"]})
+    # No reply cache: both scripted models share a spec, so the good one's cached greedy replies
+    # would answer for the flaky one whenever it asked a view later (a race under load).
+    uncached = settings.model_copy(
+        update={"models": settings.models.model_copy(update={"cache": "off"})}
+    )
     update = await ensemble(
         {"question": "Which gene?", "qtype": "factoid", "organized": contexts},
-        ctx_runtime(make_context, ensemble=[good, flaky]),
+        ctx_runtime(make_context, ensemble=[good, flaky], settings_=uncached),
     )
     assert sum(m["error"] is not None for m in update["members"]) == 5
     assert update["votes"]["ranked"] == ["CFTR"]
