@@ -22,6 +22,7 @@ from graphs.bench.synthetic import SentencePool
 from infra.backends import open_backend, open_writer
 from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
+from infra.search.embedded_layout import SCALES, VECTORS
 from infra.search.fusion import fuse
 from infra.settings import load_settings
 
@@ -75,7 +76,7 @@ def disk(settings: Any) -> dict[str, Any]:
         sizes = {p.name: p.stat().st_size for p in files}
         return {
             "disk_mib": round(sum(sizes.values()) / 2**20, 1),
-            "vectors_mib": round(sizes.get("vectors.f16", 0) / 2**20, 1),
+            "vectors_mib": round((sizes.get(VECTORS, 0) + sizes.get(SCALES, 0)) / 2**20, 1),
         }
     from elasticsearch import Elasticsearch
 

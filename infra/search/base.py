@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -14,12 +13,44 @@ if TYPE_CHECKING:
     from infra.settings import Settings
 
 
-@dataclass
 class SearchResult:
-    """BM25 hits, best first, and how many documents matched in all."""
+    """BM25 hits, best first, and how many documents matched in all.
 
-    total: int
-    hits: list[tuple[str, float]] = field(default_factory=list)
+    An engine may hand over its hits as a PMID list and a float32 score array (10,000 hits as
+    Python (PMID, score) tuples cost more than tantivy's search); `hits` pairs them on demand.
+    """
+
+    def __init__(
+        self,
+        total: int,
+        hits: Sequence[tuple[str, float]] | None = None,
+        *,
+        pmids: Sequence[str] | None = None,
+        scores: np.ndarray | None = None,
+    ):
+        self.total = int(total)
+        if hits is not None:
+            pmids = [p for p, _ in hits]
+            scores = np.array([s for _, s in hits], dtype=np.float32)
+        self.pmids: list[str] = list(pmids or [])
+        self.scores: np.ndarray = (
+            np.asarray(scores, dtype=np.float32) if scores is not None else np.zeros(0, np.float32)
+        )
+        if len(self.pmids) != len(self.scores):
+            raise ValueError(f"{len(self.pmids)} PMIDs for {len(self.scores)} scores")
+
+    @property
+    def hits(self) -> list[tuple[str, float]]:
+        """The hits as (PMID, score) pairs, best first."""
+        return list(zip(self.pmids, self.scores.tolist(), strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SearchResult):
+            return NotImplemented
+        return self.total == other.total and self.hits == other.hits
+
+    def __repr__(self) -> str:
+        return f"SearchResult(total={self.total}, hits={len(self.pmids)})"
 
 
 class SearchBackend(Protocol):

@@ -1,4 +1,4 @@
-"""The embedded engine: tantivy BM25 on disk plus memory-mapped float16 vectors (no server)."""
+"""The embedded engine: tantivy BM25 on disk plus memory-mapped int8 vectors (no server)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ import tantivy
 
 from infra.search.analysis import analyzer
 from infra.search.base import SearchResult
-from infra.search.embedded_store import (
-    PMIDS,
-    TANTIVY,
+from infra.search.embedded_layout import (
+    BLOCK,
+    SCALES,
     VECTORS,
-    build_fresh,
-    committed_rows,
-    read_meta,
+    PmidLookup,
+    decode,
+    mapped,
+    pmids_file,
 )
+from infra.search.embedded_store import build_fresh, open_layout
 from infra.search.query import Bool, Node, Phrase, QueryError, Term, parse_query
 
 _SPECIAL = set("+-&|!(){}[]^\"~*?:\\/<>=' ")
-NEAREST_BLOCK = 65_536
-"""Rows scored at once by `nearest` (25 MB of float32 at 384 dimensions)."""
 _OCCUR = tantivy.Occur
 
 
@@ -34,23 +34,15 @@ class EmbeddedIndex:
 
     def __init__(self, path: Path, *, max_prefix_expansions: int = 64):
         self.path = Path(path)
-        self.meta = read_meta(self.path)
-        self._index = tantivy.Index.open(str(self.path / TANTIVY))
+        self._index, self.meta, rows = open_layout(self.path)
         self._schema = self._index.schema
         self._searcher = self._index.searcher()
-        rows = committed_rows(self._index, self.meta)
-        with open(self.path / PMIDS, encoding="utf-8") as fh:
-            pmids = fh.read().split("\n")[:rows]
-        self._pmids = np.array(pmids, dtype=object)
-        self._row_of = {
-            pmid: row for row, pmid in enumerate(pmids)
-        }  # a re-indexed PMID: last row wins
+        width = int(self.meta["pmid_width"])
+        self._pmids = mapped(self.path / pmids_file(width), f"S{width}", (rows,))
+        self._lookup = PmidLookup(self.path, self.meta, self._pmids)
         dims = self.meta.get("dims")
-        self._vectors = (
-            np.memmap(self.path / VECTORS, dtype=np.float16, mode="r", shape=(rows, dims))
-            if dims and rows
-            else None
-        )
+        self._vectors = mapped(self.path / VECTORS, np.int8, (rows, dims)) if dims else None
+        self._scales = mapped(self.path / SCALES, np.float32, (rows,)) if dims else None
         self._max_prefix = max_prefix_expansions
         self._analyzer = analyzer()
 
@@ -89,11 +81,15 @@ class EmbeddedIndex:
         if compiled is None:
             return SearchResult(total=0)
         found = self._searcher.search(compiled, limit, count=True)
-        addresses = [address for _, address in found.hits]
-        rows = self._searcher.fast_field_values("row", addresses) if addresses else []
-        pmids = self._pmids[np.asarray(rows, dtype=np.int64)] if rows else []
-        hits = [(str(p), float(score)) for p, (score, _) in zip(pmids, found.hits, strict=True)]
-        return SearchResult(total=int(found.count or 0), hits=hits)
+        if not found.hits:
+            return SearchResult(total=int(found.count or 0))
+        scores, addresses = zip(*found.hits, strict=True)
+        rows = np.asarray(self._searcher.fast_field_values("row", list(addresses)), np.int64)
+        return SearchResult(
+            total=int(found.count or 0),
+            pmids=decode(self._pmids[rows]),
+            scores=np.asarray(scores, dtype=np.float32),
+        )
 
     def fetch(self, pmids: Sequence[str]) -> list[dict[str, Any]]:
         """Return stored documents for these PMIDs, in order, skipping unknown ones."""
@@ -119,20 +115,19 @@ class EmbeddedIndex:
         """Return cosine(vector, stored vector) per PMID (unit vectors: a dot product)."""
         if self._vectors is None:
             return None
-        rows = np.array([self._row_of.get(p, -1) for p in pmids], dtype=np.int64)
+        rows = self._lookup.rows_of(pmids)
         known = rows >= 0
         out = np.zeros(len(rows), dtype=np.float32)
         if known.any():
-            out[known] = np.asarray(self._vectors[rows[known]], dtype=np.float32) @ vector.astype(
-                np.float32
-            )
+            out[known] = _scores(self._vectors, self._scales, rows[known], vector)
         return out
 
     def nearest(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
         """Return the `k` documents whose stored vectors are closest to `vector`, best first.
 
-        Exact: every row of the memory-mapped matrix is scored, a block at a time (so a large
-        index never sits in memory as float32). Rows of re-indexed or deleted PMIDs are skipped.
+        Exact over the stored int8 vectors: every row of the memory-mapped matrix is scored, a
+        block at a time (a large index never sits in memory as float32). Rows of re-indexed or
+        deleted PMIDs are skipped.
         """
         if self._vectors is None or k <= 0:
             return []
@@ -146,30 +141,41 @@ class EmbeddedIndex:
         # Superseded and deleted rows are rare: take a few more, then drop them.
         want = k
         while True:
-            best = _top_rows(self._vectors, query, min(rows, want + 16))
-            live = self._live([int(r) for r, _ in best])
-            hits = [(str(self._pmids[r]), s) for r, s in best if r in live][:k]
+            best = _top_rows(self._vectors, self._scales, query, min(rows, want + 16))
+            live = self._live([r for r, _ in best])
+            hits = [
+                (p, s)
+                for p, (r, s) in zip(self._pmid_list([r for r, _ in best]), best, strict=True)
+                if r in live
+            ][:k]
             if len(hits) >= k or len(best) >= rows:
                 return hits
             want *= 4
 
     def _live(self, rows: Sequence[int]) -> set[int]:
         """Return the rows that hold their PMID's current, undeleted document."""
-        current = [r for r in rows if self._row_of.get(self._pmids[r]) == r]
-        if not current:
+        if not rows:
             return set()
-        wanted = [str(self._pmids[r]) for r in current]
+        wanted = self._pmid_list(rows)
         query = tantivy.Query.term_set_query(self._schema, "pmid", wanted)
         found = self._searcher.search(query, len(wanted))
         addresses = [address for _, address in found.hits]
         landed = self._searcher.fast_field_values("row", addresses) if addresses else []
         return {int(r) for r in landed}
 
+    def _pmid_list(self, rows: Sequence[int]) -> list[str]:
+        return decode(self._pmids[np.asarray(rows, dtype=np.int64)]) if len(rows) else []
+
     def vectors(self, pmids: Sequence[str]) -> np.ndarray | None:
-        """Return the stored vectors of these PMIDs as float32 rows (tests and evaluation)."""
+        """Return the stored vectors of these PMIDs as float32 rows (KeyError for one unknown)."""
         if self._vectors is None:
             return None
-        return np.asarray(self._vectors[[self._row_of[p] for p in pmids]], dtype=np.float32)
+        rows = self._lookup.rows_of(pmids)
+        if (rows < 0).any():
+            raise KeyError(
+                f"not indexed: {[p for p, r in zip(pmids, rows, strict=True) if r < 0][:5]}"
+            )
+        return self._vectors[rows].astype(np.float32) * self._scales[rows][:, None]
 
     def has(self, pmid: str) -> bool:
         """Tell whether the index holds this PMID."""
@@ -239,11 +245,19 @@ def _any(queries: list[tantivy.Query]) -> tantivy.Query:
     )
 
 
-def _top_rows(matrix: np.ndarray, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+def _scores(matrix: np.ndarray, scales: np.ndarray, rows: np.ndarray, query: np.ndarray) -> Any:
+    """Return the dot products of `query` with the int8 rows `rows` (× their scales)."""
+    return (matrix[rows].astype(np.float32) @ np.asarray(query, np.float32)) * scales[rows]
+
+
+def _top_rows(
+    matrix: np.ndarray, scales: np.ndarray, query: np.ndarray, k: int
+) -> list[tuple[int, float]]:
     """Return the `k` rows of `matrix` with the highest dot product with `query`, best first."""
     best_rows, best_scores = [], []
-    for start in range(0, matrix.shape[0], NEAREST_BLOCK):
-        scores = np.asarray(matrix[start : start + NEAREST_BLOCK], dtype=np.float32) @ query
+    for start in range(0, matrix.shape[0], BLOCK):
+        block = slice(start, start + BLOCK)
+        scores = (matrix[block].astype(np.float32) @ query) * scales[block]
         keep = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         best_rows.append(keep + start)
         best_scores.append(scores[keep])

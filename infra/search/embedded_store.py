@@ -2,13 +2,14 @@
 
 An index directory holds:
   tantivy/      BM25 index: pmid, title, abstract, mesh, journal, year, row (fast field)
-  pmids.txt     one PMID per row, append-only (row i is line i)
-  vectors.f16   float16 vectors, row-major, append-only (when the index stores vectors)
-  meta.json     dims, embedding model, committed rows (+ rows of a commit in flight), and
-                `embedded_rows`: every row below it has its vector (or needs none)
+  pmids.S<w>, lookup.*, vectors.i8, scales.f32
+                the memory-mapped arrays of `embedded_layout` (row → PMID, PMID → row, vectors)
+  meta.json     dims, embedding model, committed rows (+ rows of a commit in flight), the PMID
+                width, the lookup's extent, and `embedded_rows`: every row below it has its
+                vector (or needs none)
 A re-indexed PMID gets a new row and its old document is deleted, so rows only grow; rows of a
 batch whose tantivy commit never happened are cut off when the index is next opened. A row
-written without its vector holds zeros until `quorum embed` fills it in place.
+written without its vector has scale 0 until `quorum embed` fills it in place.
 """
 
 from __future__ import annotations
@@ -23,10 +24,27 @@ from typing import Any
 import numpy as np
 import tantivy
 
+from infra.search.embedded_layout import (
+    LAYOUT_VERSION,
+    META,
+    MIN_WIDTH,
+    SCALES,
+    TANTIVY,
+    VECTORS,
+    build_lookup,
+    decode,
+    mapped,
+    pmids_file,
+    quantize,
+    upgrade,
+    write_meta,
+)
 from infra.search.unembedded import Unembedded
 
-META, PMIDS, VECTORS, TANTIVY = "meta.json", "pmids.txt", "vectors.f16", "tantivy"
-LAYOUT_VERSION = 2
+RESORT_AT = 1_000_000
+"""Rows written since the lookup was sorted that make a commit sort it again (each `close`
+does): readers keep those rows in a dict, so it stays small, and re-sorting only when the tail
+reaches max(this, the sorted rows) keeps the total sorting work linear in the rows."""
 
 
 def schema() -> tantivy.Schema:
@@ -45,20 +63,24 @@ def schema() -> tantivy.Schema:
 def read_meta(path: Path) -> dict[str, Any]:
     """Read an index's meta.json (FileNotFoundError when there is no index)."""
     meta = json.loads((path / META).read_text())
-    if meta.get("version") != LAYOUT_VERSION:
+    if meta.get("version") not in (2, LAYOUT_VERSION):
         raise ValueError(
             f"index at {path} has layout {meta.get('version')}; rebuild it with `quorum index`"
         )
     return meta
 
 
-def write_meta(path: Path, meta: dict[str, Any]) -> None:
-    """Replace meta.json atomically."""
-    tmp = path / (META + ".tmp")
-    tmp.write_text(json.dumps(meta))
-    with open(tmp, "rb+") as fh:
-        os.fsync(fh.fileno())
-    tmp.replace(path / META)
+def open_layout(path: Path) -> tuple[tantivy.Index, dict[str, Any], int]:
+    """Open an index: tantivy, meta and committed rows (a layout-2 index is upgraded first).
+
+    FileNotFoundError when there is no index at `path`.
+    """
+    meta = read_meta(path)
+    index = tantivy.Index.open(str(path / TANTIVY))
+    rows = committed_rows(index, meta)
+    if meta["version"] != LAYOUT_VERSION:
+        meta = upgrade(path, meta, rows)
+    return index, meta, rows
 
 
 def committed_rows(index: tantivy.Index, meta: dict[str, Any]) -> int:
@@ -76,8 +98,8 @@ def committed_rows(index: tantivy.Index, meta: dict[str, Any]) -> int:
 class EmbeddedWriter:
     """Adds, replaces and deletes documents by PMID; `commit` makes a batch durable.
 
-    With `vectors_later`, an index that stores vectors also takes documents without them (zero
-    rows that `quorum embed` fills in later); otherwise every document must come with one.
+    With `vectors_later`, an index that stores vectors also takes documents without them (rows
+    of scale 0 that `quorum embed` fills in later); otherwise every document must come with one.
     """
 
     def __init__(
@@ -87,14 +109,15 @@ class EmbeddedWriter:
         dims: int | None = None,
         embedding_model: str | None = None,
         vectors_later: bool = False,
+        threads: int | None = None,
     ):
         self.path = Path(path)
         if not (self.path / META).exists():
             (self.path / TANTIVY).mkdir(parents=True, exist_ok=True)
             tantivy.Index(schema(), path=str(self.path / TANTIVY))
-            (self.path / PMIDS).touch()
-            if dims:
-                (self.path / VECTORS).touch()
+            (self.path / pmids_file(MIN_WIDTH)).touch()
+            for name in (VECTORS, SCALES) if dims else ():
+                (self.path / name).touch()
             write_meta(
                 self.path,
                 {
@@ -102,35 +125,39 @@ class EmbeddedWriter:
                     "dims": dims,
                     "embedding_model": embedding_model,
                     "rows": 0,
+                    "pmid_width": MIN_WIDTH,
                 },
             )
-        self.meta = read_meta(self.path)
+        self._index, self.meta, self.rows = open_layout(self.path)
         self.dims = self.meta["dims"]
-        self._index = tantivy.Index.open(str(self.path / TANTIVY))
-        self.rows = committed_rows(self._index, self.meta)
         self._truncate(self.rows)
-        self._writer = self._index.writer(heap_size=128_000_000, num_threads=1)
-        self._pmids = open(self.path / PMIDS, "a", encoding="utf-8")  # noqa: SIM115
-        self._vectors = open(self.path / VECTORS, "ab") if self.dims else None  # noqa: SIM115
+        # tantivy splits its heap among its indexing threads (at least 15 MB each).
+        workers = max(1, min(threads or os.cpu_count() or 1, 8))
+        self._writer = self._index.writer(heap_size=64_000_000 * workers, num_threads=workers)
+        self._width = int(self.meta["pmid_width"])
+        self._pmids = open(self.path / pmids_file(self._width), "ab")  # noqa: SIM115
+        self._vectors = self._open_vectors() if self.dims else None
         self._next = self.rows
         self.vectors_later = vectors_later
         # Old indexes have no watermark: all their rows were written with vectors, or none were.
         embedded = self.meta.get("embedded_rows", self.rows if self.dims else 0)
         self._embedded = min(int(embedded), self.rows)
-        self._in_place: int | None = None  # a descriptor for vectors written into their rows
+        self._in_place: tuple[int, int] | None = None  # descriptors for vectors written in place
+
+    def _open_vectors(self) -> tuple[Any, Any]:
+        return open(self.path / VECTORS, "ab"), open(self.path / SCALES, "ab")
+
+    def _files(self) -> list[Any]:
+        return [self._pmids, *(self._vectors or ())]
 
     def _truncate(self, rows: int) -> None:
-        """Cut pmids.txt and vectors.f16 back to `rows` (an uncommitted batch's rows go)."""
-        with open(self.path / PMIDS, "rb+") as fh:
-            lines = fh.read().split(b"\n")
-            keep = b"".join(line + b"\n" for line in lines[:rows])
-            if len(keep) != fh.tell():
-                fh.seek(0)
-                fh.write(keep)
-                fh.truncate()
+        """Cut the row files back to `rows` (an uncommitted batch's rows go)."""
+        widths = [(pmids_file(int(self.meta["pmid_width"])), int(self.meta["pmid_width"]))]
         if self.dims:
-            with open(self.path / VECTORS, "rb+") as fh:
-                fh.truncate(rows * self.dims * 2)
+            widths += [(VECTORS, self.dims), (SCALES, 4)]
+        for name, width in widths:
+            with open(self.path / name, "rb+") as fh:
+                fh.truncate(rows * width)
         if self.meta.get("pending_rows", rows) != rows or self.meta["rows"] != rows:
             self.meta.update(rows=rows, pending_rows=rows)
             write_meta(self.path, self.meta)
@@ -138,7 +165,7 @@ class EmbeddedWriter:
     def upsert(self, docs: Sequence[dict[str, Any]], vectors: np.ndarray | None) -> int:
         """Add or replace documents; a PMID written twice keeps only its last version."""
         if self.dims and vectors is None and self.vectors_later:
-            vectors = np.zeros((len(docs), self.dims), dtype=np.float16)
+            vectors = np.zeros((len(docs), self.dims), dtype=np.float32)
         elif self.dims and (vectors is None or vectors.shape != (len(docs), self.dims)):
             raise ValueError(
                 f"this index stores {self.dims}-dimensional vectors: give one per document"
@@ -147,17 +174,37 @@ class EmbeddedWriter:
         order = sorted(latest.values())
         # Build every document first: a bad one must fail the batch before any row is written.
         built = [self._document(docs[i], self._next + k) for k, i in enumerate(order)]
-        for i, document in zip(order, built, strict=True):
-            pmid = str(docs[i]["pmid"])
-            self._writer.delete_documents_by_term("pmid", pmid)
+        pmids = [str(docs[i]["pmid"]).encode("utf-8") for i in order]
+        self._widen(max((len(p) for p in pmids), default=0))
+        for pmid, document in zip(pmids, built, strict=True):
+            self._writer.delete_documents_by_term("pmid", pmid.decode("utf-8"))
             self._writer.add_document(document)
-            self._pmids.write(pmid + "\n")
+        self._pmids.write(np.array(pmids, dtype=f"S{self._width}").tobytes())
         if self.dims and self._embedded == self._next and np.any(vectors[order], axis=1).all():
             self._embedded += len(order)  # still contiguous: nothing for `quorum embed` here
         self._next += len(order)
         if self._vectors is not None and vectors is not None:
-            self._vectors.write(np.asarray(vectors[order], dtype=np.float16).tobytes())
+            quantized, scales = quantize(vectors[order])
+            self._vectors[0].write(quantized.tobytes())
+            self._vectors[1].write(scales.tobytes())
         return len(order)
+
+    def _widen(self, needed: int) -> None:
+        """Rewrite row → PMID wider when a PMID does not fit (the new file first, then meta)."""
+        if needed <= self._width:
+            return
+        self._pmids.close()
+        old = mapped(self.path / pmids_file(self._width), f"S{self._width}", (self._next,))
+        with open(self.path / pmids_file(needed), "wb") as fh:
+            fh.write(np.asarray(old, dtype=f"S{needed}").tobytes())
+            fh.flush()
+            os.fsync(fh.fileno())
+        del old
+        stale = self.path / pmids_file(self._width)
+        self.meta["pmid_width"] = self._width = needed
+        write_meta(self.path, self.meta)
+        stale.unlink()
+        self._pmids = open(self.path / pmids_file(needed), "ab")  # noqa: SIM115
 
     @staticmethod
     def _document(doc: dict[str, Any], row: int) -> tantivy.Document:
@@ -185,14 +232,13 @@ class EmbeddedWriter:
             self._writer.delete_documents_by_term("pmid", str(pmid))
         return present
 
-    def commit(self) -> None:
+    def commit(self, *, sort: bool = False) -> None:
         """Make every write so far durable and visible to newly opened readers."""
-        for fh in (self._pmids, self._vectors):
-            if fh is not None:
-                fh.flush()
-                os.fsync(fh.fileno())
-        if self._in_place is not None:  # vectors written into their rows, below the watermark
-            os.fsync(self._in_place)
+        for fh in self._files():
+            fh.flush()
+            os.fsync(fh.fileno())
+        for fd in self._in_place or ():  # vectors written into their rows, below the watermark
+            os.fsync(fd)
         self.meta["pending_rows"] = self._next
         write_meta(self.path, self.meta)
         self._writer.commit()
@@ -200,6 +246,9 @@ class EmbeddedWriter:
         self.meta["rows"] = self.rows = self._next
         self.meta["embedded_rows"] = self._embedded
         write_meta(self.path, self.meta)
+        sorted_rows = int((self.meta.get("lookup") or {"rows": 0})["rows"])
+        if sort or self.rows - sorted_rows >= max(RESORT_AT, sorted_rows):
+            build_lookup(self.path, self.meta, self.rows)
 
     def start_vectors(self, dims: int, model: str) -> None:
         """Store `dims`-dimensional vectors of `model` from now on (rows so far lack them).
@@ -214,14 +263,15 @@ class EmbeddedWriter:
                     f"not {model} ({dims} dims)"
                 )
             return
-        with open(self.path / VECTORS, "ab") as fh:
-            fh.truncate(self._next * dims * 2)  # sparse: zero rows until embedded
-            os.fsync(fh.fileno())
+        for name, width in ((VECTORS, dims), (SCALES, 4)):
+            with open(self.path / name, "ab") as fh:
+                fh.truncate(self._next * width)  # sparse: scale-0 rows until embedded
+                os.fsync(fh.fileno())
         self.dims = dims
         self.meta.update(dims=dims, embedding_model=model, embedded_rows=0)
         self._embedded = 0
         write_meta(self.path, self.meta)
-        self._vectors = open(self.path / VECTORS, "ab")  # noqa: SIM115
+        self._vectors = self._open_vectors()
 
     def unembedded(self, batch_size: int) -> Iterator[Unembedded]:
         """Yield the current documents whose rows hold no vector yet, in row order, in batches.
@@ -231,25 +281,15 @@ class EmbeddedWriter:
         """
         if not self.dims or self._embedded >= self.rows:
             return
-        matrix = np.memmap(
-            self.path / VECTORS, dtype=np.float16, mode="r", shape=(self.rows, self.dims)
-        )
+        scales = mapped(self.path / SCALES, np.float32, (self.rows,))
+        pmids = mapped(self.path / pmids_file(self._width), f"S{self._width}", (self.rows,))
         searcher = self._index.searcher()
-        with open(self.path / PMIDS, encoding="utf-8") as fh:
-            rows = (
-                (row, line.rstrip("\n"))
-                for row, line in enumerate(fh)
-                if self._embedded <= row < self.rows
-            )
-            while True:
-                chunk = [pair for _, pair in zip(range(batch_size), rows, strict=False)]
-                if not chunk:
-                    return
-                start, end = chunk[0][0], chunk[-1][0] + 1
-                empty = ~np.any(matrix[start:end], axis=1)
-                wanted = {row: pmid for row, pmid in chunk if empty[row - start]}
-                docs = _current(searcher, self._index.schema, wanted)
-                yield Unembedded([r for r, _ in docs], [d for _, d in docs], end)
+        for start in range(self._embedded, self.rows, batch_size):
+            end = min(start + batch_size, self.rows)
+            empty = np.flatnonzero(scales[start:end] == 0) + start
+            wanted = dict(zip(empty.tolist(), decode(pmids[empty]), strict=True))
+            docs = _current(searcher, self._index.schema, wanted)
+            yield Unembedded([r for r, _ in docs], [d for _, d in docs], end)
 
     def count_unembedded(self) -> int:
         """Return how many rows may lack a vector (those above the watermark: an upper bound)."""
@@ -259,29 +299,32 @@ class EmbeddedWriter:
         """Write vectors into their rows in place; `through` becomes the watermark at commit."""
         if rows:
             if self._in_place is None:
-                self._in_place = os.open(self.path / VECTORS, os.O_WRONLY)
-            width = self.dims * 2
-            for row, vector in zip(rows, np.asarray(vectors, dtype=np.float16), strict=True):
-                os.pwrite(self._in_place, vector.tobytes(), row * width)
+                self._in_place = (
+                    os.open(self.path / VECTORS, os.O_WRONLY),
+                    os.open(self.path / SCALES, os.O_WRONLY),
+                )
+            quantized, scales = quantize(vectors)
+            for row, vector, scale in zip(rows, quantized, scales, strict=True):
+                os.pwrite(self._in_place[0], vector.tobytes(), row * self.dims)
+                os.pwrite(self._in_place[1], scale.tobytes(), row * 4)
         self._embedded = max(self._embedded, through)
 
     def commit_vectors(self) -> None:
         """Make the vectors written in place durable, then move the watermark past them."""
-        if self._in_place is not None:
-            os.fsync(self._in_place)
+        for fd in self._in_place or ():
+            os.fsync(fd)
         self.meta["embedded_rows"] = self._embedded
         write_meta(self.path, self.meta)
 
     def close(self) -> None:
-        """Commit and release the index."""
-        self.commit()
+        """Commit (sorting every row into the PMID lookup) and release the index."""
+        self.commit(sort=True)
         self._writer.wait_merging_threads()
-        for fh in (self._pmids, self._vectors):
-            if fh is not None:
-                fh.close()
-        if self._in_place is not None:
-            os.close(self._in_place)
-            self._in_place = None
+        for fh in self._files():
+            fh.close()
+        for fd in self._in_place or ():
+            os.close(fd)
+        self._in_place = None
 
 
 def _current(

@@ -39,9 +39,9 @@ def test_both_engines_return_the_exact_nearest_documents(engines):
         exact = [str(7000 + i) for i in np.argsort(-(vectors @ query), kind="stable")[:20]]
         from_es, from_disk = elastic.nearest(query, 20), embedded.nearest(query, 20)
         assert [p for p, _ in from_es] == exact
-        # float16 on disk, float32 in the cluster: the k-th best cosines agree to that precision
-        # (near-ties may swap places, so positions are compared by score, not by PMID).
-        assert np.allclose([s for _, s in from_es], [s for _, s in from_disk], atol=2e-3)
+        # int8 (a scale per row) on disk, float32 in the cluster: the k-th best cosines agree to
+        # that precision (near-ties may swap places, so positions are compared by score).
+        assert np.allclose([s for _, s in from_es], [s for _, s in from_disk], atol=4e-3)
         assert len({p for p, _ in from_es} & {p for p, _ in from_disk}) >= 18
 
 

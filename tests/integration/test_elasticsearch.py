@@ -415,7 +415,7 @@ def test_similarities_match_numpy(pair):
     want = [float(stored[p] @ query) if p in stored else 0.0 for p in pmids]
     assert got.dtype == np.float32 and got.shape == (5,)
     np.testing.assert_allclose(got, want, atol=1e-3)
-    np.testing.assert_allclose(got, embedded.similarities(pmids, query), atol=1e-3)
+    np.testing.assert_allclose(got, embedded.similarities(pmids, query), atol=4e-3)  # int8 on disk
     assert elastic.similarities([], query).shape == (0,)
 
 

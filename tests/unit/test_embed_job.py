@@ -49,7 +49,7 @@ def test_an_index_without_vectors_gets_every_vector_once(tmp_path):
     assert index.meta["embedding_model"] == "hash-64" and index.meta["dims"] == 64
     expected = HashEmbedder().embed_documents([text(d) for d in docs(100)])
     got = index.vectors([d["pmid"] for d in docs(100)])
-    assert np.allclose(got, expected, atol=1e-3)
+    assert np.allclose(got, expected, atol=4e-3)
     again = CountingEmbedder()
     assert run(path, again).embedded == 0 and again.calls == 0
 
@@ -98,7 +98,7 @@ def test_documents_indexed_later_without_vectors_are_the_only_ones_embedded(tmp_
     assert np.allclose(
         index.vectors(["1000"])[0],
         HashEmbedder().embed_query("title 0. revised aspirin"),
-        atol=1e-3,
+        atol=4e-3,
     )
 
 
