@@ -28,8 +28,7 @@ def query_latency(backend: Any, queries: Sequence[str], vectors: np.ndarray) -> 
     for query, vector in zip(queries, vectors, strict=True):
         started = time.perf_counter()
         result = backend.search(query, CANDIDATES)
-        pmids = [p for p, _ in result.hits]
-        bm25 = np.array([s for _, s in result.hits], dtype=np.float32)
+        pmids, bm25 = result.pmids, result.scores
         cosine = backend.similarities(pmids, vector)
         scores = fuse(bm25, cosine, "interpolate", 0.6, 60)
         top = np.argsort(-scores, kind="stable")[:TOP_K]

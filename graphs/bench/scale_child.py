@@ -2,13 +2,15 @@
 
 `ingest` writes one synthetic corpus into one backend and reports the writer's docs/s, the
 index's disk size and the process's peak memory; `query` opens the index (timing the open and
-the memory it takes: the embedded engine's PMID→row map) and times BM25 top-1000 and the
-default 10,000 → 300 path. Neither loads a model, so the memory is the engine's own.
+the memory it takes) and times BM25 top-1000 and the default 10,000 → 300 path; `peer` times
+bm25s's top-1000 on the same corpus and queries. None loads a model, so the memory is the
+engine's own.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -115,16 +117,15 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         result = backend.search(text, 1000)
         bm25.append((time.perf_counter() - started) * 1000)
-        found = {p for p, _ in result.hits}
+        found = set(result.pmids)
         recall_1000.append(len(found & wanted) / len(wanted))
     default, recall_10 = [], []
     for text, vector, wanted in zip(queries, vectors, gold, strict=True):
         started = time.perf_counter()
         result = backend.search(text, 10_000)
-        pmids = [p for p, _ in result.hits]
-        scores = np.array([s for _, s in result.hits], dtype=np.float32)
+        pmids = result.pmids
         cosine = backend.similarities(pmids, vector)
-        fused = fuse(scores, cosine, "interpolate", 0.6, 60)
+        fused = fuse(result.scores, cosine, "interpolate", 0.6, 60)
         top = [pmids[i] for i in np.argsort(-fused, kind="stable")[:300]]
         default.append((time.perf_counter() - started) * 1000)
         depth.append(len(pmids))
@@ -143,14 +144,58 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def peer(job: dict[str, Any]) -> dict[str, Any]:
+    """Index the same synthetic corpus with bm25s (in memory) and time its top-1000.
+
+    The peer the embedded engine's BM25 is held to: the same documents (title + abstract), the
+    same keyword queries as plain words, one thread, tokenizing the query inside the timing as
+    tantivy parses it inside its own.
+    """
+    import bm25s
+
+    docs = [normalize(d) for d in read_jsonl(Path(job["corpus"])) if isinstance(d, dict)]
+    texts, pmids = [], []
+    for batch in SentencePool(docs).batches(job["size"], seed=job["seed"]):
+        texts += [f"{d['title']} {d['abstract']}" for d in batch.docs]
+        pmids += [d["pmid"] for d in batch.docs]
+    started = time.perf_counter()
+    tokenizer = bm25s.tokenization.Tokenizer(stopwords="en")
+    ids = tokenizer.tokenize(texts, show_progress=False, return_as="ids")
+    del texts
+    retriever = bm25s.BM25()
+    retriever.index((ids, tokenizer.get_vocab_dict()), show_progress=False)
+    del ids
+    index_s = time.perf_counter() - started
+    inputs = np.load(job["queries"], allow_pickle=True)
+    gold = [set(g) for g in inputs["gold"]]
+    times, recall = [], []
+    for text, wanted in zip(inputs["queries"], gold, strict=True):
+        words = " ".join(w for w in _WORD.findall(text) if w not in ("AND", "OR", "NOT"))
+        started = time.perf_counter()
+        query = tokenizer.tokenize([words], update_vocab=False, show_progress=False)
+        rows, _ = retriever.retrieve(query, k=1000, show_progress=False, n_threads=1)
+        times.append((time.perf_counter() - started) * 1000)
+        recall.append(len({pmids[r] for r in rows[0]} & wanted) / len(wanted))
+    return {
+        "bm25s_index_s": round(index_s, 1),
+        "bm25s_top1000_p50_ms": _percentile(times, 50),
+        "bm25s_top1000_p95_ms": _percentile(times, 95),
+        "bm25s_recall_at_1000": round(float(np.mean(recall)), 3),
+        "bm25s_peak_rss_mib": peak_rss_mib(),
+    }
+
+
+_WORD = re.compile(r"\w+")
+
+
 def _percentile(times: list[float], q: int) -> float:
     return round(float(np.percentile(times, q)), 2)
 
 
 def main() -> None:
-    """Run `ingest` or `query` on the JSON job named by argv; print the figures as JSON."""
+    """Run `ingest`, `query` or `peer` on the JSON job named by argv; print the figures as JSON."""
     kind, job = sys.argv[1], json.loads(Path(sys.argv[2]).read_text())
-    figures = ingest(job) if kind == "ingest" else query(job)
+    figures = {"ingest": ingest, "query": query, "peer": peer}[kind](job)
     print(json.dumps(figures))
 
 

@@ -83,7 +83,10 @@ def decode(raw: np.ndarray) -> list[str]:
 
 def encode(pmids: Any) -> np.ndarray:
     """Return PMIDs as a bytes array as wide as the longest."""
-    return np.array([str(p).encode("utf-8") for p in pmids], dtype=bytes)
+    try:
+        return np.array([str(p) for p in pmids], dtype=bytes)  # ASCII: numpy encodes in C
+    except UnicodeEncodeError:
+        return np.array([str(p).encode("utf-8") for p in pmids], dtype=bytes)
 
 
 class PmidLookup:

@@ -83,9 +83,8 @@ def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
         job | {"settings": settings, "vectors": str(tmp_path / "vectors.npy")}
     )
     assert figures["docs"] == 1500 and figures["docs_per_s"] > 0
-    assert figures["vectors_mib"] == pytest.approx(
-        1500 * (64 + 4) / 2**20, abs=0.1
-    )  # int8 rows, float32 scales
+    # int8 rows and a float32 scale each
+    assert figures["vectors_mib"] == pytest.approx(1500 * (64 + 4) / 2**20, abs=0.1)
     gold = [[docs[0]["pmid"]], [docs[1]["pmid"]]]
     queries = [docs[0]["title"] or docs[0]["abstract"][:80], docs[1]["abstract"][:80]]
     np.savez(
@@ -97,20 +96,51 @@ def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
     asked = scale_child.query({"settings": settings, "queries": str(tmp_path / "queries.npz")})
     assert asked["recall_at_1000_bm25"] == 1.0  # the real documents are found among the fakes
     assert asked["bm25_top1000_p50_ms"] > 0 and asked["mean_candidates"] > 2
+    assert asked["open_rss_mib"] < 50  # the index is mapped, not read into the heap
+    peer = scale_child.peer(job | {"queries": str(tmp_path / "queries.npz")})
+    assert peer["bm25s_recall_at_1000"] == 1.0  # the same corpus and queries, in bm25s
+    assert peer["bm25s_top1000_p50_ms"] > 0 and peer["bm25s_index_s"] >= 0
 
 
-def test_extrapolation_scales_disk_and_the_row_map_to_26_million():
+def test_extrapolation_scales_disk_and_vectors_to_26_million_not_the_open_memory():
+    embedded = {"disk_mib_with_vectors": 4096.0, "vectors_mib": 1024.0, "open_rss_mib": 3.0}
     sizes = {
-        "200000": {"embedded": {"disk_mib_with_vectors": 1024.0, "open_rss_mib": 40.0}},
+        "200000": {"embedded": {"disk_mib_with_vectors": 1024.0, "open_rss_mib": 3.0}},
         "1000000": {
-            "embedded": {"disk_mib_with_vectors": 4096.0, "open_rss_mib": 200.0},
+            "embedded": embedded,
             "elasticsearch": {"disk_mib_with_vectors": 8192.0, "open_rss_mib": 40.0},
+            "bm25s": {"bm25s_top1000_p50_ms": 5.0},
         },
     }
     out = scale.extrapolate(sizes)
     assert out["from_size"] == 1_000_000
-    assert out["embedded"] == {"disk_gib_with_vectors": 104.0, "open_rss_gib": 5.1}
+    assert out["embedded"] == {
+        "disk_gib_with_vectors": 104.0,
+        "vectors_gib": 26.0,
+        "open_rss_mib_measured": 3.0,
+    }
     assert out["elasticsearch"] == {"disk_gib_with_vectors": 208.0}
+    assert "bm25s" not in out
+
+
+def test_targets_are_checked_at_a_million_documents_against_bm25s_of_the_same_run():
+    fast = {
+        "default_10000_to_300_p50_ms": 21.0,
+        "open_s": 0.01,
+        "open_rss_mib": 3.0,
+        "bm25_top1000_p50_ms": 4.0,
+    }
+    sizes = {
+        "200000": {"embedded": {**fast, "default_10000_to_300_p50_ms": 99.0}},
+        "1000000": {"embedded": fast, "bm25s": {"bm25s_top1000_p50_ms": 5.5}},
+    }
+    checked = scale.targets(sizes)
+    assert list(checked) == ["1000000"]  # the targets are for 1 M documents and more
+    assert all(c["met"] for c in checked["1000000"].values())
+    sizes["1000000"]["bm25s"]["bm25s_top1000_p50_ms"] = 3.0
+    sizes["1000000"]["embedded"]["default_10000_to_300_p50_ms"] = 31.0
+    missed = {k for k, c in scale.targets(sizes)["1000000"].items() if not c["met"]}
+    assert missed == {"bm25_p50_ms_vs_bm25s", "default_p50_ms"}
 
 
 def test_without_a_corpus_the_command_says_what_to_pass(monkeypatch, tmp_path):
