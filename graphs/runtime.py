@@ -44,8 +44,14 @@ def check_models(settings: Settings) -> None:
             )
 
 
-def build_context(settings: Settings, *, models: ModelPool | None = None) -> Context:
-    """Build the run's dependencies from settings (the local model loads lazily on first call)."""
+def build_context(
+    settings: Settings, *, models: ModelPool | None = None, questions_in_flight: int = 1
+) -> Context:
+    """Build the run's dependencies from settings (the local model loads lazily on first call).
+
+    `questions_in_flight`: how many questions share these models at once (a batch's
+    concurrency); it sizes each endpoint's bound on calls in flight (`endpoint_limit`).
+    """
     if models is None:
         check_models(settings)
     embedder = BackgroundEmbedder(settings.embeddings)
@@ -68,7 +74,7 @@ def build_context(settings: Settings, *, models: ModelPool | None = None) -> Con
         settings=settings,
         search=search,
         embedder=embedder,
-        models=models or ModelPool(settings),
+        models=models or ModelPool(settings, questions_in_flight=questions_in_flight),
         pubmed=pubmed,
         reranker=reranker,
         snippet_scorer=snippet_scorer,

@@ -66,8 +66,9 @@ class ModelSpec(Group):
     max_concurrency: int | None = Field(
         None,
         ge=1,
-        description="Calls in flight to this endpoint at once; default: ensemble.max_concurrency "
-        "(1 for local models, which share the CPU).",
+        description="The endpoint's own limit on calls in flight, all questions together; "
+        "default: ensemble.max_concurrency per question in flight (1 for local models, which "
+        "share the CPU).",
     )
     requests_per_second: float | None = Field(
         None,
@@ -434,7 +435,10 @@ class EnsembleSettings(Group):
     )
     seed: int = Field(13, description="Seed for views and samples (reproducible runs).")
     max_concurrency: int = Field(
-        8, ge=1, description="Concurrent calls per endpoint, unless its model spec says otherwise."
+        8,
+        ge=1,
+        description="Calls in flight per endpoint for each question (a batch of N questions: "
+        "N times this), unless the endpoint's model spec sets its own limit.",
     )
     cobag: CoBagSettings = Field(default_factory=CoBagSettings)
     ccv: CCVSettings = Field(default_factory=CCVSettings)

@@ -34,12 +34,21 @@ def chain_length(calls: list[dict[str, Any]]) -> int:
     return count
 
 
-def bench_settings(base: Settings, url: str, *, models: int, members: int) -> Settings:
-    """Point every role at the simulator: one query model, `models` ensemble models."""
+def bench_settings(
+    base: Settings, url: str, *, models: int, members: int, endpoint_limit: int | None = 64
+) -> Settings:
+    """Point every role at the simulator: one query model, `models` ensemble models.
+
+    `endpoint_limit`: each endpoint's own bound on calls in flight (None: the default bound).
+    """
 
     def spec(name: str) -> ModelSpec:
         return ModelSpec(
-            provider="openai", model=name, base_url=url, max_retries=0, max_concurrency=64
+            provider="openai",
+            model=name,
+            base_url=url,
+            max_retries=0,
+            max_concurrency=endpoint_limit,
         )
 
     return base.model_copy(

@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from graphs.cli.common import CliError, extra_files, out, settings_for, write_json
+from graphs.cli.common import (
+    CliError,
+    extra_files,
+    out,
+    print_report,
+    settings_for,
+    write_json,
+)
 from infra.backends import BACKENDS
 
 bench_app = typer.Typer(no_args_is_help=True, help="Speed and memory benchmarks.")
@@ -120,6 +127,43 @@ def bench_pipeline_cmd(
     for key in ("wall_s", "llm_calls", "critical_path_calls", "bound_s", "overlap", "failed_calls"):
         out.print(f"{key:>20}  {report[key]}")
     out.print(f"{'calls_by_node':>20}  {json.dumps(report['calls_by_node'])}")
+
+
+@bench_app.command("batch")
+def bench_batch_cmd(
+    questions: Annotated[
+        int, typer.Option("--questions", min=1, max=5000, help="Questions in the batch.")
+    ] = 50,
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=64, help="Questions the batch answers at once.")
+    ] = 16,
+    llm_latency: Annotated[
+        float,
+        typer.Option("--llm-latency", min=0.0, max=60.0, help="Seconds every LLM call takes."),
+    ] = 1.0,
+    input_path: Annotated[
+        Path | None,
+        typer.Option("--input", help="BioASQ JSON to take the questions from (default: 11B*)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """A BioASQ batch against a simulated endpoint: wall time against the ideal N/C · chain · L."""
+    from graphs.bench.batch import bench_batch
+
+    try:
+        report = bench_batch(
+            settings_for(),
+            questions=questions,
+            concurrency=concurrency,
+            latency_s=llm_latency,
+            input_path=input_path,
+        )
+    except FileNotFoundError as exc:
+        raise CliError(str(exc)) from None
+    if as_json:
+        write_json(report)
+        return
+    print_report(report)
 
 
 @bench_app.command("faults")

@@ -59,7 +59,7 @@ def bioasq_run(
     try:
         report = asyncio.run(
             run_batch(
-                build_context(settings, models=models),
+                build_context(settings, models=models, questions_in_flight=concurrency),
                 input_path,
                 output,
                 phase=phase,

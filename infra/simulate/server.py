@@ -283,6 +283,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's listen backlog is 5: a batch opening dozens of connections at once would
+    # see the rest wait for SYN retransmits (a second each), a limit of the simulator, not of
+    # the client being measured.
+    request_queue_size = 256
 
     def __init__(self, endpoint: SimulatedEndpoint):
         super().__init__((endpoint.host, endpoint.port), _Handler)

@@ -4,20 +4,23 @@ and the whole graph's concurrency as `quorum bench pipeline` measures it."""
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
+from graphs.bench.batch import bench_batch
 from graphs.bench.pipeline import bench_pipeline, chain_length
-from infra.models import ModelPool
+from infra.models import ModelPool, endpoint_limit
 from infra.settings import ModelSpec
 from infra.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 from nodes.ensemble import StrategyUnavailable, ensemble
 
 HI = [HumanMessage(content="Is it so?")]
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
 
 
@@ -160,3 +163,46 @@ def test_bench_pipeline_runs_the_whole_graph_against_the_simulator(quorum_home, 
     assert figures["critical_path_calls"] == 4
     assert figures["max_in_flight"] >= 6
     assert set(figures) >= {"wall_s", "llm_calls", "critical_path_calls", "llm_latency_s"}
+
+
+def test_the_bound_on_calls_in_flight_is_stated_in_one_place(settings):
+    own = ModelSpec(provider="openai", model="m", base_url="http://x/v1", max_concurrency=5)
+    unset = own.model_copy(update={"max_concurrency": None})
+    local = ModelSpec(provider="local", model="smollm2")
+    per_question = settings.ensemble.max_concurrency
+    assert endpoint_limit(own, settings, 16) == 5  # the endpoint's own limit wins
+    assert endpoint_limit(unset, settings, 1) == per_question
+    assert endpoint_limit(unset, settings, 16) == 16 * per_question  # sized for the batch
+    assert endpoint_limit(local, settings, 16) == 1
+
+
+@pytest.mark.parametrize("questions", [1, 3])
+async def test_a_batch_keeps_a_bound_per_question_in_flight_not_one_shared(settings, questions):
+    with SimulatedEndpoint(0.3) as endpoint:
+        chosen = endpoint_settings(settings, endpoint.base_url)
+        model = ModelPool(chosen, questions_in_flight=questions).first("query")
+        replies = await asyncio.gather(
+            *(model.structured(Verdict, HI, temperature=1.0) for _ in range(40))
+        )
+        assert all(r.error is None for r in replies)
+        assert endpoint.stats.max_in_flight == questions * settings.ensemble.max_concurrency
+
+
+def test_bench_batch_answers_every_question_with_their_calls_overlapped(quorum_home):
+    from infra.settings import load_settings
+
+    base = load_settings(home=quorum_home)
+    figures = bench_batch(
+        base,
+        questions=4,
+        concurrency=4,
+        latency_s=0.2,
+        input_path=FIXTURES / "bioasq_eval" / "phase_a_gold.json",
+    )
+    assert figures["answered"] == figures["questions"] == 4
+    assert figures["chain_calls"] == 4  # generate_query, organize, ensemble, synthesize
+    assert figures["endpoint_limit"] == 4 * base.ensemble.max_concurrency
+    # Four questions' ensemble waves overlapped: more in flight than one question makes.
+    assert figures["max_in_flight"] > base.ensemble.members
+    assert figures["ideal_s"] == pytest.approx(4 / 4 * 4 * 0.2)
+    assert figures["wall_over_ideal"] == pytest.approx(figures["wall_s"] / figures["ideal_s"], 0.02)
