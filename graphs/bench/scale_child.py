@@ -3,7 +3,8 @@
 `ingest` writes one synthetic corpus into one backend and reports the writer's docs/s, the
 index's disk size and the process's peak memory; `query` opens the index (timing the open and
 the memory it takes) and times BM25 top-1000 and the default 10,000 → 300 path; `peer` times
-bm25s's top-1000 on the same corpus and queries. None loads a model, so the memory is the
+bm25s's top-1000 on the same corpus and queries; `fidelity` holds the embedded engine's int8
+vectors against the float32 ones it was given. None loads a model, so the memory is the
 engine's own.
 """
 
@@ -30,6 +31,8 @@ from infra.settings import load_settings
 
 COMMIT_EVERY = 100_000
 """Documents between commits while loading (a journal would record each)."""
+FIDELITY_QUESTIONS = 100
+"""Questions the int8-against-float32 comparison takes (each scans every vector twice)."""
 
 
 @dataclass
@@ -188,14 +191,53 @@ def peer(job: dict[str, Any]) -> dict[str, Any]:
 _WORD = re.compile(r"\w+")
 
 
+def fidelity(job: dict[str, Any]) -> dict[str, Any]:
+    """Compare the embedded engine's int8 vectors with the float32 vectors they were given.
+
+    The synthetic corpus is drawn again (same size and seed: the same documents and vectors);
+    per question, the default path's fused top 10 and the dense stage's top 100 are computed
+    from the stored int8 vectors and from float32, and their overlap reported.
+    """
+    settings = load_settings(**job["settings"])
+    docs = [normalize(d) for d in read_jsonl(Path(job["corpus"])) if isinstance(d, dict)]
+    pool = SentencePool(docs, np.load(job["vectors"]))
+    parts, rows = [], {}
+    for batch in pool.batches(job["size"], seed=job["seed"]):
+        rows |= {d["pmid"]: len(rows) + k for k, d in enumerate(batch.docs)}
+        parts.append(batch.vectors)
+    exact = np.concatenate(parts).astype(np.float32)
+    backend = open_backend(settings, None)
+    inputs = np.load(job["queries"], allow_pickle=True)
+    fused, dense, error = [], [], []
+    questions = zip(inputs["queries"], inputs["vectors"], strict=True)
+    for text, vector in list(questions)[:FIDELITY_QUESTIONS]:
+        result = backend.search(text, 10_000)
+        stored = backend.similarities(result.pmids, vector)
+        true = exact[[rows[p] for p in result.pmids]] @ vector
+        error.append(float(np.abs(stored - true).max()) if len(true) else 0.0)
+        top = [
+            set(np.argsort(-fuse(result.scores, c, "interpolate", 0.6, 60))[:10])
+            for c in (stored, true)
+        ]
+        fused.append(len(top[0] & top[1]) / max(1, len(top[1])))
+        truth = set(np.argsort(-(exact @ vector))[:100].tolist())
+        found = {rows[p] for p, _ in backend.nearest(vector, 100)}
+        dense.append(len(found & truth) / 100)
+    return {
+        "int8_fused_top10_overlap": round(float(np.mean(fused)), 4),
+        "int8_dense_top100_recall": round(float(np.mean(dense)), 4),
+        "int8_max_cosine_error": round(float(np.max(error)), 5),
+    }
+
+
 def _percentile(times: list[float], q: int) -> float:
     return round(float(np.percentile(times, q)), 2)
 
 
 def main() -> None:
-    """Run `ingest`, `query` or `peer` on the JSON job named by argv; print the figures as JSON."""
+    """Run the job named by argv (ingest, query, peer, fidelity); print the figures as JSON."""
     kind, job = sys.argv[1], json.loads(Path(sys.argv[2]).read_text())
-    figures = {"ingest": ingest, "query": query, "peer": peer}[kind](job)
+    figures = {"ingest": ingest, "query": query, "peer": peer, "fidelity": fidelity}[kind](job)
     print(json.dumps(figures))
 
 

@@ -148,9 +148,9 @@ class _Run:
             return
         vectors = None
         if self.embedder is not None:
-            vectors = self.embedder.embed_documents(
-                [document_text(d["title"], d["abstract"]) for d in self.batch]
-            )
+            # The pipelined corpus path where the embedder has one (test embedders do not).
+            embed = getattr(self.embedder, "embed_corpus", self.embedder.embed_documents)
+            vectors = embed([document_text(d["title"], d["abstract"]) for d in self.batch])
         written = self.writer.upsert(self.batch, vectors)
         self.report.upserted += written
         self.since_commit += len(self.batch)

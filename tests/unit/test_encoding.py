@@ -1,0 +1,78 @@
+"""Embedding a corpus with texts tokenized ahead of the model: the same vectors as `encode`."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from infra.embeddings import HuggingFaceEmbedder
+from infra.encoding import _ThreadTokenizer, batch_size_for, encode_corpus, workers_for
+from infra.settings import EmbeddingSettings
+from tests.support.tiny_models import write_tiny_sentence_transformer
+
+WORDS = ["protein", "gene", "cell", "cancer", "role", "mutation", "tumour", "patient", "drug"]
+
+
+def texts(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=rng.integers(1, 40))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    from sentence_transformers import SentenceTransformer
+
+    path = write_tiny_sentence_transformer(tmp_path_factory.mktemp("st") / "m", seed=4)
+    return SentenceTransformer(str(path), device="cpu")
+
+
+@pytest.mark.parametrize(("workers", "batch_size"), [(1, 7), (3, 4), (2, 64)])
+def test_pipelined_vectors_equal_encode_in_the_texts_order(model, workers, batch_size):
+    corpus = texts(50)
+    want = model.encode(corpus, normalize_embeddings=True, batch_size=16)
+    got = encode_corpus(model, corpus, batch_size=batch_size, workers=workers)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert np.allclose(np.linalg.norm(got, axis=1), 1, atol=1e-5)
+
+
+def test_no_workers_is_the_models_own_encode_and_nothing_is_nothing(model):
+    corpus = texts(5, seed=1)
+    plain = encode_corpus(model, corpus, batch_size=2, workers=0)
+    np.testing.assert_allclose(plain, model.encode(corpus, normalize_embeddings=True), atol=1e-6)
+    assert encode_corpus(model, [], batch_size=2, workers=2).shape[0] == 0
+
+
+def test_every_thread_tokenizes_with_its_own_tokenizer(model):
+    tokenize = _ThreadTokenizer(model)
+    seen = []
+
+    def work():
+        tokenize(["cell gene"])
+        seen.append(tokenize._local.module.processor)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(t) for t in seen}) == 3 and model[0].processor not in seen
+
+
+def test_batch_size_and_workers_follow_the_device_unless_set():
+    assert batch_size_for("cpu", None) == 64 and batch_size_for("cuda", None) == 512
+    assert batch_size_for("cuda", 32) == 32
+    assert workers_for("cpu", None) == 0 and workers_for("cuda", None) >= 1
+    assert workers_for("cuda", 0) == 0 and workers_for("cpu", 3) == 3
+
+
+def test_the_embedder_embeds_a_corpus_through_the_pipeline(tmp_path, model):
+    path = write_tiny_sentence_transformer(tmp_path / "m", seed=4)
+    embedder = HuggingFaceEmbedder(
+        EmbeddingSettings(path=path, name="tiny", device="cpu", tokenize_workers=2, batch_size=8)
+    )
+    assert embedder.workers == 2 and embedder.batch_size == 8
+    corpus = texts(20, seed=2)
+    np.testing.assert_allclose(
+        embedder.embed_corpus(corpus), embedder.embed_documents(corpus), atol=1e-5
+    )
