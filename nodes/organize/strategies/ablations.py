@@ -11,6 +11,7 @@ Base).
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import Any, ClassVar
 
@@ -72,8 +73,9 @@ class Ablation(OrganizeStrategy):
         settings = ctx.settings.organize
         vectors = None
         if self.needs_vectors:
-            vectors = ctx.embedder.embed_documents(
-                [document_text(c.get("title", ""), c.get("abstract", "")) for c in contexts]
+            vectors = await asyncio.to_thread(
+                ctx.embedder.embed_documents,
+                [document_text(c.get("title", ""), c.get("abstract", "")) for c in contexts],
             )
         grouped = self.groups(
             len(contexts),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 import numpy as np
@@ -56,9 +57,12 @@ class Dedupe(OrganizeStrategy):
             question=question,
             contexts=passages(contexts, min(model.context_chars, ORGANIZE_CHARS)),
         )
-        reply = await model.structured(duplicates_schema(len(contexts)), messages)
-        vectors = ctx.embedder.embed_documents(
-            [document_text(c.get("title", ""), c.get("abstract", "")) for c in contexts]
+        texts = [document_text(c.get("title", ""), c.get("abstract", "")) for c in contexts]
+        # The contexts are embedded in a thread while the model is asked: in a batch, CPU work
+        # on the event loop would hold up every other question's calls.
+        reply, vectors = await asyncio.gather(
+            model.structured(duplicates_schema(len(contexts)), messages),
+            asyncio.to_thread(ctx.embedder.embed_documents, texts),
         )
         relations, dropped = [], set()
         for dup in reply.value.duplicates if reply.value else []:
