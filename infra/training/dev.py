@@ -41,13 +41,15 @@ def bm25_figures(examples: Sequence[Example]) -> dict[str, float]:
 
 
 class FusionDevEvaluator(SentenceEvaluator):
-    """Rerank dev questions' BM25 head by fused BM25 + cosine; report the best weight's figures."""
+    """Rerank dev questions' BM25 hits by fused BM25 + cosine; report the best weight's figures.
 
-    def __init__(self, data: TrainingData, depth: int, batch_size: int = 64):
+    Every hit is fused (data.DEV_DEPTH of them), as rerank fuses every candidate.
+    """
+
+    def __init__(self, data: TrainingData, batch_size: int = 64):
         super().__init__()
         self.examples = [e for e in data.dev if e.hits]
         self.data = data
-        self.depth = depth
         self.batch_size = batch_size
         self.primary_metric = "map@10"
         self.history: list[dict[str, Any]] = []
@@ -56,7 +58,7 @@ class FusionDevEvaluator(SentenceEvaluator):
         self, model: Any, output_path: str | None = None, epoch: float = -1, steps: int = -1
     ) -> dict[str, float]:
         """Embed the dev questions and their hits; sweep the fusion weight."""
-        pmids = sorted({p for e in self.examples for p, _ in e.hits[: self.depth]})
+        pmids = sorted({p for e in self.examples for p, _ in e.hits})
         row = {p: i for i, p in enumerate(pmids)}
         docs = model.encode(
             [self.data.text(p) for p in pmids],
@@ -75,12 +77,10 @@ class FusionDevEvaluator(SentenceEvaluator):
             rankings = []
             for example, query in zip(self.examples, queries, strict=True):
                 hits = [p for p, _ in example.hits]
-                head = hits[: self.depth]
-                bm25 = np.array([s for _, s in example.hits[: self.depth]], dtype=np.float32)
-                cosine = docs[[row[p] for p in head]] @ query
+                bm25 = np.array([s for _, s in example.hits], dtype=np.float32)
+                cosine = docs[[row[p] for p in hits]] @ query
                 scores = fuse(bm25, cosine, "interpolate", alpha, 60)
-                order = np.argsort(-scores, kind="stable")
-                rankings.append([head[i] for i in order] + hits[self.depth :])
+                rankings.append([hits[i] for i in np.argsort(-scores, kind="stable")])
             sweep[alpha] = ranking_figures(rankings, self.examples)
         best = max(ALPHAS, key=lambda a: (sweep[a]["map@10"], sweep[a]["recall@10"]))
         figures = {"alpha": best, **sweep[best], "cosine_only_map@10": sweep[1.0]["map@10"]}

@@ -44,7 +44,7 @@ class TrainOptions:
     negatives: int = 7
     dev_fraction: float = 0.1
     dev_max: int = 100
-    dev_depth: int = 50
+    dev_depth: int = 50  # the cross-encoder's head on dev: what rerank.cross_encoder.top_n rescores
     level: Literal["document", "sentence"] = "document"
     base_model: Path | None = None
 
@@ -72,7 +72,7 @@ def train_retriever(
     # cost), the model keeps its own limit for indexing and queries.
     encode_length, model.max_seq_length = model.max_seq_length, options.max_length
     rows = retrieval_rows(data, data.train, max_positives=options.max_positives, seed=options.seed)
-    evaluator = FusionDevEvaluator(data, options.dev_depth) if data.dev else None
+    evaluator = FusionDevEvaluator(data) if data.dev else None
     dev: list[dict[str, Any]] = []
     if evaluator:
         dev.append({"model": "BM25", "epoch": "", "alpha": 0.0, **bm25_figures(evaluator.examples)})

@@ -149,3 +149,15 @@ def test_one_question_trains_without_a_dev_split(tmp_path, golden, tiny_bert):
     record = train_retriever([single], [CORPUS], tmp_path / "one", tiny_options(tiny_bert))
     assert record["data"]["dev_questions"] == 0 and record["dev"] == []
     assert record["chosen"] == {"epoch": 1, "alpha": 0.6}  # no dev: the settings' default weight
+
+
+def test_dev_questions_keep_deeper_bm25_hits_than_training_questions(golden, monkeypatch):
+    import infra.training.data as training_data
+
+    # Fusion weights are chosen on dev by fusing every candidate, as rerank does; training
+    # only needs enough hits for its hard negatives.
+    monkeypatch.setattr(training_data, "DEPTH", 3)
+    monkeypatch.setattr(training_data, "DEV_DEPTH", 12)
+    data = load_training([golden], [CORPUS], seed=3, dev_fraction=0.25, dev_max=2)
+    assert max(len(e.hits) for e in data.train) == 3
+    assert max(len(e.hits) for e in data.dev) > 3
