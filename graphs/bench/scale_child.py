@@ -134,7 +134,7 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
         depth.append(len(pmids))
         recall_10.append(len(set(top[:10]) & wanted) / len(wanted))
     return {
-        "open_s": round(opened_s, 2),
+        "open_s": round(opened_s, 3),
         "open_rss_mib": round(after_open - before, 1),
         "bm25_top1000_p50_ms": _percentile(bm25, 50),
         "bm25_top1000_p95_ms": _percentile(bm25, 95),
