@@ -83,10 +83,15 @@ class HuggingFaceEmbedder:
         # thinks, and again by finalize: a small memory of recent texts makes the second free.
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+        # One forward pass at a time: torch already spreads one over every core, and a batch's
+        # questions embedding at once from their threads would oversubscribe them (16 questions
+        # x 2 torch threads on 2 cores made a short query take as long as a page of text).
+        self._model = threading.Lock()
 
     def embed_query(self, text: str) -> np.ndarray:
         """Return one unit vector for a query (from the query encoder when there is one)."""
-        return np.asarray(self._query.embed_query(text), dtype=np.float32)
+        with self._model:
+            return np.asarray(self._query.embed_query(text), dtype=np.float32)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Return a (len(texts), dim) matrix of unit vectors (recent texts come from memory)."""
@@ -95,7 +100,8 @@ class HuggingFaceEmbedder:
         with self._lock:
             missing = list(dict.fromkeys(t for t in texts if t not in self._recent))
         if missing:
-            vectors = np.asarray(self._lc.embed_documents(missing), dtype=np.float32)
+            with self._model:
+                vectors = np.asarray(self._lc.embed_documents(missing), dtype=np.float32)
             with self._lock:
                 for text, vector in zip(missing, vectors, strict=True):
                     self._recent[text] = vector

@@ -79,7 +79,7 @@ def bench_batch(
         "alone_s": alone["wall_s"],
         "wall_s": round(wall, 2),
         "ideal_s": round(ideal, 2),
-        "wall_over_ideal": round(wall / ideal, 2),
+        "wall_over_ideal": round(wall / ideal, 2) if ideal else None,  # no latency: no ideal
         "endpoint_limit": endpoint_limit(spec, settings, concurrency),
         "max_in_flight": peak,
     }
