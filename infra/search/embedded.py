@@ -85,10 +85,15 @@ class EmbeddedIndex:
             return SearchResult(total=int(found.count or 0))
         scores, addresses = zip(*found.hits, strict=True)
         rows = np.asarray(self._searcher.fast_field_values("row", list(addresses)), np.int64)
+        scores = np.asarray(scores, dtype=np.float32)
+        # Equal scores in row order: tantivy breaks ties by segment, and segments depend on how
+        # its writer threads and merges happened to run, so the same corpus would rank ties
+        # differently from one build to the next.
+        order = np.lexsort((rows, -scores))
         return SearchResult(
             total=int(found.count or 0),
-            pmids=decode(self._pmids[rows]),
-            scores=np.asarray(scores, dtype=np.float32),
+            pmids=decode(self._pmids[rows[order]]),
+            scores=scores[order],
         )
 
     def fetch(self, pmids: Sequence[str]) -> list[dict[str, Any]]:

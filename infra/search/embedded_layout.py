@@ -89,6 +89,13 @@ def encode(pmids: Any) -> np.ndarray:
         return np.array([str(p).encode("utf-8") for p in pmids], dtype=bytes)
 
 
+def row_pmids(path: Path) -> list[str]:
+    """Return every row's PMID, in row order, as the committed meta.json counts them."""
+    meta = json.loads((path / META).read_text())
+    width, rows = int(meta["pmid_width"]), int(meta["rows"])
+    return decode(mapped(path / pmids_file(width), f"S{width}", (rows,)))
+
+
 class PmidLookup:
     """PMID → row over memory-mapped sorted keys, plus a dict for rows written since."""
 

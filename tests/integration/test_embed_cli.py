@@ -15,6 +15,7 @@ from graphs.cli.embed import embed, run_embed
 from infra.ingest.sources import normalize
 from infra.search.elastic import ElasticIndex
 from infra.search.embedded import EmbeddedIndex
+from infra.search.embedded_layout import row_pmids
 from infra.search.embedded_store import EmbeddedWriter
 from infra.settings import load_settings
 from tests.support.cli import QUORUM, quorum_env
@@ -71,7 +72,7 @@ def test_a_killed_embed_resumes_and_fills_every_vector(tmp_path, tiny_model, mon
     assert f"embedded {now:,} documents" in said
     assert 700 - 20 <= earlier + now <= 700
     index = EmbeddedIndex(tmp_path / "indexes" / "late")
-    rows = (tmp_path / "indexes" / "late" / "pmids.txt").read_text().split()
+    rows = row_pmids(tmp_path / "indexes" / "late")
     vectors = index.vectors(rows)
     assert vectors.shape == (700, 32) and np.all(np.any(vectors, axis=1))
     assert index.meta["embedding_model"] == "tiny"

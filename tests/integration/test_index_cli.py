@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from infra.search.embedded import EmbeddedIndex
+from infra.search.embedded_layout import row_pmids
 from tests.support.data import CORPUS, PUBMED_FIXTURES
 
 QUORUM = str(Path(sys.executable).parent / "quorum")
@@ -112,7 +113,7 @@ def test_killed_run_resumes_without_duplicates(tmp_path):
     assert f"resumed past {committed:,}" in resumed.stderr
     index = EmbeddedIndex(tmp_path / "indexes" / "big")
     assert index.count() == 400
-    rows = (tmp_path / "indexes" / "big" / "pmids.txt").read_text().split()
+    rows = row_pmids(tmp_path / "indexes" / "big")
     assert len(set(rows)) == 400  # every document once, vectors aligned
     vectors = index.vectors(rows[:5])
     assert vectors.shape == (5, 384)
