@@ -107,6 +107,7 @@ def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
     )
     assert same["int8_max_cosine_error"] < 4e-3  # int8 rounding, against the float32 given
     assert same["int8_fused_top10_overlap"] >= 0.9 and same["int8_dense_top100_recall"] >= 0.9
+    assert same["int8_recall_at_10_fused"] == same["float32_recall_at_10_fused"] == 1.0
     peer = scale_child.peer(job | {"queries": str(tmp_path / "queries.npz")})
     assert peer["bm25s_recall_at_1000"] == 1.0  # the same corpus and queries, in bm25s
     assert peer["bm25s_top1000_p50_ms"] > 0 and peer["bm25s_index_s"] >= 0
