@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -114,13 +115,24 @@ def train_reranker(
 
 
 def _checked(ctx: typer.Context, questions: list[Path], corpus: list[Path], output: Path):
-    """Return the golden and corpus files, checked before any model library loads."""
+    """Return the golden and corpus files, checked before any model library loads.
+
+    From here on SIGTERM (a scheduler's stop, `kill`) exits like Ctrl-C: the scratch directory
+    the model trains in is removed on the way out instead of being left hidden beside --output.
+    """
     from infra.training.data import check_inputs, read_golden
+
+    signal.signal(signal.SIGTERM, _terminated)
 
     questions, corpus = _files(ctx, questions, corpus)
     check_inputs(questions, corpus, output)
     read_golden(questions)
     return questions, corpus
+
+
+def _terminated(signum: int, frame: object) -> None:
+    err.print("terminated; the unfinished model was removed")
+    raise SystemExit(128 + signum)
 
 
 def _files(ctx: typer.Context, questions: list[Path], corpus: list[Path]):

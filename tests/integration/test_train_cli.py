@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,3 +107,28 @@ def test_wrong_input_is_one_line_and_exit_2_with_nothing_overwritten(
         assert (out / "model.safetensors").read_text() == "someone's model"
     else:
         assert not out.exists()
+
+
+def test_a_terminated_training_leaves_no_scratch_directory(tmp_path, golden):
+    base = write_tiny_bert(tmp_path / "bert")
+    models = tmp_path / "models"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
+    env |= {"QUORUM_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
+    args = ["retriever", "--questions", str(golden), "--corpus", str(CORPUS), "--base", str(base)]
+    args += ["--output", str(models / "retriever"), "--epochs", "200", "--batch-size", "4"]
+    proc = subprocess.Popen(
+        [QUORUM, "train", *args, "--device", "cpu"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not list(models.glob(".retriever.*/checkpoints")):
+        time.sleep(0.2)  # the trainer has made its scratch directory: training is under way
+    assert list(models.glob(".retriever.*")), "training never started"
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert "terminated" in stderr
+    assert list(models.iterdir()) == []  # no hidden scratch, no half-written model
