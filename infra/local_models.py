@@ -145,8 +145,8 @@ class LocalChatModel(ChatHuggingFace):
             return 0.0, len(ctx_ids)
         if not ctx_ids:  # the first token needs something to be predicted from
             ctx_ids = [self.tokenizer.bos_token_id or self.tokenizer.eos_token_id]
-        ids = torch.tensor([ctx_ids + cont_ids])
         model = self.llm.pipeline.model
+        ids = torch.tensor([ctx_ids + cont_ids], device=model.device)
         with self._lock, torch.inference_mode():
             logits = model(ids).logits[0, :-1].float()
         logp = torch.log_softmax(logits, dim=-1).gather(1, ids[0, 1:, None])[:, 0]
@@ -171,26 +171,33 @@ def _merge_system(messages: list[BaseMessage]) -> list[BaseMessage]:
     return messages
 
 
-def _torch_dtype(name: str) -> Any:
+def torch_dtype(name: str, device: str = "cpu") -> Any:
+    """Return the weights' type for a setting (`models.*.dtype`) and a device.
+
+    `auto` is bfloat16 where the device computes it natively (a CPU with AVX512-BF16/AMX, a CUDA
+    GPU that supports it), float16 on other accelerators, float32 on other CPUs.
+    """
     import torch
 
-    if name == "auto":
+    if name != "auto":
+        return getattr(torch, name)
+    if device == "cpu":
         native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
         return torch.bfloat16 if native else torch.float32
-    return getattr(torch, name)
+    return torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float16
 
 
-def load_local_chat(spec: ModelSpec, cache_root: Path) -> LocalChatModel:
-    """Load a local causal LM once and wrap it as a LangChain chat model."""
+def load_local_chat(spec: ModelSpec, cache_root: Path, device: str = "cpu") -> LocalChatModel:
+    """Load a local causal LM once, on `device`, and wrap it as a LangChain chat model."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
 
     infra.offline.quiet_transformers()
     source = _materialize_local(Path(spec.path) if spec.path else default_gguf(), cache_root)
     tokenizer = AutoTokenizer.from_pretrained(str(source))
-    model = AutoModelForCausalLM.from_pretrained(str(source), dtype=_torch_dtype(spec.dtype))
+    model = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch_dtype(spec.dtype, device))
     model.generation_config.pad_token_id = tokenizer.pad_token_id or tokenizer.eos_token_id
     pipe = pipeline(
-        "text-generation", model=model, tokenizer=tokenizer, device="cpu", return_full_text=False
+        "text-generation", model=model, tokenizer=tokenizer, device=device, return_full_text=False
     )
     llm = HuggingFacePipeline(
         pipeline=pipe,

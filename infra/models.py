@@ -14,6 +14,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
+from infra.embeddings import resolve_device
 from infra.likelihood import EchoedLikelihood, LikelihoodUnavailable
 from infra.llm_cache import ReplyCache
 from infra.local_models import LocalChatModel, ModelError, load_local_chat
@@ -46,7 +47,8 @@ REMOTE_CONTEXT_CHARS = 6000
 def make_chat_model(spec: ModelSpec, settings: Settings) -> BaseChatModel:
     """Build the LangChain chat model a spec describes."""
     if spec.provider == "local":
-        return load_local_chat(spec, settings.home / "models")
+        device = resolve_device(settings.embeddings.device)
+        return load_local_chat(spec, settings.home / "models", device)
     from langchain_openai import ChatOpenAI
 
     if not spec.base_url and not spec.api_key_env:

@@ -262,8 +262,8 @@ class EmbeddingSettings(Group):
     )
     device: Literal["auto", "cpu", "cuda", "mps"] = Field(
         "auto",
-        description="Where the embedder and the cross-encoder run: auto picks a CUDA GPU (half "
-        "precision), then Apple's MPS, else the CPU.",
+        description="Where the embedder, the cross-encoder and local chat models run: auto "
+        "picks a CUDA GPU (half precision), then Apple's MPS, else the CPU.",
     )
 
 

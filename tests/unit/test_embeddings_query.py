@@ -85,3 +85,17 @@ def test_auto_device_is_the_gpu_when_there_is_one():
         assert resolve_device("auto") in ("cpu", "mps")
         with pytest.raises(UserError, match=r"embeddings\.device is cuda"):
             resolve_device("cuda")
+
+
+def test_local_chat_weights_take_a_half_type_on_an_accelerator(monkeypatch):
+    import torch
+
+    from infra.local_models import torch_dtype
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert torch_dtype("auto", "cuda") == torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert torch_dtype("auto", "cuda") == torch.float16  # an older GPU
+    assert torch_dtype("auto", "mps") == torch.float16
+    assert torch_dtype("auto", "cpu") in (torch.bfloat16, torch.float32)  # as the CPU computes
+    assert torch_dtype("float32", "cuda") == torch.float32  # a setting wins
