@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from graphs.bench.faults import build_testset
-from graphs.bench.pipeline import QUESTION, _run_once, bench_settings
+from graphs.bench.pipeline import QUESTION, bench_settings, run_once
 from graphs.bioasq.run import run_batch
 from graphs.runtime import build_context
 from infra.models import endpoint_limit
@@ -52,7 +52,7 @@ def bench_batch(
 
             async def measure() -> tuple[dict[str, Any], float, int]:
                 # One event loop for both runs: the endpoints' HTTP clients belong to it.
-                alone = await _run_once(settings, context, endpoint)
+                alone = await run_once(settings, context, endpoint)
                 endpoint.stats.max_in_flight = 0
                 started = time.perf_counter()
                 report = await run_batch(

@@ -82,7 +82,7 @@ def bench_pipeline(
 
         async def measure() -> list[dict[str, Any]]:
             # One event loop for every run: the endpoints' HTTP clients belong to it.
-            return [await _run_once(settings, context, endpoint) for _ in range(runs)]
+            return [await run_once(settings, context, endpoint) for _ in range(runs)]
 
         figures = asyncio.run(measure())
     best = min(figures, key=lambda f: f["wall_s"])
@@ -96,7 +96,8 @@ def bench_pipeline(
     }
 
 
-async def _run_once(settings: Settings, context: Any, endpoint: SimulatedEndpoint) -> dict:
+async def run_once(settings: Settings, context: Any, endpoint: SimulatedEndpoint) -> dict:
+    """Answer the bench question once; return its wall time, calls and critical path."""
     steps: list[tuple[str, list[dict[str, Any]], float]] = []
 
     def on_event(node: str, update: dict[str, Any]) -> None:

@@ -46,7 +46,7 @@ class Precomputed:
 def ingest(job: dict[str, Any]) -> dict[str, Any]:
     """Write the job's synthetic corpus into a fresh index; time only the writer."""
     settings = load_settings(**job["settings"])
-    docs = [normalize(d) for d in read_jsonl(Path(job["corpus"])) if isinstance(d, dict)]
+    docs = _real_docs(job)
     vectors = np.load(job["vectors"]) if job.get("vectors") else None
     pool = SentencePool(docs, vectors)
     spec = Precomputed(job["model"], int(vectors.shape[1])) if vectors is not None else None
@@ -156,7 +156,7 @@ def peer(job: dict[str, Any]) -> dict[str, Any]:
     """
     import bm25s
 
-    docs = [normalize(d) for d in read_jsonl(Path(job["corpus"])) if isinstance(d, dict)]
+    docs = _real_docs(job)
     texts, pmids = [], []
     for batch in SentencePool(docs).batches(job["size"], seed=job["seed"]):
         texts += [f"{d['title']} {d['abstract']}" for d in batch.docs]
@@ -206,7 +206,7 @@ def fidelity(job: dict[str, Any]) -> dict[str, Any]:
     from the stored int8 vectors and from float32, and their overlap reported.
     """
     settings = load_settings(**job["settings"])
-    docs = [normalize(d) for d in read_jsonl(Path(job["corpus"])) if isinstance(d, dict)]
+    docs = _real_docs(job)
     pool = SentencePool(docs, np.load(job["vectors"]))
     parts, rows = [], {}
     for batch in pool.batches(job["size"], seed=job["seed"]):
@@ -240,6 +240,11 @@ def fidelity(job: dict[str, Any]) -> dict[str, Any]:
         "int8_dense_top100_recall": round(float(np.mean(dense)), 4),
         "int8_max_cosine_error": round(float(np.max(error)), 5),
     }
+
+
+def _real_docs(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return the real documents every synthetic corpus of the job is resampled from."""
+    return [normalize(d) for d in read_jsonl(Path(job["corpus"])) if isinstance(d, dict)]
 
 
 def _percentile(times: list[float], q: int) -> float:

@@ -147,23 +147,19 @@ class EmbeddedIndex:
         want = k
         while True:
             best = _top_rows(self._vectors, self._scales, query, min(rows, want + 16))
-            live = self._live([r for r, _ in best])
-            hits = [
-                (p, s)
-                for p, (r, s) in zip(self._pmid_list([r for r, _ in best]), best, strict=True)
-                if r in live
-            ][:k]
+            pmids = self._pmid_list([r for r, _ in best])
+            live = self._live(pmids)
+            hits = [(p, s) for p, (r, s) in zip(pmids, best, strict=True) if r in live][:k]
             if len(hits) >= k or len(best) >= rows:
                 return hits
             want *= 4
 
-    def _live(self, rows: Sequence[int]) -> set[int]:
-        """Return the rows that hold their PMID's current, undeleted document."""
-        if not rows:
+    def _live(self, pmids: Sequence[str]) -> set[int]:
+        """Return the rows holding these PMIDs' current, undeleted documents."""
+        if not pmids:
             return set()
-        wanted = self._pmid_list(rows)
-        query = tantivy.Query.term_set_query(self._schema, "pmid", wanted)
-        found = self._searcher.search(query, len(wanted))
+        query = tantivy.Query.term_set_query(self._schema, "pmid", list(pmids))
+        found = self._searcher.search(query, len(pmids))
         addresses = [address for _, address in found.hits]
         landed = self._searcher.fast_field_values("row", addresses) if addresses else []
         return {int(r) for r in landed}

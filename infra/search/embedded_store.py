@@ -109,7 +109,6 @@ class EmbeddedWriter:
         dims: int | None = None,
         embedding_model: str | None = None,
         vectors_later: bool = False,
-        threads: int | None = None,
     ):
         self.path = Path(path)
         if not (self.path / META).exists():
@@ -131,8 +130,8 @@ class EmbeddedWriter:
         self._index, self.meta, self.rows = open_layout(self.path)
         self.dims = self.meta["dims"]
         self._truncate(self.rows)
-        # tantivy splits its heap among its indexing threads (at least 15 MB each).
-        workers = max(1, min(threads or os.cpu_count() or 1, 8))
+        # Every core indexes (tantivy splits its heap among its threads, at least 15 MB each).
+        workers = max(1, min(os.cpu_count() or 1, 8))
         self._writer = self._index.writer(heap_size=64_000_000 * workers, num_threads=workers)
         self._width = int(self.meta["pmid_width"])
         self._pmids = open(self.path / pmids_file(self._width), "ab")  # noqa: SIM115
