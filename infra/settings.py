@@ -321,6 +321,12 @@ class SnippetSettings(Group):
     documents: int = Field(3, ge=1, le=100, description="Top documents snippets are drawn from.")
     limit: int = Field(10, ge=1, le=100, description="Snippets per question (BioASQ: at most 10).")
     per_document: int = Field(5, ge=1, description="Snippets from one document at most.")
+    min_score: float | None = Field(
+        None,
+        description="Sentences scoring below this are left out, the best one always kept: a "
+        "floor in the scorer's own units (a cross-encoder's logit; cosine without one). Unset: "
+        "`limit` snippets whatever their scores (`quorum eval snippets` sweeps it).",
+    )
     batch_size: int = Field(32, ge=1, description="Pairs per forward pass of the scorer.")
     max_length: int = Field(256, ge=16, description="Token limit of a (question, sentence) pair.")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,88 @@ def prefetch_sentences(docs: Sequence[dict[str, Any]], embedder: Embedder) -> in
     return len(texts)
 
 
+@dataclass(frozen=True)
+class ScoredSentence:
+    """A candidate snippet: one sentence of a document, scored against the question."""
+
+    rank: int
+    """The document's place among those given (0: the best ranked)."""
+    pmid: str
+    section: str
+    begin: int
+    end: int
+    text: str
+    score: float
+
+
+def score_sentences(
+    question: str,
+    docs: Sequence[dict[str, Any]],
+    embedder: Embedder,
+    *,
+    scorer: Reranker | None = None,
+) -> list[ScoredSentence]:
+    """Score every sentence of `docs` against the question, in document order.
+
+    With a `scorer` (a cross-encoder over question × sentence) its scores rank the sentences;
+    without one, their cosine with the question does.
+    """
+    candidates = _candidates(docs)
+    if not candidates:
+        return []
+    texts = [c[4] for c in candidates]
+    if scorer is not None:
+        scores = np.asarray(scorer.score(question, texts), dtype=np.float32)
+    else:
+        scores = embedder.embed_documents(texts) @ embedder.embed_query(question)
+    rank = {}
+    for doc in docs:
+        rank.setdefault(doc["pmid"], len(rank))
+    by_pmid = {doc["pmid"]: doc for doc in docs}
+    return [
+        ScoredSentence(rank[pmid], pmid, section, begin, end, text, float(score))
+        for (pmid, section, begin, end, text), score in zip(candidates, scores, strict=True)
+        if by_pmid[pmid].get(section, "")[begin:end] == text
+    ]
+
+
+def choose_snippets(
+    scored: Sequence[ScoredSentence],
+    *,
+    limit: int = 10,
+    per_doc: int = 2,
+    documents: int | None = None,
+    min_score: float | None = None,
+) -> list[dict[str, Any]]:
+    """Return the best sentences as BioASQ snippets, best first.
+
+    At most `limit` in all and `per_doc` from one document, from the first `documents`
+    documents (all when None). Sentences scoring below `min_score` are left out, except the
+    best one: a question with candidates always gets a snippet.
+    """
+    pool = [s for s in scored if documents is None or s.rank < documents]
+    chosen: list[dict[str, Any]] = []
+    per: dict[str, int] = {}
+    for s in sorted(pool, key=lambda s: -s.score):  # sorted() is stable: ties keep doc order
+        if len(chosen) >= limit or (chosen and min_score is not None and s.score < min_score):
+            break
+        if per.get(s.pmid, 0) >= per_doc:
+            continue
+        per[s.pmid] = per.get(s.pmid, 0) + 1
+        chosen.append(
+            {
+                "document": pubmed_url(s.pmid),
+                "text": s.text,
+                "offsetInBeginSection": s.begin,
+                "offsetInEndSection": s.end,
+                "beginSection": s.section,
+                "endSection": s.section,
+                "score": round(s.score, 4),
+            }
+        )
+    return chosen
+
+
 def best_snippets(
     question: str,
     docs: Sequence[dict[str, Any]],
@@ -71,41 +154,15 @@ def best_snippets(
     limit: int = 10,
     per_doc: int = 2,
     scorer: Reranker | None = None,
+    min_score: float | None = None,
 ) -> list[dict[str, Any]]:
     """Pick the sentences that best answer the question, as BioASQ snippets with verified offsets.
 
     With a `scorer` (a cross-encoder over question × sentence) its scores rank the sentences;
     without one, their cosine with the question does.
     """
-    candidates = _candidates(docs)
-    if not candidates:
-        return []
-    by_pmid = {doc["pmid"]: doc for doc in docs}
-    texts = [c[4] for c in candidates]
-    if scorer is not None:
-        scores = np.asarray(scorer.score(question, texts), dtype=np.float32)
-    else:
-        scores = embedder.embed_documents(texts) @ embedder.embed_query(question)
-    chosen, per = [], {}
-    for i in np.argsort(-scores, kind="stable"):
-        pmid, section, begin, end, text = candidates[int(i)]
-        if per.get(pmid, 0) >= per_doc or by_pmid[pmid].get(section, "")[begin:end] != text:
-            continue
-        per[pmid] = per.get(pmid, 0) + 1
-        chosen.append(
-            {
-                "document": pubmed_url(pmid),
-                "text": text,
-                "offsetInBeginSection": begin,
-                "offsetInEndSection": end,
-                "beginSection": section,
-                "endSection": section,
-                "score": round(float(scores[int(i)]), 4),
-            }
-        )
-        if len(chosen) >= limit:
-            break
-    return chosen
+    scored = score_sentences(question, docs, embedder, scorer=scorer)
+    return choose_snippets(scored, limit=limit, per_doc=per_doc, min_score=min_score)
 
 
 def load_scorer(settings: SnippetSettings) -> Reranker | None:

@@ -81,6 +81,99 @@ def eval_retrieval(
     print_report(report, 20)
 
 
+@eval_app.command("snippets", context_settings={"allow_extra_args": True})
+def eval_snippets(
+    ctx: typer.Context,
+    questions: Annotated[
+        list[Path],
+        typer.Option("--questions", help="BioASQ golden JSON files (--questions A B C …)."),
+    ],
+    backend: Annotated[
+        str | None, typer.Option("--backend", help=f"{' or '.join(BACKENDS)}.")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--index", help="Index name (default: settings).")
+    ] = None,
+    documents: Annotated[
+        str | None,
+        typer.Option(help="Top documents snippets come from, e.g. 3,5,10 (default: settings)."),
+    ] = None,
+    per_document: Annotated[
+        str | None, typer.Option(help="Snippets from one document at most, e.g. 1,2,5.")
+    ] = None,
+    max_snippets: Annotated[
+        str | None, typer.Option(help="Snippets per question at most, e.g. 5,10.")
+    ] = None,
+    min_score: Annotated[
+        str | None,
+        typer.Option(
+            help="Score floors in the scorer's units, 'none' for no floor, e.g. none,0,2."
+        ),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """Phase-A snippets' BioASQ F-measure over a grid of selection settings, best first."""
+    from graphs.eval.snippets import evaluate_snippets
+    from graphs.runtime import build_context
+    from infra.bioasq.formats import load_questions
+
+    if backend is not None and backend not in BACKENDS:
+        raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")
+    search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
+    settings = settings_for(search=search) if search else settings_for()
+    chosen = settings.snippets
+    grid = {
+        "documents": _grid(documents, "--documents", int, [chosen.documents]),
+        "per_document": _grid(per_document, "--per-document", int, [chosen.per_document]),
+        "limits": _grid(max_snippets, "--max-snippets", int, [chosen.limit]),
+        "min_scores": _grid(min_score, "--min-score", float, [chosen.min_score]),
+    }
+    paths = [*questions, *extra_files(ctx)]
+    loaded = [q for path in paths for q in load_questions(path)][:limit]
+    if not any(q.snippets for q in loaded):
+        raise CliError("these files hold no question with gold snippets; give golden files")
+    report = asyncio.run(evaluate_snippets(build_context(settings), loaded, **grid))
+    if as_json:
+        write_json(report)
+        return
+    head = {k: v for k, v in report.items() if k not in ("rows", "best")}
+    print_report(head, 16)
+    out.print("documents per_doc limit min_score     F1  precision  recall  per_question")
+    for row in report["rows"][:20]:
+        floor = "none" if row["min_score"] is None else f"{row['min_score']:g}"
+        out.print(
+            f"{row['documents']:>9} {row['per_document']:>7} {row['limit']:>5} {floor:>9} "
+            f"{row['snippets_f1']:>6.4f} {row['snippets_precision']:>10.4f} "
+            f"{row['snippets_recall']:>7.4f} {row['snippets_per_question']:>13}",
+            markup=False,
+        )
+
+
+def _grid(text: str | None, flag: str, kind: type, default: list) -> list:
+    """Parse a comma-separated list of values ('none' allowed for floats) or use the default."""
+    if text is None:
+        return default
+    values: list = []
+    for part in (p.strip() for p in text.split(",")):
+        if kind is float and part.lower() == "none":
+            values.append(None)
+            continue
+        try:
+            value = kind(part)
+        except ValueError:
+            raise CliError(
+                f"{flag}: {part!r} is not a{'n integer' if kind is int else ' number'}; "
+                f"give a comma-separated list such as {'3,5' if kind is int else 'none,0,2'}"
+            ) from None
+        if kind is int and value < 1:
+            raise CliError(f"{flag}: {value} must be at least 1")
+        values.append(value)
+    if not values:
+        raise CliError(f"{flag}: give at least one value")
+    return list(dict.fromkeys(values))
+
+
 @eval_app.command("organize")
 def eval_organize(
     dataset: Annotated[

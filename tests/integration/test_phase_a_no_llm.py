@@ -54,3 +54,52 @@ def test_no_llm_is_refused_outside_phase_a(tmp_path):
         proc = quorum(tmp_path, *args, "--no-llm")
         assert proc.returncode == 2 and "--no-llm runs phase A only" in proc.stderr
         assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_eval_snippets_scores_the_grid_as_bioasq_eval_scores_a_run(tmp_path):
+    """The sweep's row for the settings' own values is the F-measure `bioasq eval` gives the run."""
+    out = tmp_path / "a.json"
+    args = ["bioasq", "run", "--input", str(GOLDEN), "--output", str(out), "--phase", "A"]
+    assert quorum(tmp_path, *args, "--limit", "3", "--no-llm").returncode == 0
+    gold = tmp_path / "gold.json"
+    gold.write_text(json.dumps({"questions": json.loads(GOLDEN.read_text())["questions"][:3]}))
+    evaluated = quorum(
+        tmp_path,
+        "bioasq",
+        "eval",
+        "--gold",
+        str(gold),
+        "--submission",
+        str(out),
+        "--phase",
+        "A",
+        "--json",
+    )
+    run_f1 = json.loads(evaluated.stdout)["snippets_f1"]
+    grid = ["--documents", "1,3", "--per-document", "1,5", "--min-score", "none,0.3"]
+    proc = quorum(tmp_path, "eval", "snippets", "--questions", str(gold), *grid, "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["questions"] == 3 and report["scorer"] == "cosine"
+    rows = report["rows"]
+    assert len(rows) == 8 and report["best"] == rows[0]
+    assert [r["snippets_f1"] for r in rows] == sorted(
+        (r["snippets_f1"] for r in rows), reverse=True
+    )
+    defaults = next(
+        r for r in rows if (r["documents"], r["per_document"], r["min_score"]) == (3, 5, None)
+    )
+    assert defaults["limit"] == 10 and defaults["snippets_f1"] == round(run_f1, 4)
+    floored = next(
+        r for r in rows if (r["documents"], r["per_document"], r["min_score"]) == (3, 5, 0.3)
+    )
+    assert 1 <= floored["snippets_per_question"] <= defaults["snippets_per_question"]
+    one_doc = [r for r in rows if r["documents"] == 1 and r["per_document"] == 1]
+    assert all(r["snippets_per_question"] == 1 for r in one_doc)
+
+
+def test_eval_snippets_refuses_a_bad_grid_in_one_line(tmp_path):
+    proc = quorum(tmp_path, "eval", "snippets", "--questions", str(GOLDEN), "--documents", "3,x")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--documents: 'x' is not an integer" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

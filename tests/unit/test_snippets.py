@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from infra.snippets import best_snippets, sentences
+from infra.snippets import (
+    ScoredSentence,
+    best_snippets,
+    choose_snippets,
+    score_sentences,
+    sentences,
+)
 from tests.support.fakes import HashEmbedder
 
 
@@ -205,3 +211,45 @@ def test_documents_without_sentences_give_no_snippets(bow):
 
 def test_no_documents_give_no_snippets(bow):
     assert best_snippets(QUESTION, [], bow) == []
+
+
+# --- score_sentences / choose_snippets ---------------------------------------------------------
+
+
+def scored_by_hand(*scores: float) -> list[ScoredSentence]:
+    """Two sentences a document, documents ranked 0, 1, 2 …, with the given scores."""
+    return [
+        ScoredSentence(i // 2, str(100 + i // 2), "abstract", 0, 20, f"sentence {i}", score)
+        for i, score in enumerate(scores)
+    ]
+
+
+def test_score_sentences_ranks_documents_in_the_order_given(bow):
+    scored = score_sentences(QUESTION, list(reversed(DOCS)), bow)
+    assert {s.pmid: s.rank for s in scored} == {"103": 0, "102": 1, "101": 2}
+    assert [s.text for s in scored][:1] == ["Mitochondria in neurons"]
+
+
+def test_choose_snippets_is_best_snippets_over_the_same_scores(bow):
+    scored = score_sentences(QUESTION, DOCS, bow)
+    for limit, per_doc in ((10, 2), (3, 1), (20, 10)):
+        assert choose_snippets(scored, limit=limit, per_doc=per_doc) == best_snippets(
+            QUESTION, DOCS, bow, limit=limit, per_doc=per_doc
+        )
+
+
+def test_min_score_leaves_out_weak_sentences_but_keeps_the_best():
+    scored = scored_by_hand(0.9, -1.0, 0.5, 0.1, -2.0, -3.0)
+    kept = choose_snippets(scored, limit=10, per_doc=2, min_score=0.3)
+    assert [s["text"] for s in kept] == ["sentence 0", "sentence 2"]
+    floor_above_all = choose_snippets(scored, limit=10, per_doc=2, min_score=5.0)
+    assert [s["text"] for s in floor_above_all] == ["sentence 0"]
+    assert len(choose_snippets(scored, limit=10, per_doc=2)) == 6
+
+
+def test_documents_limits_snippets_to_the_top_ranked_documents():
+    scored = scored_by_hand(0.1, 0.2, 0.9, 0.8, 0.7, 0.6)
+    top_one = choose_snippets(scored, limit=10, per_doc=5, documents=1)
+    assert [s["text"] for s in top_one] == ["sentence 1", "sentence 0"]
+    top_two = choose_snippets(scored, limit=10, per_doc=5, documents=2)
+    assert {s["document"].rsplit("/", 1)[-1] for s in top_two} == {"100", "101"}
