@@ -8,6 +8,8 @@ from typing import Any
 
 CARD = "README.md"
 RECORD = "quorum-training.json"
+DEV_QUESTIONS = "dev_questions.json"
+"""The dev split's questions, a BioASQ golden file: tune downstream settings on it."""
 
 
 def settings_lines(kind: str, output: Path, record: dict[str, Any]) -> list[str]:
@@ -54,7 +56,9 @@ def write_card(output: Path, kind: str, record: dict[str, Any]) -> list[str]:
         "",
         "## Dev figures",
         "",
-        "Held-out questions of the training files (never the test batches).",
+        f"Held-out questions of the training files (never the test batches), in "
+        f"`{DEV_QUESTIONS}` as a golden file: tune settings downstream of this model on them "
+        "(e.g. `quorum eval snippets --questions …/dev_questions.json`).",
         "",
         "| model | epoch | " + " | ".join(record["dev_columns"]) + " |",
         "|---|---|" + "---|" * len(record["dev_columns"]),

@@ -13,6 +13,7 @@ from typing import Any
 from tqdm import tqdm
 
 from infra.bioasq.formats import Question, load_questions
+from infra.bioasq.urls import pubmed_url
 from infra.embeddings import document_text
 from infra.errors import UserError
 from infra.ingest.corpus import read_jsonl
@@ -127,13 +128,7 @@ def load_training(
             "none of the questions' gold documents is in the corpus; pass the corpus that "
             "holds them (--corpus)"
         )
-    order = list(range(len(examples)))
-    random.Random(seed).shuffle(order)
-    n_dev = min(dev_max, round(len(examples) * dev_fraction)) if len(examples) > 1 else 0
-    n_dev = max(n_dev, 1) if len(examples) > 1 else 0
-    dev_ids = set(order[:n_dev])
-    train = [e for i, e in enumerate(examples) if i not in dev_ids]
-    dev = [e for i, e in enumerate(examples) if i in dev_ids]
+    train, dev = carve_dev(examples, seed=seed, dev_fraction=dev_fraction, dev_max=dev_max)
     _mine([(train, DEPTH), (dev, DEV_DEPTH)], docs)
     return TrainingData(
         train=train,
@@ -143,6 +138,38 @@ def load_training(
         corpus_files=[Path(p).name for p in corpus],
         skipped=skipped,
     )
+
+
+def carve_dev(
+    examples: Sequence[Example], *, seed: int, dev_fraction: float, dev_max: int
+) -> tuple[list[Example], list[Example]]:
+    """Split examples into (train, dev), the same way for the same seed and examples."""
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    n_dev = min(dev_max, round(len(examples) * dev_fraction)) if len(examples) > 1 else 0
+    n_dev = max(n_dev, 1) if len(examples) > 1 else 0
+    dev_ids = set(order[:n_dev])
+    train = [e for i, e in enumerate(examples) if i not in dev_ids]
+    dev = [e for i, e in enumerate(examples) if i in dev_ids]
+    return train, dev
+
+
+def golden_file(examples: Sequence[Example]) -> dict[str, Any]:
+    """Return examples' questions as a BioASQ golden file (documents as PubMed URLs)."""
+    return {
+        "questions": [
+            {
+                "id": e.question.id,
+                "type": e.question.type,
+                "body": e.question.body,
+                "documents": [pubmed_url(p) for p in e.question.documents],
+                "snippets": e.question.snippets,
+                **({"exact_answer": e.question.exact_answer} if e.question.exact_answer else {}),
+                **({"ideal_answer": e.question.ideal_answer} if e.question.ideal_answer else {}),
+            }
+            for e in examples
+        ]
+    }
 
 
 def _read_corpus(paths: Sequence[Path]) -> dict[str, dict[str, Any]]:

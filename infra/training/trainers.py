@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import sys
 import tempfile
@@ -14,10 +15,11 @@ from typing import Any, Literal
 
 import infra.offline
 from infra.embeddings import default_model_dir, resolve_device
-from infra.training.card import write_card
+from infra.training.card import DEV_QUESTIONS, write_card
 from infra.training.data import (
     TrainingData,
     check_inputs,
+    golden_file,
     load_training,
     rerank_rows,
     retrieval_rows,
@@ -277,6 +279,11 @@ def _run(
         }
         if output.exists():
             output.rmdir()  # checked empty before training
+        # The dev questions as a golden file: settings downstream of the model (snippets'
+        # selection, a fusion weight) are tuned on questions it never trained on.
+        (staged / DEV_QUESTIONS).write_text(
+            json.dumps(golden_file(data.dev), indent=1) + "\n", encoding="utf-8"
+        )
         shutil.move(str(staged), str(output))
         record["settings_lines"] = write_card(output, kind, record)
         return record

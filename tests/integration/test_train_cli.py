@@ -62,6 +62,14 @@ def test_a_tiny_retriever_trained_from_the_command_line(tmp_path, golden):
     assert SentenceTransformer(str(out), device="cpu").encode(["cell"]).shape == (1, 32)
     card = (out / "README.md").read_text()
     assert "## Dev figures" in card and "train_golden.json" in card
+    # The dev split as a golden file other commands read (quorum eval snippets --questions).
+    from infra.bioasq.formats import load_questions
+
+    record = json.loads((out / "quorum-training.json").read_text())
+    dev = load_questions(out / "dev_questions.json")
+    assert len(dev) == record["data"]["dev_questions"] >= 1
+    given = {q["id"]: q for q in json.loads(golden.read_text())["questions"]}
+    assert all(q.id in given and q.body == given[q.id]["body"] and q.documents for q in dev)
 
 
 @pytest.mark.parametrize(
