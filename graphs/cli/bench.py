@@ -102,6 +102,66 @@ def bench_scale_cmd(
     out.print(json.dumps(report, indent=2))
 
 
+@bench_app.command("train", context_settings={"allow_extra_args": True})
+def bench_train_cmd(
+    ctx: typer.Context,
+    kind: Annotated[str, typer.Option("--kind", help="retriever or reranker.")] = "retriever",
+    questions: Annotated[
+        list[Path] | None,
+        typer.Option("--questions", help="BioASQ golden files (default: ../shared's 2,310)."),
+    ] = None,
+    corpus: Annotated[
+        Path | None, typer.Option("--corpus", help="Their documents (default: ../shared's).")
+    ] = None,
+    level: Annotated[
+        str, typer.Option("--level", help="reranker: document or sentence.")
+    ] = "document",
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Epochs.")] = 1,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or mps.")] = "auto",
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="Keep the model here (default: trained, timed, removed)."),
+    ] = None,
+    base: Annotated[
+        Path | None,
+        typer.Option("--base", help="Starting model directory (default: all-MiniLM-L6-v2)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """One `quorum train` run timed here: whole run and steps, against the 45-minute epoch."""
+    from graphs.bench.scale import default_inputs
+    from graphs.bench.train import bench_train
+    from graphs.cli.train import base_model, checked_inputs, device_choice
+    from infra.training.trainers import TrainOptions
+
+    if kind not in ("retriever", "reranker"):
+        raise CliError(f"unknown --kind {kind!r}; choose retriever or reranker")
+    if level not in ("document", "sentence"):
+        raise CliError(f"unknown --level {level!r}; choose document or sentence")
+    shared_corpus, shared_questions = default_inputs()
+    # Files given after --questions (a shell glob) are sorted by kind in checked_inputs.
+    files = list(questions or []) or ([] if ctx.args else shared_questions)
+    corpora = [corpus] if corpus else [shared_corpus] if shared_corpus else []
+    if not (files or ctx.args) or not corpora:
+        raise CliError(
+            "no training data: pass --questions FILE.json … and --corpus FILE.jsonl.gz "
+            "(../shared/data is not beside this checkout)"
+        )
+    files, corpora = checked_inputs(ctx, files, corpora, output)
+    options = TrainOptions(
+        epochs=epochs,
+        device=device_choice(device),  # type: ignore[arg-type]
+        batch_size=32 if kind == "retriever" else 8,
+        level=level,  # type: ignore[arg-type]
+        base_model=base_model(base),
+    )
+    report = bench_train(kind, files, corpora, options, output)
+    if as_json:
+        write_json(report)
+        return
+    print_report({k: v for k, v in report.items() if k not in ("dev", "settings_lines")})
+
+
 @bench_app.command("pipeline")
 def bench_pipeline_cmd(
     llm_latency: Annotated[

@@ -63,14 +63,14 @@ def train_retriever(
     from infra.training.trainers import TrainOptions
     from infra.training.trainers import train_retriever as run
 
-    questions, corpus = _checked(ctx, questions, corpus, output)
+    questions, corpus = checked_inputs(ctx, questions, corpus, output)
     options = TrainOptions(
         epochs=epochs,
-        device=_device(device),
+        device=device_choice(device),
         seed=seed,
         batch_size=batch_size or 32,
         max_positives=max_positives,
-        base_model=_base(base),
+        base_model=base_model(base),
     )
     _report(run(questions, corpus, output, options), output, as_json)
 
@@ -101,20 +101,22 @@ def train_reranker(
 
     if level not in ("document", "sentence"):
         raise CliError(f"unknown --level {level!r}; choose document or sentence")
-    questions, corpus = _checked(ctx, questions, corpus, output)
+    questions, corpus = checked_inputs(ctx, questions, corpus, output)
     options = TrainOptions(
         epochs=epochs,
-        device=_device(device),
+        device=device_choice(device),
         seed=seed,
         batch_size=batch_size or 8,
         negatives=negatives,
         level=level,  # type: ignore[arg-type]
-        base_model=_base(base),
+        base_model=base_model(base),
     )
     _report(run(questions, corpus, output, options), output, as_json)
 
 
-def _checked(ctx: typer.Context, questions: list[Path], corpus: list[Path], output: Path):
+def checked_inputs(
+    ctx: typer.Context, questions: list[Path], corpus: list[Path], output: Path | None
+):
     """Return the golden and corpus files, checked before any model library loads.
 
     From here on SIGTERM (a scheduler's stop, `kill`) exits like Ctrl-C: the scratch directory
@@ -154,13 +156,15 @@ def _files(ctx: typer.Context, questions: list[Path], corpus: list[Path]):
     return questions, corpus
 
 
-def _device(device: str) -> str:
+def device_choice(device: str) -> str:
+    """Return --device when it names a device quorum knows."""
     if device not in ("auto", "cpu", "cuda", "mps"):
         raise CliError(f"unknown --device {device!r}; choose auto, cpu, cuda or mps")
     return device
 
 
-def _base(base: Path | None) -> Path | None:
+def base_model(base: Path | None) -> Path | None:
+    """Return --base when it holds a model (config.json), None when not given."""
     if base is not None and not (base / "config.json").is_file():
         raise CliError(f"{base}: no model there (config.json missing); pass a model directory")
     return base

@@ -77,7 +77,7 @@ class TrainingData:
         }
 
 
-def check_inputs(questions: Sequence[Path], corpus: Sequence[Path], output: Path) -> None:
+def check_inputs(questions: Sequence[Path], corpus: Sequence[Path], output: Path | None) -> None:
     """Fail on a missing file or an output directory that already holds something."""
     if not questions:
         raise TrainingInputError("no --questions given; pass BioASQ golden JSON files")
@@ -86,7 +86,7 @@ def check_inputs(questions: Sequence[Path], corpus: Sequence[Path], output: Path
     for path in [*questions, *corpus]:
         if not Path(path).is_file():
             raise TrainingInputError(f"{path}: no such file; check the path")
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+    if output is not None and output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise TrainingInputError(
             f"{output} exists and is not empty; choose a new --output directory"
         )

@@ -140,3 +140,39 @@ def test_a_terminated_training_leaves_no_scratch_directory(tmp_path, golden):
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
     assert "terminated" in stderr
     assert list(models.iterdir()) == []  # no hidden scratch, no half-written model
+
+
+def test_bench_train_times_a_run_and_keeps_nothing_unless_asked(tmp_path, golden):
+    base = write_tiny_bert(tmp_path / "bert")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env |= {"QUORUM_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1", "TMPDIR": str(scratch)}
+    args = ["--questions", str(golden), "--corpus", str(CORPUS), "--base", str(base)]
+    done = subprocess.run(
+        [QUORUM, "bench", "train", "--kind", "retriever", *args, "--device", "cpu", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["device"] == "cpu" and report["epochs"] == 1 and report["output"] is None
+    assert report["steps"] == -(-report["training_rows"] // report["batch_size"]) >= 1
+    assert 0 < report["train_seconds"] <= report["total_seconds"]
+    assert report["target_s"] == 2700 and report["met"] is (report["total_seconds"] <= 2700)
+    assert report["peak_rss_mib"] > 0 and len(report["load_before"]) == 3
+    assert list(scratch.iterdir()) == []  # the model was trained, timed and removed
+
+
+def test_bench_train_refuses_an_unknown_kind_in_one_line(tmp_path, golden):
+    done = subprocess.run(
+        [QUORUM, "bench", "train", "--kind", "ranker", "--questions", str(golden)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "unknown --kind 'ranker'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
