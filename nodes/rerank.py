@@ -9,7 +9,7 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from infra.embeddings import document_text
-from infra.search.fusion import fuse
+from infra.search.fusion import blend, fuse
 from nodes.context import Context
 from nodes.evidence import bounded
 from nodes.state import FirstStage, Passage, QAState
@@ -62,9 +62,11 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
         docs = [texts.get(p, {}) for p, _ in head]
         passages = [document_text(d.get("title", ""), d.get("abstract", "")) for d in docs]
         ce = ctx.reranker.score(state["question"], passages)
-        rescored = sorted(zip(head, ce, strict=True), key=lambda pair: -pair[1])
-        ranked = [(p, round(float(s), 6)) for (p, _), s in rescored] + ranked[len(head) :]
-        notes.append(f"rerank: cross-encoder rescored the top {len(head)}")
+        weight = settings.cross_encoder.weight
+        mixed = blend(np.array([s for _, s in head], dtype=np.float32), ce, weight)
+        order = np.argsort(-mixed, kind="stable")
+        ranked = [(head[i][0], round(float(mixed[i]), 6)) for i in order] + ranked[len(head) :]
+        notes.append(f"rerank: cross-encoder rescored the top {len(head)} (weight {weight:g})")
     contexts: list[Passage] = []
     for pmid, score in ranked[: settings.contexts]:
         doc = texts.get(pmid)

@@ -23,3 +23,12 @@ def fuse(bm25: np.ndarray, cosine: np.ndarray, method: str, alpha: float, rrf_k:
         cos_rank[np.argsort(-cosine, kind="stable")] = np.arange(len(cosine))
         return 1.0 / (rrf_k + bm25_rank + 1) + 1.0 / (rrf_k + cos_rank + 1)
     return (1 - alpha) * _minmax(bm25) + alpha * _minmax(cosine)
+
+
+def blend(first: np.ndarray, second: np.ndarray, weight: float) -> np.ndarray:
+    """Mix two scorings of the same items, each min-max normalised: `weight` on `second`.
+
+    rerank blends the fused first stage with a cross-encoder's scores over the head: weight 1
+    is the cross-encoder's order alone, 0 leaves the first stage's order.
+    """
+    return (1 - weight) * _minmax(first) + weight * _minmax(second)

@@ -27,6 +27,7 @@ def settings_lines(kind: str, output: Path, record: dict[str, Any]) -> list[str]
     return [
         f"QUORUM_RERANK__CROSS_ENCODER__PATH={path}",
         f"QUORUM_RERANK__CROSS_ENCODER__TOP_N={record['settings']['dev_depth']}",
+        f"QUORUM_RERANK__CROSS_ENCODER__WEIGHT={record['chosen']['weight']}",
     ]
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
 
 from infra.bioasq.metrics import average_precision, recall_at
-from infra.search.fusion import fuse
+from infra.search.fusion import blend, fuse
 from infra.training.data import Example, TrainingData
 
 ALPHAS = tuple(round(a * 0.1, 1) for a in range(11))
@@ -91,8 +91,11 @@ class FusionDevEvaluator(SentenceEvaluator):
 class CrossEncoderDevEvaluator(SentenceEvaluator):
     """Rescore each dev group's candidates with the cross-encoder; report recall@10 and MAP@10.
 
-    A group is (query, candidate ids, candidate texts, gold ids, ids kept after the head):
-    BM25's head of documents for `--level document`, a question's sentences for `sentence`.
+    A group is (query, candidate ids, candidate texts, gold ids, ids kept after the head,
+    first-stage scores): BM25's head of documents for `--level document`, a question's
+    sentences for `sentence` (no first stage). Where groups carry first-stage scores, the
+    cross-encoder's weight in the blend rerank makes (rerank.cross_encoder.weight) is swept
+    and the best weight's figures reported.
     """
 
     def __init__(self, groups: Sequence[DevGroup], batch_size: int = 32):
@@ -106,25 +109,43 @@ class CrossEncoderDevEvaluator(SentenceEvaluator):
         self, model: Any, output_path: str | None = None, epoch: float = -1, steps: int = -1
     ) -> dict[str, float]:
         """Return dev recall@10 and MAP@10 of the groups reordered by the model."""
-        figures = group_figures(
-            self.groups,
-            lambda q, texts: model.predict(
-                [(q, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False
-            ),
-        )
+        scores = [
+            np.asarray(
+                model.predict(
+                    [(q, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False
+                ),
+                dtype=np.float32,
+            )
+            if texts
+            else np.zeros(0, dtype=np.float32)
+            for q, _, texts, _, _, _ in self.groups
+        ]
+        if any(group[5] for group in self.groups):
+            sweep = {w: group_figures(self.groups, scores, w) for w in ALPHAS}
+            best = max(ALPHAS, key=lambda w: (sweep[w]["map@10"], sweep[w]["recall@10"]))
+            figures = {"weight": best, **sweep[best], "ce_only_map@10": sweep[1.0]["map@10"]}
+        else:
+            figures = group_figures(self.groups, scores, 1.0)
         self.history.append({"epoch": epoch, "steps": steps, **figures})
         return self.prefix_name_to_metrics(figures, "dev")
 
 
-DevGroup = tuple[str, list[str], list[str], list[str], list[str]]
+DevGroup = tuple[str, list[str], list[str], list[str], list[str], list[float]]
 
 
-def group_figures(groups: Sequence[DevGroup], score: Any) -> dict[str, float]:
-    """Return recall@10 and MAP@10 of each group's candidates ordered by `score(query, texts)`."""
+def group_figures(
+    groups: Sequence[DevGroup], scores: Sequence[np.ndarray], weight: float
+) -> dict[str, float]:
+    """Return recall@10 and MAP@10 of each group's candidates ordered by its `scores`.
+
+    With first-stage scores in the group, they are blended with `scores` as rerank blends them
+    (`weight` on the cross-encoder); without, `scores` alone order the candidates.
+    """
     r10, aps = [], []
-    for query, ids, texts, gold, tail in groups:
-        scores = np.asarray(score(query, texts), dtype=np.float32) if texts else np.zeros(0)
-        ranked = [ids[i] for i in np.argsort(-scores, kind="stable")] + tail
+    for (_, ids, _, gold, tail, first), score in zip(groups, scores, strict=True):
+        if first and score.size:
+            score = blend(np.asarray(first, dtype=np.float32), score, weight)
+        ranked = [ids[i] for i in np.argsort(-score, kind="stable")] + tail
         r10.append(recall_at(ranked, gold, 10))
         aps.append(average_precision(ranked[:10], gold))
     return {
@@ -134,10 +155,19 @@ def group_figures(groups: Sequence[DevGroup], score: Any) -> dict[str, float]:
 
 
 def document_groups(data: TrainingData, depth: int) -> list[DevGroup]:
-    """Return the dev questions' BM25 heads as cross-encoder dev groups."""
+    """Return the dev questions' BM25 heads, with their BM25 scores, as dev groups."""
     groups = []
     for e in data.dev:
-        hits = [p for p, _ in e.hits]
-        head = hits[:depth]
-        groups.append((e.question.body, head, [data.text(p) for p in head], e.gold, hits[depth:]))
+        head = e.hits[:depth]
+        ids = [p for p, _ in head]
+        groups.append(
+            (
+                e.question.body,
+                ids,
+                [data.text(p) for p in ids],
+                e.gold,
+                [p for p, _ in e.hits[depth:]],
+                [s for _, s in head],
+            )
+        )
     return groups

@@ -70,7 +70,7 @@ def sentence_groups(data: TrainingData, examples: Sequence[Example]) -> list[Dev
         positives, negatives = labelled_sentences(data, example)
         if positives:
             texts = positives + negatives
-            groups.append((example.question.body, texts, texts, positives, []))
+            groups.append((example.question.body, texts, texts, positives, [], []))
     return groups
 
 

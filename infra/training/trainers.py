@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import infra.offline
 from infra.embeddings import default_model_dir, resolve_device
+from infra.settings import CrossEncoderSettings
 from infra.training.card import DEV_QUESTIONS, write_card
 from infra.training.data import (
     TrainingData,
@@ -138,6 +139,9 @@ def train_reranker(
         dev: list[dict[str, Any]] = []
     else:
         rows = rerank_rows(data, data.train, negatives=options.negatives, seed=options.seed)
+        # NOTE: the dev head is BM25's: the reranker does not know which retriever it will sit
+        # behind. Behind a fused first stage (stronger than BM25) the best weight can be lower;
+        # README measures the weights on 11B behind the trained retriever.
         groups = document_groups(data, options.dev_depth)
         examples = [e for e in data.dev if e.hits]
         dev = [{"model": "BM25", "epoch": "", **bm25_figures(examples)}] if examples else []
@@ -257,6 +261,8 @@ def _run(
         chosen = {"epoch": best.get("epoch", options.epochs)}
         if kind == "retriever":
             chosen["alpha"] = best.get("alpha", 0.6)
+        elif options.level == "document":
+            chosen["weight"] = best.get("weight", CrossEncoderSettings().weight)
         record = {
             "kind": kind,
             "data": {**data.summary(), "training_rows": rows},

@@ -53,7 +53,7 @@ async def test_rerank_node_reorders_the_head_by_cross_encoder(
             "rerank": settings.rerank.model_copy(
                 update={
                     "cross_encoder": CrossEncoderSettings(
-                        path=tiny_cross_encoder, top_n=3, max_length=64
+                        path=tiny_cross_encoder, top_n=3, max_length=64, weight=1.0
                     )
                 }
             )
@@ -66,9 +66,11 @@ async def test_rerank_node_reorders_the_head_by_cross_encoder(
         {"question": "mitochondria lace plant", "candidates": candidates}, Runtime(context=ctx)
     )
     head = [p for p, _ in update["ranked"][:3]]
-    texts = {d["pmid"]: f"{d['title']}. {d['abstract']}" for d in ctx.search.fetch(head)}
-    ce = ctx.reranker.score("mitochondria lace plant", [texts[p] for p in head])
+    assert set(head) == {"101", "102", "103"}  # the head is rescored, not replaced
     node_scores = [s for _, s in update["ranked"][:3]]
-    assert node_scores == sorted(node_scores, reverse=True)  # the head is in cross-encoder order
-    assert np.allclose(node_scores, ce, atol=1e-4)
-    assert any("cross-encoder rescored the top 3" in n for n in update["notes"])
+    assert node_scores == sorted(node_scores, reverse=True)
+    # weight 1: the cross-encoder's scores alone, min-max normalised over the head. This tiny
+    # random model scores every pair within 1e-6 of the others, so the exact blend is tested
+    # with a scripted scorer (tests/unit/test_nodes.py); here, that the real model is called.
+    assert node_scores[0] == 1.0 and node_scores[-1] == 0.0
+    assert any("cross-encoder rescored the top 3 (weight 1)" in n for n in update["notes"])

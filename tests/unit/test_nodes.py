@@ -149,6 +149,48 @@ async def test_rerank_uses_stored_vectors_and_keeps_top_k(make_context, settings
     assert update["contexts"][0]["abstract"].startswith("Mitochondrial dynamics")
 
 
+class ScriptedReranker:
+    """A cross-encoder that scores each passage by the score given for a word in it."""
+
+    def __init__(self, by_word: dict[str, float]):
+        self.by_word = by_word
+
+    def score(self, query, passages):
+        import numpy as np
+
+        return np.array(
+            [next((v for w, v in self.by_word.items() if w in p), 0.0) for p in passages],
+            dtype=np.float32,
+        )
+
+
+@pytest.mark.parametrize(
+    ("weight", "head"),
+    [(0.0, ["101", "102", "103"]), (0.5, ["102", "101", "103"]), (1.0, ["103", "102", "101"])],
+)
+async def test_rerank_blends_the_cross_encoder_score_into_the_head(
+    make_context, settings, weight, head
+):
+    candidates = [("101", 9.0), ("102", 8.0), ("103", 1.0), ("106", 0.5)]
+    plain = settings.model_copy(update={"rerank": settings.rerank.model_copy(update={"alpha": 0})})
+    state = {"question": "mitochondria lace plant", "candidates": candidates}
+    first = await rerank(state, Runtime(context=make_context(settings_=plain)))
+    assert [p for p, _ in first["ranked"][:3]] == ["101", "102", "103"]  # alpha 0: BM25 alone
+    ce = plain.rerank.cross_encoder.model_copy(update={"top_n": 3, "weight": weight})
+    blended = plain.model_copy(
+        update={"rerank": plain.rerank.model_copy(update={"cross_encoder": ce})}
+    )
+    ctx = make_context(settings_=blended)
+    docs = {d["pmid"]: d for d in ctx.search.fetch(["101", "102", "103"])}
+    words = {p: docs[p]["title"] for p in docs}
+    ctx.reranker = ScriptedReranker({words["103"]: 3.0, words["102"]: 2.0, words["101"]: 0.0})
+    update = await rerank(state, Runtime(context=ctx))
+    assert [p for p, _ in update["ranked"][:3]] == head
+    assert update["ranked"][3][0] == "106"  # below the head, the first stage's order
+    scores = [s for _, s in update["ranked"][:3]]
+    assert scores == sorted(scores, reverse=True)
+
+
 async def test_rerank_embeds_fallback_documents(make_context):
     pool = {
         "999": {

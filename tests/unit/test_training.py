@@ -131,7 +131,30 @@ def test_reranker_trains_at_both_levels(tmp_path, golden, tiny_bert, level):
     assert len(scores) == 2
     assert record["dev"][-1]["model"] == "trained" and "map@10" in record["dev"][-1]
     key = "SNIPPETS__SCORER_PATH" if level == "sentence" else "RERANK__CROSS_ENCODER__PATH"
-    assert f"QUORUM_{key}={out.resolve()}" in (out / "README.md").read_text()
+    card = (out / "README.md").read_text()
+    assert f"QUORUM_{key}={out.resolve()}" in card
+    if level == "document":  # the blend weight is chosen on dev and printed to use
+        weight = record["chosen"]["weight"]
+        assert 0.0 <= weight <= 1.0 and record["dev"][-1]["weight"] == weight
+        assert f"QUORUM_RERANK__CROSS_ENCODER__WEIGHT={weight}" in card
+    else:
+        assert "weight" not in record["chosen"]
+
+
+def test_dev_groups_blend_the_first_stage_as_rerank_does():
+    import numpy as np
+
+    from infra.training.dev import group_figures
+
+    # BM25 puts the gold (g) last of three; the cross-encoder puts it first.
+    group = ("q", ["a", "b", "g"], ["ta", "tb", "tg"], ["g"], [], [3.0, 2.0, 1.0])
+    ce = [np.array([0.0, 0.1, 5.0], dtype=np.float32)]
+    assert group_figures([group], ce, 0.0)["map@10"] == round(1 / 3, 4)
+    assert group_figures([group], ce, 1.0)["map@10"] == 1.0
+    # half and half: g = 0.5, a = 0.5 (ties keep BM25's order), b = 0.25 + 0.01
+    assert group_figures([group], ce, 0.5)["map@10"] == pytest.approx(1 / 2)
+    no_first = (*group[:5], [])
+    assert group_figures([no_first], ce, 0.0)["map@10"] == 1.0  # sentences: the scores alone
 
 
 def test_a_non_empty_output_is_never_overwritten(tmp_path, golden, tiny_bert):
