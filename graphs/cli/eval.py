@@ -17,20 +17,20 @@ ENSEMBLE_STRATEGIES = choices(EnsembleSettings, "strategy")
 
 eval_app = typer.Typer(no_args_is_help=True, help="Measure quorum on golden data.")
 
+GoldenOption = Annotated[
+    list[Path],
+    typer.Option("--questions", help="BioASQ golden JSON files (--questions A B C …)."),
+]
+BackendOption = Annotated[str | None, typer.Option("--backend", help=f"{' or '.join(BACKENDS)}.")]
+IndexOption = Annotated[str | None, typer.Option("--index", help="Index name (default: settings).")]
+
 
 @eval_app.command("retrieval", context_settings={"allow_extra_args": True})
 def eval_retrieval(
     ctx: typer.Context,
-    questions: Annotated[
-        list[Path],
-        typer.Option("--questions", help="BioASQ golden JSON files (--questions A B C …)."),
-    ],
-    backend: Annotated[
-        str | None, typer.Option("--backend", help=f"{' or '.join(BACKENDS)}.")
-    ] = None,
-    name: Annotated[
-        str | None, typer.Option("--index", help="Index name (default: settings).")
-    ] = None,
+    questions: GoldenOption,
+    backend: BackendOption = None,
+    name: IndexOption = None,
     query_mode: Annotated[
         str,
         typer.Option("--query-mode", help="question: its keywords; llm: generate_query + refine."),
@@ -84,16 +84,9 @@ def eval_retrieval(
 @eval_app.command("snippets", context_settings={"allow_extra_args": True})
 def eval_snippets(
     ctx: typer.Context,
-    questions: Annotated[
-        list[Path],
-        typer.Option("--questions", help="BioASQ golden JSON files (--questions A B C …)."),
-    ],
-    backend: Annotated[
-        str | None, typer.Option("--backend", help=f"{' or '.join(BACKENDS)}.")
-    ] = None,
-    name: Annotated[
-        str | None, typer.Option("--index", help="Index name (default: settings).")
-    ] = None,
+    questions: GoldenOption,
+    backend: BackendOption = None,
+    name: IndexOption = None,
     documents: Annotated[
         str | None,
         typer.Option(help="Top documents snippets come from, e.g. 3,5,10 (default: settings)."),
