@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,9 @@ class ScoredSentence:
     end: int
     text: str
     score: float
+    source: str = field(default="", repr=False, compare=False)
+    """The whole section the sentence is in (a shared reference): a span of sentences that
+    are chosen side by side is cut from it."""
 
 
 def score_sentences(
@@ -103,7 +106,9 @@ def score_sentences(
         rank.setdefault(doc["pmid"], len(rank))
     by_pmid = {doc["pmid"]: doc for doc in docs}
     return [
-        ScoredSentence(rank[pmid], pmid, section, begin, end, text, float(score))
+        ScoredSentence(
+            rank[pmid], pmid, section, begin, end, text, float(score), by_pmid[pmid][section]
+        )
         for (pmid, section, begin, end, text), score in zip(candidates, scores, strict=True)
         if by_pmid[pmid].get(section, "")[begin:end] == text
     ]
@@ -116,34 +121,70 @@ def choose_snippets(
     per_doc: int = 2,
     documents: int | None = None,
     min_score: float | None = None,
+    merge: bool = True,
 ) -> list[dict[str, Any]]:
     """Return the best sentences as BioASQ snippets, best first.
 
-    At most `limit` in all and `per_doc` from one document, from the first `documents`
+    At most `limit` snippets in all and `per_doc` from one document, from the first `documents`
     documents (all when None). Sentences scoring below `min_score` are left out, except the
-    best one: a question with candidates always gets a snippet.
+    best one: a question with candidates always gets a snippet. With `merge`, a sentence chosen
+    next to one already chosen (the neighbouring candidate of the same section) widens that
+    snippet instead of taking a new one: a BioASQ snippet is any span of a section, and the
+    organizers cap snippets per question, not sentences.
     """
     pool = [s for s in scored if documents is None or s.rank < documents]
-    chosen: list[dict[str, Any]] = []
+    neighbours = _neighbours(pool) if merge else {}
+    spans: list[list[ScoredSentence]] = []
     per: dict[str, int] = {}
     for s in sorted(pool, key=lambda s: -s.score):  # sorted() is stable: ties keep doc order
-        if len(chosen) >= limit or (chosen and min_score is not None and s.score < min_score):
+        if spans and min_score is not None and s.score < min_score:
             break
+        beside = [
+            span for span in spans if any(n in span for n in neighbours.get(s, ()))
+        ]  # at most two: the spans ending just before it and starting just after it
+        if beside:
+            beside[0].append(s)
+            if len(beside) == 2:  # it bridges two snippets of the document: one now
+                beside[0].extend(beside[1])
+                spans.remove(beside[1])
+                per[s.pmid] -= 1
+            continue
+        if len(spans) >= limit:
+            break  # the best sentence left would need a snippet of its own
         if per.get(s.pmid, 0) >= per_doc:
             continue
         per[s.pmid] = per.get(s.pmid, 0) + 1
-        chosen.append(
-            {
-                "document": pubmed_url(s.pmid),
-                "text": s.text,
-                "offsetInBeginSection": s.begin,
-                "offsetInEndSection": s.end,
-                "beginSection": s.section,
-                "endSection": s.section,
-                "score": round(s.score, 4),
-            }
-        )
-    return chosen
+        spans.append([s])
+    return [_snippet(span) for span in spans]
+
+
+def _neighbours(pool: Sequence[ScoredSentence]) -> dict[ScoredSentence, tuple[ScoredSentence, ...]]:
+    """Return each candidate's previous and next candidate of the same document section."""
+    by_section: dict[tuple[str, str], list[ScoredSentence]] = {}
+    for s in pool:
+        by_section.setdefault((s.pmid, s.section), []).append(s)
+    out: dict[ScoredSentence, tuple[ScoredSentence, ...]] = {}
+    for run in by_section.values():
+        run.sort(key=lambda s: s.begin)
+        for i, s in enumerate(run):
+            out[s] = tuple(run[j] for j in (i - 1, i + 1) if 0 <= j < len(run))
+    return out
+
+
+def _snippet(span: list[ScoredSentence]) -> dict[str, Any]:
+    """Return a BioASQ snippet covering a span's sentences (its best sentence's score)."""
+    first = min(span, key=lambda s: s.begin)
+    last = max(span, key=lambda s: s.end)
+    text = first.source[first.begin : last.end] if len(span) > 1 else first.text
+    return {
+        "document": pubmed_url(first.pmid),
+        "text": text,
+        "offsetInBeginSection": first.begin,
+        "offsetInEndSection": last.end,
+        "beginSection": first.section,
+        "endSection": first.section,
+        "score": round(max(s.score for s in span), 4),
+    }
 
 
 def best_snippets(
@@ -155,6 +196,7 @@ def best_snippets(
     per_doc: int = 2,
     scorer: Reranker | None = None,
     min_score: float | None = None,
+    merge: bool = True,
 ) -> list[dict[str, Any]]:
     """Pick the sentences that best answer the question, as BioASQ snippets with verified offsets.
 
@@ -162,7 +204,7 @@ def best_snippets(
     without one, their cosine with the question does.
     """
     scored = score_sentences(question, docs, embedder, scorer=scorer)
-    return choose_snippets(scored, limit=limit, per_doc=per_doc, min_score=min_score)
+    return choose_snippets(scored, limit=limit, per_doc=per_doc, min_score=min_score, merge=merge)
 
 
 def load_scorer(settings: SnippetSettings) -> Reranker | None:

@@ -39,6 +39,7 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
         per_doc=chosen.per_document,
         scorer=ctx.snippet_scorer,
         min_score=chosen.min_score,
+        merge=chosen.merge,
     )
     ideal = (answer.get("ideal") or "").strip() or "; ".join(answer.get("exact", []))
     reason = _why_unanswered(state, answer, ideal)

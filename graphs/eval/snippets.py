@@ -22,7 +22,7 @@ from tqdm import tqdm
 from graphs.eval.retrieval import retrieve
 from infra.bioasq.formats import Question
 from infra.bioasq.measures import evaluate_phase_a
-from infra.bioasq.urls import pubmed_url
+from infra.bioasq.urls import pmid_of, pubmed_url
 from infra.search.query import QueryError
 from infra.snippets import ScoredSentence, choose_snippets, score_sentences
 from nodes.context import Context
@@ -43,6 +43,7 @@ async def evaluate_snippets(
     """Score every combination of the selection settings; the best F-measure first."""
     asked = [q for q in questions if q.snippets]
     depth = max(documents)
+    merge = ctx.settings.snippets.merge
     ranked: dict[str, list[str]] = {}
     scored: dict[str, list[ScoredSentence]] = {}
     for question in tqdm(
@@ -61,7 +62,9 @@ async def evaluate_snippets(
     rows = []
     for d, p, n, floor in itertools.product(documents, per_document, limits, min_scores):
         chosen = {
-            q.id: choose_snippets(scored[q.id], limit=n, per_doc=p, documents=d, min_score=floor)
+            q.id: choose_snippets(
+                scored[q.id], limit=n, per_doc=p, documents=d, min_score=floor, merge=merge
+            )
             for q in asked
         }
         submission = {
@@ -94,6 +97,7 @@ async def evaluate_snippets(
     scores = [s.score for found in scored.values() for s in found]
     return {
         "questions": len(asked),
+        **ceiling(ctx, asked, gold),
         "scorer": str(ctx.settings.snippets.scorer_path or "cosine"),
         "index": ctx.settings.search.index,
         # Where a floor could go: the scores' spread, in the scorer's units.
@@ -115,3 +119,47 @@ def _gold(question: Question) -> dict[str, Any]:
         "documents": question.documents,
         "snippets": question.snippets,
     }
+
+
+def ceiling(ctx: Context, asked: Sequence[Question], gold: dict[str, Any]) -> dict[str, Any]:
+    """Return what the index's own texts allow: the gold snippets found in them, scored.
+
+    A snippet is scored by its offsets, so a corpus whose texts differ from PubMed's (the shared
+    corpus rebuilt from snippets joins the gaps with " … ") caps every system's F-measure: the
+    gold snippets' own text, located in the indexed documents, scores `ceiling_f1`; the share
+    of gold snippets whose offsets point at their text there is `gold_offsets_in_index`.
+    """
+    pmids = {_pmid(s) for q in asked for s in q.snippets}
+    docs = {d["pmid"]: d for d in ctx.search.fetch(sorted(pmids))}
+    located, same, total = [], 0, 0
+    for question in asked:
+        found = []
+        for snippet in question.snippets:
+            total += 1
+            doc = docs.get(_pmid(snippet), {})
+            section = "title" if "title" in str(snippet.get("beginSection", "")) else "abstract"
+            text, wanted = doc.get(section) or "", str(snippet.get("text", ""))
+            begin = int(snippet.get("offsetInBeginSection", -1))
+            same += bool(wanted) and text[begin : begin + len(wanted)] == wanted
+            at = text.find(wanted) if wanted else -1
+            if at >= 0:
+                found.append(
+                    {
+                        **snippet,
+                        "offsetInBeginSection": at,
+                        "offsetInEndSection": at + len(wanted),
+                    }
+                )
+        located.append({"id": question.id, "documents": [], "snippets": found[:10]})
+    best = evaluate_phase_a(gold, {"questions": located}, edition=EDITION)
+    return {
+        "ceiling_f1": round(best["snippets_f1"], 4),
+        "gold_offsets_in_index": round(same / total, 4) if total else None,
+    }
+
+
+def _pmid(snippet: dict[str, Any]) -> str:
+    try:
+        return pmid_of(str(snippet.get("document", "")))
+    except ValueError:
+        return ""

@@ -76,22 +76,23 @@ def test_eval_snippets_scores_the_grid_as_bioasq_eval_scores_a_run(tmp_path):
         "--json",
     )
     run_f1 = json.loads(evaluated.stdout)["snippets_f1"]
-    grid = ["--documents", "1,3", "--per-document", "1,5", "--min-score", "none,0.3"]
+    grid = ["--documents", "1,5", "--per-document", "1,5", "--min-score", "none,0.3"]
     proc = quorum(tmp_path, "eval", "snippets", "--questions", str(gold), *grid, "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     assert report["questions"] == 3 and report["scorer"] == "cosine"
+    assert 0 < report["gold_offsets_in_index"] <= 1 and 0 < report["ceiling_f1"] <= 1
     rows = report["rows"]
     assert len(rows) == 8 and report["best"] == rows[0]
     assert [r["snippets_f1"] for r in rows] == sorted(
         (r["snippets_f1"] for r in rows), reverse=True
     )
     defaults = next(
-        r for r in rows if (r["documents"], r["per_document"], r["min_score"]) == (3, 5, None)
+        r for r in rows if (r["documents"], r["per_document"], r["min_score"]) == (5, 5, None)
     )
     assert defaults["limit"] == 10 and defaults["snippets_f1"] == round(run_f1, 4)
     floored = next(
-        r for r in rows if (r["documents"], r["per_document"], r["min_score"]) == (3, 5, 0.3)
+        r for r in rows if (r["documents"], r["per_document"], r["min_score"]) == (5, 5, 0.3)
     )
     assert 1 <= floored["snippets_per_question"] <= defaults["snippets_per_question"]
     one_doc = [r for r in rows if r["documents"] == 1 and r["per_document"] == 1]

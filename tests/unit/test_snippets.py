@@ -173,7 +173,7 @@ def test_title_snippet_covers_the_title(bow):
 
 
 def test_every_sentence_is_a_candidate_when_limits_allow(bow):
-    snippets = best_snippets(QUESTION, DOCS[:1], bow, limit=20, per_doc=10)
+    snippets = best_snippets(QUESTION, DOCS[:1], bow, limit=20, per_doc=10, merge=False)
     # The title and three abstract sentences.
     assert len(snippets) == 4
     assert sum(s["beginSection"] == "abstract" for s in snippets) == 3
@@ -197,7 +197,7 @@ def test_limit_caps_the_number_of_snippets(bow):
 
 
 def test_the_most_relevant_sentence_of_another_document_is_found(bow):
-    snippets = best_snippets(QUESTION, DOCS[1:2], bow, limit=1, per_doc=1)
+    snippets = best_snippets(QUESTION, DOCS[1:2], bow, limit=1, per_doc=1, merge=False)
     assert snippets[0]["text"] == (
         "Aspirin users had fewer colorectal cancer cases in a secondary analysis."
     )
@@ -216,12 +216,32 @@ def test_no_documents_give_no_snippets(bow):
 # --- score_sentences / choose_snippets ---------------------------------------------------------
 
 
-def scored_by_hand(*scores: float) -> list[ScoredSentence]:
-    """Two sentences a document, documents ranked 0, 1, 2 …, with the given scores."""
-    return [
-        ScoredSentence(i // 2, str(100 + i // 2), "abstract", 0, 20, f"sentence {i}", score)
-        for i, score in enumerate(scores)
-    ]
+def scored_by_hand(*scores: float, per_document: int = 2) -> list[ScoredSentence]:
+    """`per_document` sentences a document, documents ranked 0, 1, 2 …, with the given scores.
+
+    Document d's abstract is its sentences "sentence i." joined by one space.
+    """
+    out = []
+    for d in range(0, len(scores), per_document):
+        texts = [f"sentence {i}." for i in range(d, min(d + per_document, len(scores)))]
+        source = " ".join(texts)
+        begin = 0
+        for i, text in enumerate(texts, start=d):
+            rank = d // per_document
+            out.append(
+                ScoredSentence(
+                    rank,
+                    str(100 + rank),
+                    "abstract",
+                    begin,
+                    begin + len(text),
+                    text,
+                    scores[i],
+                    source,
+                )
+            )
+            begin += len(text) + 1
+    return out
 
 
 def test_score_sentences_ranks_documents_in_the_order_given(bow):
@@ -240,16 +260,76 @@ def test_choose_snippets_is_best_snippets_over_the_same_scores(bow):
 
 def test_min_score_leaves_out_weak_sentences_but_keeps_the_best():
     scored = scored_by_hand(0.9, -1.0, 0.5, 0.1, -2.0, -3.0)
-    kept = choose_snippets(scored, limit=10, per_doc=2, min_score=0.3)
-    assert [s["text"] for s in kept] == ["sentence 0", "sentence 2"]
+    kept = choose_snippets(scored, limit=10, per_doc=2, min_score=0.3, merge=False)
+    assert [s["text"] for s in kept] == ["sentence 0.", "sentence 2."]
     floor_above_all = choose_snippets(scored, limit=10, per_doc=2, min_score=5.0)
-    assert [s["text"] for s in floor_above_all] == ["sentence 0"]
-    assert len(choose_snippets(scored, limit=10, per_doc=2)) == 6
+    assert [s["text"] for s in floor_above_all] == ["sentence 0."]
+    assert len(choose_snippets(scored, limit=10, per_doc=2, merge=False)) == 6
 
 
 def test_documents_limits_snippets_to_the_top_ranked_documents():
     scored = scored_by_hand(0.1, 0.2, 0.9, 0.8, 0.7, 0.6)
-    top_one = choose_snippets(scored, limit=10, per_doc=5, documents=1)
-    assert [s["text"] for s in top_one] == ["sentence 1", "sentence 0"]
+    top_one = choose_snippets(scored, limit=10, per_doc=5, documents=1, merge=False)
+    assert [s["text"] for s in top_one] == ["sentence 1.", "sentence 0."]
     top_two = choose_snippets(scored, limit=10, per_doc=5, documents=2)
     assert {s["document"].rsplit("/", 1)[-1] for s in top_two} == {"100", "101"}
+
+
+def test_neighbouring_sentences_merge_into_one_snippet_with_exact_offsets():
+    # one document of five sentences: 0 and 1 side by side, 3 alone, 4 beside 3
+    scored = scored_by_hand(0.9, 0.8, 0.1, 0.7, 0.6, per_document=5)
+    source = scored[0].source
+    merged = choose_snippets(scored, limit=2, per_doc=2, min_score=0.5)
+    assert [s["text"] for s in merged] == ["sentence 0. sentence 1.", "sentence 3. sentence 4."]
+    for snippet in merged:  # offsets cut the snippet's text out of the section
+        begin, end = snippet["offsetInBeginSection"], snippet["offsetInEndSection"]
+        assert source[begin:end] == snippet["text"]
+    assert merged[0]["score"] == 0.9
+    # a merge takes no slot: with one slot, 0 and 1 still come as one snippet
+    assert [s["text"] for s in choose_snippets(scored, limit=1, per_doc=1, min_score=0.75)] == [
+        "sentence 0. sentence 1."
+    ]
+    # without merging, each sentence is a snippet and the slots run out
+    plain = choose_snippets(scored, limit=2, per_doc=2, min_score=0.5, merge=False)
+    assert [s["text"] for s in plain] == ["sentence 0.", "sentence 1."]
+    # a sentence between two chosen ones joins them into one span
+    bridged = choose_snippets(scored_by_hand(0.9, 0.1, 0.8, per_document=3), limit=2, per_doc=2)
+    assert [s["text"] for s in bridged] == ["sentence 0. sentence 1. sentence 2."]
+
+
+def test_eval_snippets_ceiling_scores_the_gold_text_where_the_index_holds_it(make_context):
+    from graphs.eval.snippets import ceiling
+    from infra.bioasq.formats import Question
+    from tests.support.data import DOCS as INDEXED
+
+    abstract = INDEXED[0]["abstract"]
+    text = "Cyclosporin A reduced perforation formation."
+    at = abstract.index(text)
+    url = "http://www.ncbi.nlm.nih.gov/pubmed/101"
+    right = {"document": url, "text": text, "beginSection": "abstract", "endSection": "abstract"}
+    right |= {"offsetInBeginSection": at, "offsetInEndSection": at + len(text)}
+    # the same text where PubMed's longer abstract has it: the index's copy starts earlier
+    shifted = {
+        **right,
+        "offsetInBeginSection": at + 500,
+        "offsetInEndSection": at + 500 + len(text),
+    }
+    questions = [
+        Question("a", "q?", "summary", [url], [right]),
+        Question("b", "q?", "summary", [url], [shifted]),
+    ]
+    gold = {
+        "questions": [
+            {
+                "id": q.id,
+                "type": q.type,
+                "body": q.body,
+                "documents": q.documents,
+                "snippets": q.snippets,
+            }
+            for q in questions
+        ]
+    }
+    found = ceiling(make_context(), questions, gold)
+    # one gold snippet points at its text in the index; the other's offsets cannot be reached
+    assert found == {"ceiling_f1": 0.5, "gold_offsets_in_index": 0.5}
