@@ -154,10 +154,10 @@ def group_figures(
     }
 
 
-def document_groups(data: TrainingData, depth: int) -> list[DevGroup]:
+def document_groups(data: TrainingData, examples: Sequence[Example], depth: int) -> list[DevGroup]:
     """Return the dev questions' BM25 heads, with their BM25 scores, as dev groups."""
     groups = []
-    for e in data.dev:
+    for e in examples:
         head = e.hits[:depth]
         ids = [p for p, _ in head]
         groups.append(

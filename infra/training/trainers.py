@@ -142,8 +142,8 @@ def train_reranker(
         # NOTE: the dev head is BM25's: the reranker does not know which retriever it will sit
         # behind. Behind a fused first stage (stronger than BM25) the best weight can be lower;
         # README measures the weights on 11B behind the trained retriever.
-        groups = document_groups(data, options.dev_depth)
-        examples = [e for e in data.dev if e.hits]
+        examples = [e for e in data.dev if e.hits]  # the BM25 row and the groups: the same
+        groups = document_groups(data, examples, options.dev_depth)
         dev = [{"model": "BM25", "epoch": "", **bm25_figures(examples)}] if examples else []
     if not rows["anchor"]:
         from infra.errors import UserError
