@@ -50,11 +50,15 @@ def test_snippets_follow_the_scorers_ranking_with_exact_offsets(scorer_dir):
     texts = all_sentences()
     scores = scorer.score(QUESTION, texts)
     assert len(set(np.round(scores, 6))) > 1  # really scored, not a constant
-    chosen = best_snippets(QUESTION, DOCS, HashEmbedder(), limit=20, per_doc=20, scorer=scorer)
+    chosen = best_snippets(
+        QUESTION, DOCS, HashEmbedder(), limit=20, per_doc=20, scorer=scorer, merge=False
+    )
     assert [s["text"] for s in chosen] == [texts[i] for i in np.argsort(-scores, kind="stable")]
     assert [s["score"] for s in chosen] == sorted((s["score"] for s in chosen), reverse=True)
+    merged = best_snippets(QUESTION, DOCS, HashEmbedder(), limit=20, per_doc=20, scorer=scorer)
+    assert len(merged) < len(chosen)  # every sentence chosen: each section is one span
     by_pmid = {d["pmid"]: d for d in DOCS}
-    for s in chosen:
+    for s in chosen + merged:
         doc = by_pmid[s["document"].rsplit("/", 1)[-1]]
         assert (
             doc[s["beginSection"]][s["offsetInBeginSection"] : s["offsetInEndSection"]]
