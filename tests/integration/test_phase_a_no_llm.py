@@ -81,7 +81,7 @@ def test_eval_snippets_scores_the_grid_as_bioasq_eval_scores_a_run(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     assert report["questions"] == 3 and report["scorer"] == "cosine"
-    assert 0 < report["gold_offsets_in_index"] <= 1 and 0 < report["ceiling_f1"] <= 1
+    assert 0 <= report["gold_offsets_in_index"] <= 1 and 0 <= report["ceiling_f1"] <= 1
     rows = report["rows"]
     assert len(rows) == 8 and report["best"] == rows[0]
     assert [r["snippets_f1"] for r in rows] == sorted(
