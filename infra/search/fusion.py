@@ -22,7 +22,7 @@ def fuse(bm25: np.ndarray, cosine: np.ndarray, method: str, alpha: float, rrf_k:
         cos_rank = np.empty(len(cosine))
         cos_rank[np.argsort(-cosine, kind="stable")] = np.arange(len(cosine))
         return 1.0 / (rrf_k + bm25_rank + 1) + 1.0 / (rrf_k + cos_rank + 1)
-    return (1 - alpha) * _minmax(bm25) + alpha * _minmax(cosine)
+    return blend(bm25, cosine, alpha)
 
 
 def blend(first: np.ndarray, second: np.ndarray, weight: float) -> np.ndarray:
