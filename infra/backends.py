@@ -40,7 +40,8 @@ class Embedded:
         if embedder is not None and stored and stored != embedder.name:
             raise IndexMismatch(
                 f"index {settings.search.index!r} holds {stored} vectors but the configured "
-                f"embedder is {embedder.name}; re-index it or configure {stored}"
+                f"embedder is {embedder.name}; compute its vectors with `quorum embed --index "
+                f"{settings.search.index}`, or configure {stored}"
             )
         return index
 

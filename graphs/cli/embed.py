@@ -71,6 +71,13 @@ def run_embed(settings: Settings, *, batch_size: int, commit_every: int) -> Embe
     ingest = journal_path(settings, writer)
     journal = EmbedJournal(ingest.with_name(f"embed-{ingest.name}"), embedder.name)
     try:
+        stored = getattr(writer, "meta", {}).get("embedding_model")
+        if stored and stored != embedder.name and settings.search.backend == "embedded":
+            err.print(
+                f"index {index!r} holds {stored} vectors: computing {embedder.name}'s beside "
+                "them (searches use the old ones until every document has a new one)",
+                markup=False,
+            )
         total = writer.count_unembedded()
         bar = tqdm(total=total, unit=" docs", file=sys.stderr, dynamic_ncols=True, disable=None)
         try:
@@ -82,8 +89,11 @@ def run_embed(settings: Settings, *, batch_size: int, commit_every: int) -> Embe
                 commit_every=commit_every,
                 on_progress=bar.update,
             )
-        except ValueError as exc:  # vectors of another model or dimension
-            raise CliError(f"{exc}; embed into another --index, or configure that model") from None
+        except ValueError as exc:  # Elasticsearch: vectors of another model or dimension
+            raise CliError(
+                f"{exc}; an Elasticsearch index keeps one model's vectors: index into another "
+                "--index with this model, or configure that model"
+            ) from None
         finally:
             bar.close()
     finally:

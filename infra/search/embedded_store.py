@@ -39,6 +39,7 @@ from infra.search.embedded_layout import (
     upgrade,
     write_meta,
 )
+from infra.search.embedded_reembed import Reembedding, finish_swap
 from infra.search.unembedded import Unembedded
 
 RESORT_AT = 1_000_000
@@ -80,7 +81,7 @@ def open_layout(path: Path) -> tuple[tantivy.Index, dict[str, Any], int]:
     rows = committed_rows(index, meta)
     if meta["version"] != LAYOUT_VERSION:
         meta = upgrade(path, meta, rows)
-    return index, meta, rows
+    return index, finish_swap(path, meta), rows  # a new model's vectors a crash left half in
 
 
 def committed_rows(index: tantivy.Index, meta: dict[str, Any]) -> int:
@@ -142,6 +143,7 @@ class EmbeddedWriter:
         embedded = self.meta.get("embedded_rows", self.rows if self.dims else 0)
         self._embedded = min(int(embedded), self.rows)
         self._in_place: tuple[int, int] | None = None  # descriptors for vectors written in place
+        self._next_model: Reembedding | None = None  # another model's vectors being computed
 
     def _open_vectors(self) -> tuple[Any, Any]:
         return open(self.path / VECTORS, "ab"), open(self.path / SCALES, "ab")
@@ -252,15 +254,13 @@ class EmbeddedWriter:
     def start_vectors(self, dims: int, model: str) -> None:
         """Store `dims`-dimensional vectors of `model` from now on (rows so far lack them).
 
-        ValueError when the index already stores vectors of another model or dimension.
+        An index holding another model's vectors keeps them for searches while this model's
+        are computed beside them (`embedded_reembed`), swapped in once every row has one.
         """
         if self.dims:
             stored = self.meta.get("embedding_model")
             if self.dims != dims or (stored and stored != model):
-                raise ValueError(
-                    f"index at {self.path} holds {stored} vectors ({self.dims} dims), "
-                    f"not {model} ({dims} dims)"
-                )
+                self._next_model = Reembedding.begin(self.path, self.meta, dims, model)
             return
         for name, width in ((VECTORS, dims), (SCALES, 4)):
             with open(self.path / name, "ab") as fh:
@@ -276,26 +276,37 @@ class EmbeddedWriter:
         """Yield the current documents whose rows hold no vector yet, in row order, in batches.
 
         Rows below the watermark are skipped unread; a superseded row (its PMID re-indexed
-        later) and a document without text need no vector.
+        later) and a document without text need no vector. While another model's vectors are
+        computed, every row from that scan's resume point lacks one.
         """
-        if not self.dims or self._embedded >= self.rows:
+        again = self._next_model
+        first = again.through if again else self._embedded
+        if not self.dims or first >= self.rows:
             return
         scales = mapped(self.path / SCALES, np.float32, (self.rows,))
         pmids = mapped(self.path / pmids_file(self._width), f"S{self._width}", (self.rows,))
         searcher = self._index.searcher()
-        for start in range(self._embedded, self.rows, batch_size):
+        for start in range(first, self.rows, batch_size):
             end = min(start + batch_size, self.rows)
-            empty = np.flatnonzero(scales[start:end] == 0) + start
+            if again:
+                empty = np.arange(start, end)
+            else:
+                empty = np.flatnonzero(scales[start:end] == 0) + start
             wanted = dict(zip(empty.tolist(), decode(pmids[empty]), strict=True))
             docs = _current(searcher, self._index.schema, wanted)
             yield Unembedded([r for r, _ in docs], [d for _, d in docs], end)
 
     def count_unembedded(self) -> int:
         """Return how many rows may lack a vector (those above the watermark: an upper bound)."""
+        if self._next_model is not None:
+            return self.rows - self._next_model.through
         return self.rows - self._embedded if self.dims else self.rows
 
     def set_vectors(self, rows: Sequence[int], vectors: np.ndarray, through: int) -> None:
         """Write vectors into their rows in place; `through` becomes the watermark at commit."""
+        if self._next_model is not None:
+            self._next_model.write(rows, vectors, through)
+            return
         if rows:
             if self._in_place is None:
                 self._in_place = (
@@ -310,6 +321,17 @@ class EmbeddedWriter:
 
     def commit_vectors(self) -> None:
         """Make the vectors written in place durable, then move the watermark past them."""
+        if self._next_model is not None:
+            if self._next_model.commit(self.rows):  # the new model's vectors are the index's now
+                self._next_model = None
+                for fh in self._vectors or ():
+                    fh.close()
+                for fd in self._in_place or ():  # they wrote into the old files
+                    os.close(fd)
+                self._in_place = None
+                self.dims, self._embedded = self.meta["dims"], int(self.meta["embedded_rows"])
+                self._vectors = self._open_vectors()
+            return
         for fd in self._in_place or ():
             os.fsync(fd)
         self.meta["embedded_rows"] = self._embedded
@@ -324,6 +346,8 @@ class EmbeddedWriter:
         for fd in self._in_place or ():
             os.close(fd)
         self._in_place = None
+        if self._next_model is not None:
+            self._next_model.close()
 
 
 def _current(

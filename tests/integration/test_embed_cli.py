@@ -101,3 +101,25 @@ def test_a_missing_index_is_named_before_any_model_loads(tmp_path):
     )
     with pytest.raises(CliError, match=r"index 'nowhere' does not exist.*--no-embeddings"):
         run_embed(settings, batch_size=10, commit_every=10)
+
+
+def test_an_index_is_embedded_again_for_a_newly_configured_model(tmp_path, tiny_model, capsys):
+    trained = write_tiny_sentence_transformer(tmp_path / "trained", seed=3, dim=16)
+    old = load_settings(
+        home=tmp_path, search={"index": "kb"}, embeddings={"path": tiny_model, "name": "tiny"}
+    )
+    writer = EmbeddedWriter(old.index_dir, dims=32, embedding_model="tiny")
+    writer.upsert(documents(60), np.ones((60, 32), dtype=np.float32))
+    writer.close()
+    new = load_settings(
+        home=tmp_path, search={"index": "kb"}, embeddings={"path": trained, "name": "trained"}
+    )
+    report = run_embed(new, batch_size=25, commit_every=25)
+    assert report.embedded == 60
+    index = EmbeddedIndex(new.index_dir)
+    assert (index.meta["embedding_model"], index.meta["dims"]) == ("trained", 16)
+    vectors = index.vectors(row_pmids(new.index_dir))
+    assert vectors.shape == (60, 16) and np.all(np.any(vectors, axis=1))
+    assert run_embed(new, batch_size=25, commit_every=25).embedded == 0
+    said = capsys.readouterr().err
+    assert "holds tiny vectors: computing trained's beside them" in said

@@ -1,5 +1,6 @@
 """`quorum embed`'s job on the embedded engine: vectors added later, resumed, never twice."""
 
+import os
 from collections import Counter
 
 import numpy as np
@@ -102,10 +103,71 @@ def test_documents_indexed_later_without_vectors_are_the_only_ones_embedded(tmp_
     )
 
 
-def test_vectors_of_another_model_are_refused(tmp_path):
-    path = tmp_path / "i"
-    writer = EmbeddedWriter(path, dims=64, embedding_model="other-model")
-    writer.upsert(docs(2), HashEmbedder().embed_documents(["a", "b"]))
+class Wide(CountingEmbedder):
+    """Another model: 32 dimensions, another name (vectors the index held before)."""
+
+    name, dim = "wide-32", 32
+
+
+def other_model_index(path, n=40):
+    writer = EmbeddedWriter(path, dims=32, embedding_model="wide-32")
+    writer.upsert(docs(n), Wide().embed_documents([text(d) for d in docs(n)]))
     writer.close()
-    with pytest.raises(ValueError, match="other-model"):
+
+
+def test_vectors_of_another_model_are_computed_again_and_swapped_in(tmp_path):
+    path = tmp_path / "i"
+    other_model_index(path)
+    embedder = CountingEmbedder()
+    report = run(path, embedder, batch_size=16, commit_every=16)
+    assert report.embedded == 40 and set(embedder.seen.values()) == {1}
+    index = EmbeddedIndex(path)
+    assert (index.meta["embedding_model"], index.meta["dims"]) == ("hash-64", 64)
+    assert "reembed" not in index.meta
+    expected = HashEmbedder().embed_documents([text(d) for d in docs(40)])
+    assert np.allclose(index.vectors([d["pmid"] for d in docs(40)]), expected, atol=4e-3)
+    assert not list(path.glob("*.next.*"))
+    again = CountingEmbedder()
+    assert run(path, again).embedded == 0 and again.calls == 0
+
+
+def test_a_killed_re_embedding_leaves_the_old_vectors_serving_and_resumes(tmp_path):
+    path = tmp_path / "i"
+    other_model_index(path)
+    old = EmbeddedIndex(path).vectors(["1000", "1039"])
+    first = CountingEmbedder(fail_on_call=3)  # two batches of 10 land, the third fails
+    with pytest.raises(Planted):
+        run(path, first, batch_size=10, commit_every=10)
+    index = EmbeddedIndex(path)  # searches still see one model's vectors: the old one's
+    assert (index.meta["embedding_model"], index.meta["dims"]) == ("wide-32", 32)
+    assert np.array_equal(index.vectors(["1000", "1039"]), old)
+    second = CountingEmbedder()
+    report = run(path, second, batch_size=10, commit_every=10)
+    assert report.embedded == 20 and report.earlier == 20
+    assert first.seen + second.seen == Counter(text(d) for d in docs(40))
+    index = EmbeddedIndex(path)
+    assert index.meta["embedding_model"] == "hash-64"
+    assert np.allclose(
+        index.vectors(["1039"])[0], HashEmbedder().embed_query(text(docs(40)[39])), atol=4e-3
+    )
+
+
+def test_a_swap_cut_short_is_finished_when_the_index_next_opens(tmp_path, monkeypatch):
+    path = tmp_path / "i"
+    other_model_index(path, 5)
+    real_replace = os.replace
+
+    def crash_after_first_rename(src, dst):
+        if str(src).endswith("scales.next.f32"):  # the vectors' file is already in place
+            raise Planted("crash between the two renames")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", crash_after_first_rename)
+    with pytest.raises(Planted):
         run(path, CountingEmbedder())
+    monkeypatch.setattr(os, "replace", real_replace)
+    index = EmbeddedIndex(path)
+    assert (index.meta["embedding_model"], index.meta["dims"]) == ("hash-64", 64)
+    assert np.allclose(
+        index.vectors(["1004"])[0], HashEmbedder().embed_query(text(docs(5)[4])), atol=4e-3
+    )
