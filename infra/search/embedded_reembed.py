@@ -61,8 +61,10 @@ class Reembedding:
         self.through = max(self.through, through)
 
     def commit(self, rows: int) -> bool:
-        """Make the new vectors durable and record the resume point; swap them in when every
-        one of the index's `rows` has been scanned. Return whether the swap happened."""
+        """Make the new vectors durable and record the resume point; True once swapped in.
+
+        The swap happens when every one of the index's `rows` has been scanned.
+        """
         for fd in self._fds or ():
             os.fsync(fd)
         self.meta["reembed"]["through"] = self.through
