@@ -49,6 +49,13 @@ def eval_retrieval(
             help="Nearest documents by vector added to BM25's (default: search.dense_candidates).",
         ),
     ] = None,
+    cross_encoder_weights: Annotated[
+        str | None,
+        typer.Option(
+            help="Cross-encoder blend weights to compare on the same first stage, e.g. "
+            "0,0.3,0.5,0.9 (needs rerank.cross_encoder.path).",
+        ),
+    ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
@@ -69,16 +76,40 @@ def eval_retrieval(
         if v is not None
     }
     settings = settings_for(search=search) if search else settings_for()
+    weights = None
+    if cross_encoder_weights is not None:
+        weights = _grid(cross_encoder_weights, "--cross-encoder-weights", float, [])
+        if any(w is None or not 0 <= w <= 1 for w in weights):
+            raise CliError("--cross-encoder-weights: give weights from 0 to 1, e.g. 0,0.3,0.5")
+        if settings.rerank.cross_encoder.path is None or no_rerank:
+            raise CliError(
+                "--cross-encoder-weights needs a cross-encoder: set "
+                "QUORUM_RERANK__CROSS_ENCODER__PATH (and leave out --no-rerank)"
+            )
     context = build_context(settings)
     report = asyncio.run(
         evaluate_retrieval(
-            context, loaded, query_mode=query_mode, reranked=not no_rerank, snippets=snippets
+            context,
+            loaded,
+            query_mode=query_mode,
+            reranked=not no_rerank,
+            snippets=snippets,
+            weights=weights,
         )
     )
     if as_json:
         write_json(report)
         return
+    rows = report.pop("cross_encoder_weights", None)
     print_report(report, 20)
+    if rows:
+        out.print("cross-encoder weight  recall@10  recall@100     MAP")
+        for row in rows:
+            out.print(
+                f"{row['weight']:>20g} {row['doc_recall@10']:>10} {row['doc_recall@100']:>11} "
+                f"{row['doc_map']:>7}",
+                markup=False,
+            )
 
 
 @eval_app.command("snippets", context_settings={"allow_extra_args": True})

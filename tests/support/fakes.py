@@ -105,3 +105,16 @@ def script(**replies: Any) -> ScriptedChatModel:
         return reply if isinstance(reply, str) else json.dumps(reply)
 
     return ScriptedChatModel(respond=respond, calls=[])
+
+
+class ScriptedReranker:
+    """A cross-encoder that scores each passage by the score given for a word in it."""
+
+    def __init__(self, by_word: dict[str, float]):
+        self.by_word = by_word
+
+    def score(self, query, passages):
+        return np.array(
+            [next((v for w, v in self.by_word.items() if w in p), 0.0) for p in passages],
+            dtype=np.float32,
+        )

@@ -17,7 +17,7 @@ from nodes.rerank import rerank
 from nodes.search import search
 from nodes.synthesize import synthesize
 from tests.support.data import LIMITS
-from tests.support.fakes import pmids_in, script
+from tests.support.fakes import ScriptedReranker, pmids_in, script
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
 
@@ -147,21 +147,6 @@ async def test_rerank_uses_stored_vectors_and_keeps_top_k(make_context, settings
     )  # cosine lifts the on-topic document over BM25's top
     assert [c["pmid"] for c in update["contexts"]] == ranked[:2]
     assert update["contexts"][0]["abstract"].startswith("Mitochondrial dynamics")
-
-
-class ScriptedReranker:
-    """A cross-encoder that scores each passage by the score given for a word in it."""
-
-    def __init__(self, by_word: dict[str, float]):
-        self.by_word = by_word
-
-    def score(self, query, passages):
-        import numpy as np
-
-        return np.array(
-            [next((v for w, v in self.by_word.items() if w in p), 0.0) for p in passages],
-            dtype=np.float32,
-        )
 
 
 @pytest.mark.parametrize(

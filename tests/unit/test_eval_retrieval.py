@@ -1,0 +1,51 @@
+"""`quorum eval retrieval --cross-encoder-weights`: every weight ranked as rerank ranks it."""
+
+import pytest
+
+from graphs.eval.retrieval import evaluate_retrieval, retrieve_scored
+from infra.bioasq.formats import Question
+from tests.support.fakes import ScriptedReranker
+
+QUESTION = "mitochondria lace plant programmed cell death"
+
+
+def at_weight(settings, weight, top_n=5):
+    ce = settings.rerank.cross_encoder.model_copy(update={"top_n": top_n, "weight": weight})
+    return settings.model_copy(
+        update={"rerank": settings.rerank.model_copy(update={"cross_encoder": ce})}
+    )
+
+
+@pytest.fixture
+async def planted(make_context, settings):
+    """A question whose gold the first stage ranks third and the cross-encoder ranks first."""
+    ranked, _, _ = await retrieve_scored(
+        QUESTION, make_context(settings_=settings), query_mode="question", reranked=True
+    )
+    gold = ranked[2]
+    title = make_context(settings_=settings).search.fetch([gold])[0]["title"]
+    question = Question(id="q1", body=QUESTION, type="summary", documents=[gold])
+    return question, ScriptedReranker({title: 5.0})
+
+
+async def test_each_weight_scores_what_rerank_at_that_weight_gives(make_context, settings, planted):
+    question, reranker = planted
+    ctx = make_context(settings_=at_weight(settings, 0.5))
+    ctx.reranker = reranker
+    report = await evaluate_retrieval(ctx, [question], weights=[0.0, 1.0])
+    rows = {row["weight"]: row for row in report["cross_encoder_weights"]}
+    assert set(rows) == {0.0, 0.5, 1.0} and report["cross_encoder_weight"] == 0.5
+    assert rows[0.0]["doc_map"] < rows[1.0]["doc_map"] == 1.0  # the planted order shows
+    for weight, row in rows.items():
+        alone = make_context(settings_=at_weight(settings, weight))
+        alone.reranker = reranker
+        plain = await evaluate_retrieval(alone, [question])
+        assert (plain["doc_map"], plain["doc_recall@10"]) == (row["doc_map"], row["doc_recall@10"])
+    assert report["doc_map"] == rows[0.5]["doc_map"]
+    assert [r["weight"] for r in report["cross_encoder_weights"]][-1] == 0.0  # best first
+
+
+async def test_a_sweep_without_a_cross_encoder_is_refused(make_context, settings, planted):
+    question, _ = planted
+    with pytest.raises(ValueError, match="cross_encoder"):
+        await evaluate_retrieval(make_context(settings_=settings), [question], weights=[0.5])
