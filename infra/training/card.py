@@ -85,9 +85,19 @@ def write_card(output: Path, kind: str, record: dict[str, Any]) -> list[str]:
     if kind == "retriever":
         out += [
             "",
-            "Documents are embedded when indexed: re-index with these settings "
-            "(`quorum index CORPUS --index NAME`); the index records which model its vectors "
-            "came from and refuses another.",
+            "Documents are embedded when indexed: with these settings, `quorum embed --index "
+            "NAME` computes this model's vectors for an existing embedded index (or re-index "
+            "with `quorum index CORPUS --index NAME`); the index records which model its "
+            "vectors came from and refuses searches with another.",
+        ]
+    elif settings["level"] == "document":
+        out += [
+            "",
+            "The weight was chosen blending with BM25's head. Behind a trained retriever the "
+            "first stage is stronger and the best weight lower (on 11B: 0.1–0.3 against 0.9): "
+            "choose it on the dev questions with that retriever configured, "
+            f"`quorum eval retrieval --questions {output.resolve() / DEV_QUESTIONS} "
+            "--cross-encoder-weights 0,0.1,0.3,0.5,0.9`.",
         ]
     (output / CARD).write_text("\n".join(out) + "\n", encoding="utf-8")
     return lines
