@@ -71,8 +71,8 @@ def run_embed(settings: Settings, *, batch_size: int, commit_every: int) -> Embe
     ingest = journal_path(settings, writer)
     journal = EmbedJournal(ingest.with_name(f"embed-{ingest.name}"), embedder.name)
     try:
-        stored = getattr(writer, "meta", {}).get("embedding_model")
-        if stored and stored != embedder.name and settings.search.backend == "embedded":
+        stored = writer.vectors_model()
+        if stored and stored != embedder.name:
             err.print(
                 f"index {index!r} holds {stored} vectors: computing {embedder.name}'s beside "
                 "them (searches use the old ones until every document has a new one)",
@@ -89,11 +89,8 @@ def run_embed(settings: Settings, *, batch_size: int, commit_every: int) -> Embe
                 commit_every=commit_every,
                 on_progress=bar.update,
             )
-        except ValueError as exc:  # Elasticsearch: vectors of another model or dimension
-            raise CliError(
-                f"{exc}; an Elasticsearch index keeps one model's vectors: index into another "
-                "--index with this model, or configure that model"
-            ) from None
+        except ValueError as exc:  # vectors Elasticsearch did not store
+            raise CliError(f"{exc}; run the same command again to retry them") from None
         finally:
             bar.close()
     finally:

@@ -43,6 +43,10 @@ class VectorWriter(Protocol):
         """Make the vectors written so far durable."""
         ...
 
+    def finish_vectors(self) -> None:
+        """After a complete scan: put another model's vectors, if computed, into use."""
+        ...
+
 
 @dataclass
 class EmbedReport:
@@ -133,6 +137,7 @@ def embed_missing(
             _commit(writer, journal, report, pending)
             pending = 0
     _commit(writer, journal, report, pending)
+    writer.finish_vectors()
     report.seconds = time.perf_counter() - started
     return report
 

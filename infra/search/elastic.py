@@ -27,6 +27,7 @@ from infra.search.elastic_schema import (
     checked_properties,
     from_source,
     to_source,
+    vector_field_name,
 )
 from infra.search.query import QueryError, parse_query
 from infra.settings import INDEX_NAME, INDEX_NAME_RULE
@@ -72,6 +73,7 @@ class ElasticIndex(BulkLoading):
             url, api_key=api_key, request_timeout=timeout_s, max_retries=2, retry_on_timeout=True
         )
         self._mapping: dict[str, Any] | None = None  # properties, once analysis is checked
+        self._meta: dict[str, Any] = {}  # the index's `_meta`, read with the properties
         self.shards, self.replicas, self.vector_index = shards, replicas, vector_index
         self.embedding_model = embedding_model
         self.bulk_threads, self.bulk_docs = bulk_threads, bulk_docs
@@ -123,7 +125,8 @@ class ElasticIndex(BulkLoading):
         """Return the stored vectors' dimension; None when the index stores no vectors."""
         if self._mapping is None and not self.exists():
             return None
-        return self._properties().get("embedding", {}).get("dims")
+        properties = self._properties()
+        return properties.get(vector_field_name(self._meta), {}).get("dims")
 
     @property
     def analyzer(self) -> str:
@@ -238,7 +241,8 @@ class ElasticIndex(BulkLoading):
         for start in range(0, len(unique), PAGE):
             chunk = unique[start : start + PAGE]
             # Exact: flat vectors are brute-forced over the ids filter (no graph, no quantizing).
-            knn = {"field": "embedding", "query_vector": query.tolist(), "k": len(chunk)}
+            field = vector_field_name(self._meta)
+            knn = {"field": field, "query_vector": query.tolist(), "k": len(chunk)}
             knn |= {"num_candidates": len(chunk), "filter": {"ids": {"values": chunk}}}
             with _guard(self._secret):
                 found = self._client.search(
@@ -266,7 +270,8 @@ class ElasticIndex(BulkLoading):
         if query.shape[0] != dims:
             raise ValueError(f"the query vector has {query.shape[0]} dims; the index has {dims}")
         k = min(int(k), PAGE)
-        knn = {"field": "embedding", "query_vector": query.tolist(), "k": k, "num_candidates": k}
+        knn = {"field": vector_field_name(self._meta), "query_vector": query.tolist(), "k": k}
+        knn["num_candidates"] = k
         with _guard(self._secret):
             found = self._client.search(
                 index=self.index,
@@ -311,7 +316,10 @@ class ElasticIndex(BulkLoading):
                 "_index": self.index,
                 "_id": pmid,
                 "_source": to_source(
-                    docs[i], None if vectors is None else vectors[i], packed=packed
+                    docs[i],
+                    None if vectors is None else vectors[i],
+                    packed=packed,
+                    field=vector_field_name(self._meta),
                 ),
             }
             for pmid, i in latest.items()
@@ -379,6 +387,7 @@ class ElasticIndex(BulkLoading):
                 found = self._client.indices.get_mapping(index=self.index)
             mapping = next(iter(found.values()))["mappings"]
             self._mapping = checked_properties(self.index, mapping)
+            self._meta = dict(mapping.get("_meta") or {})
         return self._mapping
 
 

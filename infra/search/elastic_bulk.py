@@ -17,7 +17,16 @@ from typing import Any
 import numpy as np
 from elasticsearch import BadRequestError, Elasticsearch, helpers
 
-from infra.search.elastic_schema import MODEL_KEY, mappings, vector_field, vector_value
+from infra.search.elastic_schema import (
+    FIELD_KEY,
+    MODEL_KEY,
+    REEMBED_KEY,
+    VECTOR_FIELD,
+    mappings,
+    vector_field,
+    vector_field_name,
+    vector_value,
+)
 from infra.search.unembedded import Unembedded
 
 BULK_KEY = "quorum_bulk"
@@ -43,6 +52,9 @@ class BulkLoading:
     _bulk_mode: bool
     _packed: bool | None
     _mapping: dict[str, Any] | None
+    _meta: dict[str, Any]
+    _target: str | None = None
+    """The field `quorum embed` fills: the vectors' own, or another model's being computed."""
 
     # ElasticIndex gives exists(), commit() and _guarded() (its error guard, masking the key).
 
@@ -53,42 +65,53 @@ class BulkLoading:
         self._bulk_mode = True
 
     def start_vectors(self, dims: int, model: str) -> None:
-        """Store `dims`-dimensional vectors of `model` (an index without them gains the field)."""
+        """Store `dims`-dimensional vectors of `model` (an index without them gains the field).
+
+        An index holding another model's vectors keeps searching with them while this model's
+        fill a field of their own; `finish_vectors` moves searches over to it.
+        """
         have = self.dims
         with self._guarded():
             stored = stored_model(self._client, self.index)
+            current = vector_field_name(self._meta)
             if have is None:
                 add_vectors(self._client, self.index, dims, self.vector_index, model)
-                self._mapping = None
+                self._target = current
             elif have != dims or (stored and stored != model):
-                raise ValueError(
-                    f"index {self.index!r} holds {stored or 'unnamed'} vectors ({have} dims), "
-                    f"not {model} ({dims} dims)"
+                self._target = begin_reembed(
+                    self._client, self.index, dims, self.vector_index, model
                 )
-            elif not stored:
-                name_model(self._client, self.index, model)
+            else:
+                self._target = current
+                if not stored:
+                    name_model(self._client, self.index, model)
+            self._mapping = None
 
     def unembedded(self, batch_size: int) -> Iterator[Unembedded]:
         """Yield the documents without a vector, in PMID order, in batches."""
+        field = self._target or vector_field_name(self._meta)
         with self._guarded():
-            for docs in unembedded(self._client, self.index, batch_size):
+            for docs in unembedded(self._client, self.index, batch_size, field):
                 yield Unembedded([d["pmid"] for d in docs], docs, 0)
 
     def count_unembedded(self) -> int:
         """Return how many documents have no vector yet."""
+        self._properties()  # type: ignore[attr-defined]
+        field = self._target or vector_field_name(self._meta)
         with self._guarded():
             self._client.indices.refresh(index=self.index)
-            return count_unembedded(self._client, self.index)
+            return count_unembedded(self._client, self.index, field)
 
     def set_vectors(self, pmids: Sequence[str], vectors: np.ndarray, through: int) -> None:
         """Add vectors to stored documents (`through` is the embedded engine's; unused here)."""
         packed = self._packs_vectors()
+        field = self._target or vector_field_name(self._meta)
         actions = [
             {
                 "_op_type": "update",
                 "_index": self.index,
                 "_id": str(pmid),
-                "doc": {"embedding": vector_value(vector, packed=packed)},
+                "doc": {field: vector_value(vector, packed=packed)},
             }
             for pmid, vector in zip(pmids, np.asarray(vectors, dtype=np.float32), strict=True)
             if np.any(vector)  # cosine rejects a zero vector: the document keeps none
@@ -100,6 +123,19 @@ class BulkLoading:
     def commit_vectors(self) -> None:
         """Make the vectors added so far durable (they are, once acknowledged)."""
         self.commit()  # type: ignore[attr-defined]
+
+    def vectors_model(self) -> str | None:
+        """Return the model whose vectors searches use (None when the index stores none)."""
+        if self.dims is None:
+            return None
+        with self._guarded():
+            return stored_model(self._client, self.index)
+
+    def finish_vectors(self) -> None:
+        """After a whole scan: searches move to another model's vectors, if those were computed."""
+        with self._guarded():
+            if finish_reembed(self._client, self.index):
+                self._mapping = None
 
     def _send(self, actions: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
         client = self._client.options(request_timeout=max(self.timeout_s, 120.0))
@@ -231,12 +267,51 @@ def name_model(client: Elasticsearch, index: str, model: str) -> None:
     client.indices.put_mapping(index=index, meta=_meta(client, index) | {MODEL_KEY: model})
 
 
-def count_unembedded(client: Elasticsearch, index: str) -> int:
+def begin_reembed(client: Elasticsearch, index: str, dims: int, index_type: str, model: str) -> str:
+    """Give another model's vectors a field of their own (or resume filling it); return it.
+
+    The field of an abandoned earlier attempt for a third model stays in the mapping (fields
+    cannot be removed) and a new name is taken.
+    """
+    meta = _meta(client, index)
+    state = meta.get(REEMBED_KEY) or {}
+    if state.get("model") == model and int(state.get("dims", 0)) == dims:
+        return str(state["field"])
+    taken = set(
+        next(iter(client.indices.get_mapping(index=index).values()))["mappings"].get(
+            "properties", {}
+        )
+    )
+    n = 2
+    while f"{VECTOR_FIELD}_{n}" in taken:
+        n += 1
+    field = f"{VECTOR_FIELD}_{n}"
+    meta[REEMBED_KEY] = {"field": field, "model": model, "dims": dims}
+    client.indices.put_mapping(
+        index=index, properties={field: vector_field(dims, index_type)}, meta=meta
+    )
+    return field
+
+
+def finish_reembed(client: Elasticsearch, index: str) -> bool:
+    """Name the re-embedded field and its model as the index's vectors; False if none."""
+    meta = _meta(client, index)
+    state = meta.pop(REEMBED_KEY, None)
+    if not state:
+        return False
+    meta |= {FIELD_KEY: state["field"], MODEL_KEY: state["model"]}
+    client.indices.put_mapping(index=index, meta=meta)
+    return True
+
+
+def count_unembedded(client: Elasticsearch, index: str, field: str = VECTOR_FIELD) -> int:
     """Return how many documents have no vector yet (as of the last refresh)."""
-    return int(client.count(index=index, query=_UNEMBEDDED)["count"])
+    return int(client.count(index=index, query=_unembedded(field))["count"])
 
 
-def unembedded(client: Elasticsearch, index: str, batch_size: int) -> Iterator[list[dict]]:
+def unembedded(
+    client: Elasticsearch, index: str, batch_size: int, field: str = VECTOR_FIELD
+) -> Iterator[list[dict]]:
     """Yield the documents without a vector, in PMID order, as of now, in batches.
 
     A refresh first makes every acknowledged vector visible (an earlier run's included); a
@@ -248,7 +323,7 @@ def unembedded(client: Elasticsearch, index: str, batch_size: int) -> Iterator[l
     try:
         while True:
             found = client.search(
-                query=_UNEMBEDDED,
+                query=_unembedded(field),
                 size=batch_size,
                 pit={"id": pit, "keep_alive": "5m"},
                 sort=[{"pmid": "asc"}],
@@ -273,7 +348,8 @@ def unembedded(client: Elasticsearch, index: str, batch_size: int) -> Iterator[l
         client.close_point_in_time(id=pit)
 
 
-_UNEMBEDDED = {"bool": {"must_not": [{"exists": {"field": "embedding"}}]}}
+def _unembedded(field: str) -> dict[str, Any]:
+    return {"bool": {"must_not": [{"exists": {"field": field}}]}}
 
 
 def _meta(client: Elasticsearch, index: str) -> dict[str, Any]:

@@ -7,7 +7,9 @@ stemmer, no `whitespace` tokenizer for a custom analyzer), but the prebuilt anal
 The text as given is kept under `original` (in `_source` only, never indexed) for `fetch`.
 Vectors are a `dense_vector` whose `index_options` type is `search.elasticsearch_vector_index`
 (flat float32 by default; int8 and bbq quantize them), the model that made them named in
-`_meta`; an index may gain the field later, when `quorum embed` adds vectors.
+`_meta`; an index may gain the field later, when `quorum embed` adds vectors. Another model's
+vectors go into a field of their own (`embedding_2`, …, named in `_meta` while they are computed)
+and `_meta` moves the index over to it when every document has one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,18 @@ from infra.search.analysis import VERSION, analyze
 ANALYZER = "whitespace"
 META_KEY = "quorum_analysis"
 MODEL_KEY = "quorum_embedding_model"
+FIELD_KEY = "quorum_vector_field"
+"""`_meta` key naming the field that holds the vectors searches use (default `embedding`)."""
+REEMBED_KEY = "quorum_reembed"
+"""`_meta` key of another model's vectors being computed: their field, model and dimension."""
+VECTOR_FIELD = "embedding"
+
+
+def vector_field_name(meta: dict[str, Any]) -> str:
+    """Return the field holding the vectors searches use, as an index's `_meta` names it."""
+    return str(meta.get(FIELD_KEY) or VECTOR_FIELD)
+
+
 SOURCE_FIELDS = ("pmid", "original", "year", "journal")
 
 
@@ -74,7 +88,11 @@ def checked_properties(index: str, mapping: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_source(
-    doc: dict[str, Any], vector: np.ndarray | None, *, packed: bool = False
+    doc: dict[str, Any],
+    vector: np.ndarray | None,
+    *,
+    packed: bool = False,
+    field: str = VECTOR_FIELD,
 ) -> dict[str, Any]:
     """Return the `_source` of a document: its stems to search, its text as given to fetch.
 
@@ -98,7 +116,7 @@ def to_source(
         "journal": doc.get("journal") or None,
     }
     if vector is not None and np.any(vector):  # cosine rejects zero vectors: store none
-        source["embedding"] = vector_value(vector, packed=packed)
+        source[field] = vector_value(vector, packed=packed)
     return source
 
 

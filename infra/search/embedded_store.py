@@ -337,6 +337,13 @@ class EmbeddedWriter:
         self.meta["embedded_rows"] = self._embedded
         write_meta(self.path, self.meta)
 
+    def vectors_model(self) -> str | None:
+        """Return the model whose vectors searches use (None when the index stores none)."""
+        return self.meta.get("embedding_model") if self.dims else None
+
+    def finish_vectors(self) -> None:
+        """Nothing to do: another model's vectors are swapped in by the commit reaching the end."""
+
     def close(self) -> None:
         """Commit (sorting every row into the PMID lookup) and release the index."""
         self.commit(sort=True)

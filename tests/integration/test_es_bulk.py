@@ -119,5 +119,49 @@ def test_vector_storage_is_the_configured_index_type(es_url, new_name, admin):
     index.commit()
     scores = index.similarities([d["pmid"] for d in docs(5)], vectors[2])
     assert int(np.argmax(scores)) == 2 and scores[2] == pytest.approx(1.0, abs=0.02)
-    with pytest.raises(ValueError, match="hash-64"):
-        index.start_vectors(64, "another-model")
+    index.start_vectors(64, "another-model")  # computed beside: searches keep hash-64's
+    mapping = admin.indices.get_mapping(index=name)[name]["mappings"]
+    assert mapping["properties"]["embedding_2"]["index_options"]["type"] == "int8_flat"
+    assert mapping["_meta"]["quorum_embedding_model"] == "hash-64"
+    assert mapping["_meta"]["quorum_reembed"]["model"] == "another-model"
+
+
+class Wide(CountingEmbedder):
+    """Another model: 32 dimensions, another name (vectors the index held before)."""
+
+    name, dim = "wide-32", 32
+
+
+def test_another_models_vectors_fill_a_field_of_their_own_and_take_over(
+    es_url, new_name, tmp_path, admin
+):
+    name = new_name()
+    corpus = docs(60)
+    old = ElasticIndex(es_url, name, dims=32, create=True, embedding_model="wide-32")
+    old.upsert(corpus, Wide().embed_documents([text(d) for d in corpus]))
+    old.close()
+    journal = tmp_path / "embed.json"
+    first = CountingEmbedder(fail_on_call=2)
+    with pytest.raises(Planted):
+        run(es_url, name, first, journal=journal, batch_size=25, commit_every=25)
+    index = ElasticIndex(es_url, name)  # killed half way: searches still use wide-32's vectors
+    assert index.dims == 32 and meta_of(admin, name)["quorum_embedding_model"] == "wide-32"
+    query = Wide().embed_documents([text(corpus[5])])[0]
+    assert index.similarities([corpus[5]["pmid"]], query)[0] == pytest.approx(1.0, abs=1e-4)
+    second = CountingEmbedder()
+    report = run(es_url, name, second, journal=journal, batch_size=25, commit_every=25)
+    assert report.embedded == 35 and first.seen + second.seen == Counter(text(d) for d in corpus)
+    meta = meta_of(admin, name)
+    assert meta["quorum_embedding_model"] == "hash-64" and "quorum_reembed" not in meta
+    assert meta["quorum_vector_field"] == "embedding_2"
+    index = ElasticIndex(es_url, name)
+    assert index.dims == 64 and index.count_unembedded() == 0
+    query = HashEmbedder().embed_query(text(corpus[7]))
+    best = index.nearest(query, 1)[0]
+    assert best[1] == pytest.approx(1.0, abs=1e-4)
+    assert index.similarities([corpus[7]["pmid"]], query)[0] == pytest.approx(1.0, abs=1e-4)
+    late = {"pmid": "9999", "title": "late", "abstract": "statin trial"}
+    index.upsert([late], HashEmbedder().embed_documents([text(late)]))  # into the new field
+    index.commit()
+    assert index.similarities(["9999"], HashEmbedder().embed_query(text(late)))[0] > 0.99
+    assert run(es_url, name, CountingEmbedder(), journal=journal).embedded == 0
