@@ -78,7 +78,7 @@ def eval_retrieval(
     settings = settings_for(search=search) if search else settings_for()
     weights = None
     if cross_encoder_weights is not None:
-        weights = _grid(cross_encoder_weights, "--cross-encoder-weights", float, [])
+        weights = _grid(cross_encoder_weights, "--cross-encoder-weights", float, [], "0,0.3,0.5")
         if any(w is None or not 0 <= w <= 1 for w in weights):
             raise CliError("--cross-encoder-weights: give weights from 0 to 1, e.g. 0,0.3,0.5")
         if settings.rerank.cross_encoder.path is None or no_rerank:
@@ -174,8 +174,11 @@ def eval_snippets(
         )
 
 
-def _grid(text: str | None, flag: str, kind: type, default: list) -> list:
+def _grid(
+    text: str | None, flag: str, kind: type, default: list, example: str | None = None
+) -> list:
     """Parse a comma-separated list of values ('none' allowed for floats) or use the default."""
+    example = example or ("3,5" if kind is int else "none,0,2")
     if text is None:
         return default
     values: list = []
@@ -188,7 +191,7 @@ def _grid(text: str | None, flag: str, kind: type, default: list) -> list:
         except ValueError:
             raise CliError(
                 f"{flag}: {part!r} is not a{'n integer' if kind is int else ' number'}; "
-                f"give a comma-separated list such as {'3,5' if kind is int else 'none,0,2'}"
+                f"give a comma-separated list such as {example}"
             ) from None
         if kind is int and value < 1:
             raise CliError(f"{flag}: {value} must be at least 1")
