@@ -40,17 +40,22 @@ def run(path, embedder, **kw):
         writer.close()
 
 
+def assert_hash_vectors(path, n):
+    """The index's vectors are hash-64's of each document, every one of them."""
+    index = EmbeddedIndex(path)
+    assert (index.meta["embedding_model"], index.meta["dims"]) == ("hash-64", 64)
+    expected = HashEmbedder().embed_documents([text(d) for d in docs(n)])
+    assert np.allclose(index.vectors([d["pmid"] for d in docs(n)]), expected, atol=4e-3)
+    return index
+
+
 def test_an_index_without_vectors_gets_every_vector_once(tmp_path):
     path = tmp_path / "i"
     plain_index(path)
     embedder = CountingEmbedder()
     report = run(path, embedder, batch_size=16, commit_every=32)
     assert report.embedded == 100 and set(embedder.seen.values()) == {1}
-    index = EmbeddedIndex(path)
-    assert index.meta["embedding_model"] == "hash-64" and index.meta["dims"] == 64
-    expected = HashEmbedder().embed_documents([text(d) for d in docs(100)])
-    got = index.vectors([d["pmid"] for d in docs(100)])
-    assert np.allclose(got, expected, atol=4e-3)
+    assert_hash_vectors(path, 100)
     again = CountingEmbedder()
     assert run(path, again).embedded == 0 and again.calls == 0
 
@@ -121,11 +126,7 @@ def test_vectors_of_another_model_are_computed_again_and_swapped_in(tmp_path):
     embedder = CountingEmbedder()
     report = run(path, embedder, batch_size=16, commit_every=16)
     assert report.embedded == 40 and set(embedder.seen.values()) == {1}
-    index = EmbeddedIndex(path)
-    assert (index.meta["embedding_model"], index.meta["dims"]) == ("hash-64", 64)
-    assert "reembed" not in index.meta
-    expected = HashEmbedder().embed_documents([text(d) for d in docs(40)])
-    assert np.allclose(index.vectors([d["pmid"] for d in docs(40)]), expected, atol=4e-3)
+    assert "reembed" not in assert_hash_vectors(path, 40).meta
     assert not list(path.glob("*.next.*"))
     again = CountingEmbedder()
     assert run(path, again).embedded == 0 and again.calls == 0
