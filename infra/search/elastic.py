@@ -29,18 +29,15 @@ from infra.search.elastic_schema import (
     to_source,
     vector_field_name,
 )
+from infra.search.elastic_vectors import HIT_FIELDS, IDS_ONLY, PAGE, VectorSearch, hit_scores
 from infra.search.query import QueryError, parse_query
 from infra.settings import INDEX_NAME, INDEX_NAME_RULE
 
-PAGE = 10_000  # index.max_result_window and the knn num_candidates ceiling
 MAX_HITS = 100_000  # search() pages at most MAX_HITS / PAGE times
 MAX_ERRORS_SHOWN = 5
-# PMIDs come from doc values: loading 10,000 stored _ids costs ~10x more than the search.
-_IDS_ONLY = {"source": False, "stored_fields": "_none_", "docvalue_fields": ["pmid"]}
-_HIT_FIELDS = ["hits.total", "hits.hits.fields.pmid", "hits.hits._score"]
 
 
-class ElasticIndex(BulkLoading):
+class ElasticIndex(VectorSearch, BulkLoading):
     """One Elasticsearch index of PubMed documents: searched, fetched, scored and written."""
 
     name = "elasticsearch"
@@ -178,10 +175,10 @@ class ElasticIndex(BulkLoading):
                     query=dsl,
                     size=limit,
                     track_total_hits=True,
-                    filter_path=_HIT_FIELDS,
-                    **_IDS_ONLY,
+                    filter_path=HIT_FIELDS,
+                    **IDS_ONLY,
                 )
-                return SearchResult(_total(found), _hits(found))
+                return SearchResult(_total(found), hit_scores(found))
             return self._search_pages(dsl, limit)
 
     def _search_pages(self, dsl: dict[str, Any], limit: int) -> SearchResult:
@@ -198,14 +195,14 @@ class ElasticIndex(BulkLoading):
                     sort=[{"_score": "desc"}, {"_shard_doc": "asc"}],
                     search_after=after,
                     track_total_hits=after is None,
-                    filter_path=[*_HIT_FIELDS, "pit_id", "hits.hits.sort"],
-                    **_IDS_ONLY,
+                    filter_path=[*HIT_FIELDS, "pit_id", "hits.hits.sort"],
+                    **IDS_ONLY,
                 )
                 pit = found.get("pit_id", pit)
                 page = found["hits"].get("hits", [])
                 if after is None:
                     total = _total(found)
-                hits += _hits(found)
+                hits += hit_scores(found)
                 if len(page) < size:
                     break
                 after = page[-1]["sort"]
@@ -223,65 +220,6 @@ class ElasticIndex(BulkLoading):
             found = self._client.mget(index=self.index, ids=wanted, source_includes=SOURCE_FIELDS)
         docs = {d["_id"]: d["_source"] for d in found["docs"] if d.get("found")}
         return [from_source(p, docs[p]) for p in wanted if p in docs]
-
-    def similarities(self, pmids: Sequence[str], vector: np.ndarray) -> np.ndarray | None:
-        """Return cosine(vector, stored vector) per PMID, computed in the server; 0 if none."""
-        dims = self.dims
-        if dims is None:
-            return None
-        query = np.asarray(vector, dtype=np.float32).ravel()
-        if query.shape[0] != dims:
-            raise ValueError(f"the query vector has {query.shape[0]} dims; the index has {dims}")
-        wanted = [str(p) for p in pmids]
-        out = np.zeros(len(wanted), dtype=np.float32)
-        if not wanted or not np.any(query):
-            return out
-        unique = list(dict.fromkeys(wanted))
-        scores: dict[str, float] = {}
-        for start in range(0, len(unique), PAGE):
-            chunk = unique[start : start + PAGE]
-            # Exact: flat vectors are brute-forced over the ids filter (no graph, no quantizing).
-            field = vector_field_name(self._meta)
-            knn = {"field": field, "query_vector": query.tolist(), "k": len(chunk)}
-            knn |= {"num_candidates": len(chunk), "filter": {"ids": {"values": chunk}}}
-            with _guard(self._secret):
-                found = self._client.search(
-                    index=self.index,
-                    query={"knn": knn},
-                    size=len(chunk),
-                    filter_path=_HIT_FIELDS[1:],
-                    **_IDS_ONLY,
-                )
-            # knn scores cosine as (1 + cos) / 2.
-            scores |= {pmid: 2.0 * score - 1.0 for pmid, score in _hits(found)}
-        out[:] = [scores.get(p, 0.0) for p in wanted]
-        return out
-
-    def nearest(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """Return the `k` documents whose stored vectors are closest to `vector`, best first.
-
-        A knn query on `embedding`: its flat (brute-force) index makes it exact, as the embedded
-        engine's scan is. Scores are cosines, as `similarities` returns them.
-        """
-        dims = self.dims
-        if dims is None or k <= 0:
-            return []
-        query = np.asarray(vector, dtype=np.float32).ravel()
-        if query.shape[0] != dims:
-            raise ValueError(f"the query vector has {query.shape[0]} dims; the index has {dims}")
-        k = min(int(k), PAGE)
-        knn = {"field": vector_field_name(self._meta), "query_vector": query.tolist(), "k": k}
-        knn["num_candidates"] = k
-        with _guard(self._secret):
-            found = self._client.search(
-                index=self.index,
-                knn=knn,
-                size=k,
-                filter_path=_HIT_FIELDS[1:],
-                **_IDS_ONLY,
-            )
-        # knn scores cosine as (1 + cos) / 2.
-        return [(pmid, 2.0 * score - 1.0) for pmid, score in _hits(found)]
 
     def has(self, pmid: str) -> bool:
         """Tell whether the index holds this PMID."""
@@ -412,11 +350,6 @@ def _mask(text: str, secret: str | None) -> str:
 def _total(found: Any) -> int:
     total = found["hits"]["total"]
     return int(total["value"] if isinstance(total, dict) else total)
-
-
-def _hits(found: Any) -> list[tuple[str, float]]:
-    hits = found.get("hits", {}).get("hits", [])
-    return [(h["fields"]["pmid"][0], float(h["_score"] or 0.0)) for h in hits]
 
 
 def _describe(failed: list[dict[str, Any]]) -> str:
