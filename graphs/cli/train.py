@@ -92,6 +92,14 @@ def train_reranker(
     negatives: Annotated[
         int, typer.Option("--negatives", min=1, help="BM25 negatives per question.")
     ] = 7,
+    max_positives: Annotated[
+        int | None,
+        typer.Option(
+            "--max-positives",
+            min=1,
+            help="Rows per question: gold documents (default 1) or gold sentences (default 4).",
+        ),
+    ] = None,
     base: BaseOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -108,6 +116,7 @@ def train_reranker(
         seed=seed,
         batch_size=batch_size or 8,
         negatives=negatives,
+        max_positives=max_positives or (4 if level == "sentence" else 1),
         level=level,  # type: ignore[arg-type]
         base_model=base_model(base),
     )

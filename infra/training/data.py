@@ -222,9 +222,18 @@ def retrieval_rows(
 
 
 def rerank_rows(
-    data: TrainingData, examples: Sequence[Example], *, negatives: int, seed: int
+    data: TrainingData,
+    examples: Sequence[Example],
+    *,
+    negatives: int,
+    seed: int,
+    max_positives: int = 1,
 ) -> dict[str, list[str]]:
-    """Return (anchor, positive, negative_1..n) columns: one row per question."""
+    """Return (anchor, positive, negative_1..n) columns: a row per gold document.
+
+    At most `max_positives` gold documents a question, drawn at random (1, the default: a row
+    per question).
+    """
     rng = random.Random(seed)
     columns = ["anchor", "positive", *(f"negative_{i + 1}" for i in range(negatives))]
     rows: dict[str, list[str]] = {c: [] for c in columns}
@@ -232,11 +241,16 @@ def rerank_rows(
         pool = example.negatives[:30]
         if len(pool) < negatives:
             pool += _random_negatives(data, example, rng, negatives - len(pool))
-        chosen = rng.sample(pool, negatives)
-        rows["anchor"].append(example.question.body)
-        rows["positive"].append(data.text(rng.choice(example.gold)))
-        for column, pmid in zip(columns[2:], chosen, strict=True):
-            rows[column].append(data.text(pmid))
+        if max_positives == 1:  # as the measured models were trained (same draws, same seed)
+            golds = [rng.choice(example.gold)]
+        else:
+            golds = rng.sample(example.gold, min(max_positives, len(example.gold)))
+        for gold in golds:
+            chosen = rng.sample(pool, negatives)
+            rows["anchor"].append(example.question.body)
+            rows["positive"].append(data.text(gold))
+            for column, pmid in zip(columns[2:], chosen, strict=True):
+                rows[column].append(data.text(pmid))
     return rows
 
 

@@ -40,9 +40,17 @@ def labelled_sentences(data: TrainingData, example: Example) -> tuple[list[str],
 
 
 def sentence_rows(
-    data: TrainingData, examples: Sequence[Example], *, negatives: int, seed: int
+    data: TrainingData,
+    examples: Sequence[Example],
+    *,
+    negatives: int,
+    seed: int,
+    max_positives: int = 4,
 ) -> dict[str, list[str]]:
-    """Return (anchor, positive, negative_1..n) columns: one row per positive sentence (max 4)."""
+    """Return (anchor, positive, negative_1..n) columns: a row per positive sentence.
+
+    At most `max_positives` positive sentences a question, in the order of their documents.
+    """
     rng = random.Random(seed)
     columns = ["anchor", "positive", *(f"negative_{i + 1}" for i in range(negatives))]
     rows: dict[str, list[str]] = {c: [] for c in columns}
@@ -50,7 +58,7 @@ def sentence_rows(
         positives, pool = labelled_sentences(data, example)
         if not positives or not pool:
             continue
-        for positive in positives[:4]:
+        for positive in positives[:max_positives]:
             chosen = (
                 rng.sample(pool, negatives)
                 if len(pool) >= negatives

@@ -134,11 +134,23 @@ def train_reranker(
     if options.level == "sentence":
         from infra.training.sentences import sentence_groups, sentence_rows
 
-        rows = sentence_rows(data, data.train, negatives=options.negatives, seed=options.seed)
+        rows = sentence_rows(
+            data,
+            data.train,
+            negatives=options.negatives,
+            seed=options.seed,
+            max_positives=options.max_positives,
+        )
         groups = sentence_groups(data, data.dev)
         dev: list[dict[str, Any]] = []
     else:
-        rows = rerank_rows(data, data.train, negatives=options.negatives, seed=options.seed)
+        rows = rerank_rows(
+            data,
+            data.train,
+            negatives=options.negatives,
+            seed=options.seed,
+            max_positives=options.max_positives,
+        )
         # NOTE: the dev head is BM25's: the reranker does not know which retriever it will sit
         # behind. Behind a fused first stage (stronger than BM25) the best weight can be lower;
         # README measures the weights on 11B behind the trained retriever.

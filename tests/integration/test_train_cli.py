@@ -72,6 +72,18 @@ def test_a_tiny_retriever_trained_from_the_command_line(tmp_path, golden):
     assert all(q.id in given and q.body == given[q.id]["body"] and q.documents for q in dev)
 
 
+@pytest.mark.parametrize(("level", "positives"), [("document", 1), ("sentence", 4)])
+def test_a_tiny_reranker_records_the_positives_it_trained_on(tmp_path, golden, level, positives):
+    out = tmp_path / "models" / level
+    args = ["--questions", str(golden), "--corpus", str(CORPUS), "--output", str(out)]
+    args += ["--base", str(write_tiny_bert(tmp_path / "bert")), "--batch-size", "4"]
+    done = train(tmp_path, "reranker", *args, "--level", level, "--device", "cpu")
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((out / "quorum-training.json").read_text())
+    assert record["settings"]["max_positives"] == positives
+    assert f"- max positives: {positives}" in (out / "README.md").read_text()
+
+
 @pytest.mark.parametrize(
     "case, message",
     [

@@ -81,6 +81,11 @@ def test_hard_negatives_are_bm25_hits_outside_the_gold(data):
     for i, example in enumerate(data.train):
         negatives = {ranked[f"negative_{k}"][i] for k in range(1, 8)}
         assert not negatives & {data.text(p) for p in example.question.documents}
+    wider = rerank_rows(data, data.train, negatives=7, seed=0, max_positives=3)
+    assert len(wider["anchor"]) == sum(min(3, len(e.gold)) for e in data.train)
+    positives = {(a, p) for a, p in zip(wider["anchor"], wider["positive"], strict=True)}
+    assert len(positives) == len(wider["anchor"])  # distinct gold documents of each question
+    assert all(p in gold_of[a] for a, p in positives)
 
 
 def test_sentence_positives_overlap_gold_snippets(data):
@@ -91,6 +96,13 @@ def test_sentence_positives_overlap_gold_snippets(data):
     assert negatives and not set(positives) & set(negatives)
     rows = sentence_rows(data, data.train, negatives=3, seed=0)
     assert rows["anchor"] and len(rows) == 5
+    capped = {
+        n: len(sentence_rows(data, data.train, negatives=3, seed=0, max_positives=n)["anchor"])
+        for n in (1, 4, 100)
+    }
+    counts = [len(labelled_sentences(data, e)[0]) for e in data.train]
+    assert capped == {n: sum(min(n, c) for c in counts if c) for n in (1, 4, 100)}
+    assert capped[1] < capped[100]  # the fixture has questions with several gold sentences
 
 
 def test_a_golden_file_without_documents_is_refused(tmp_path, golden):
