@@ -101,6 +101,14 @@ def train_reranker(
         ),
     ] = None,
     base: BaseOption = None,
+    retriever: Annotated[
+        Path | None,
+        typer.Option(
+            "--retriever",
+            help="A `train retriever` output: negatives and the dev head come from BM25 fused "
+            "with it, the first stage the reranker will follow.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Fine-tune a cross-encoder on (question, gold, BM25 negatives); print the settings."""
@@ -110,6 +118,10 @@ def train_reranker(
     if level not in ("document", "sentence"):
         raise CliError(f"unknown --level {level!r}; choose document or sentence")
     questions, corpus = checked_inputs(ctx, questions, corpus, output)
+    if retriever is not None:
+        from infra.training.first_stage import retriever_alpha
+
+        retriever_alpha(retriever)  # one line now, not after the corpus is read
     options = TrainOptions(
         epochs=epochs,
         device=device_choice(device),
@@ -119,6 +131,7 @@ def train_reranker(
         max_positives=max_positives or (4 if level == "sentence" else 1),
         level=level,  # type: ignore[arg-type]
         base_model=base_model(base),
+        retriever=retriever,
     )
     _report(run(questions, corpus, output, options), output, as_json)
 

@@ -90,7 +90,7 @@ def write_card(output: Path, kind: str, record: dict[str, Any]) -> list[str]:
             "with `quorum index CORPUS --index NAME`); the index records which model its "
             "vectors came from and refuses searches with another.",
         ]
-    elif settings["level"] == "document":
+    elif settings["level"] == "document" and not settings.get("retriever"):
         out += [
             "",
             "The weight was chosen blending with BM25's head. Behind a trained retriever the "

@@ -196,3 +196,63 @@ def test_dev_questions_keep_deeper_bm25_hits_than_training_questions(golden, mon
     data = load_training([golden], [CORPUS], seed=3, dev_fraction=0.25, dev_max=2)
     assert max(len(e.hits) for e in data.train) == 3
     assert max(len(e.hits) for e in data.dev) > 3
+
+
+def a_retriever(tmp_path, alpha: float) -> Path:
+    """A tiny sentence-transformers model with the record `train retriever` leaves."""
+    from tests.support.tiny_models import write_tiny_sentence_transformer
+
+    path = write_tiny_sentence_transformer(tmp_path / f"retriever-{alpha}", seed=5)
+    (path / "quorum-training.json").write_text(json.dumps({"chosen": {"alpha": alpha}}))
+    return path
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_hits_follow_bm25_fused_with_the_retriever_as_rerank_fuses(tmp_path, golden, alpha):
+    from sentence_transformers import SentenceTransformer
+
+    from infra.training.first_stage import fuse_hits
+
+    bm25 = load_training([golden], [CORPUS], seed=3, dev_fraction=0.25, dev_max=2)
+    fused = load_training([golden], [CORPUS], seed=3, dev_fraction=0.25, dev_max=2)
+    retriever = a_retriever(tmp_path, alpha)
+    assert fuse_hits(fused, retriever, "cpu") == alpha
+    model = SentenceTransformer(str(retriever), device="cpu")
+    moved = 0
+    for before, after in zip(bm25.train + bm25.dev, fused.train + fused.dev, strict=True):
+        ids = [p for p, _ in before.hits]
+        assert sorted(ids) == sorted(p for p, _ in after.hits)
+        if alpha == 0.0:  # BM25's weight alone: its order (ties in its order)
+            assert [p for p, _ in after.hits] == ids
+            continue
+        q = model.encode([before.question.body], normalize_embeddings=True)[0]
+        docs = model.encode([fused.text(p) for p in ids], normalize_embeddings=True)
+        cosine = dict(zip(ids, docs @ q, strict=True))
+        low, high = min(cosine.values()), max(cosine.values())
+        scores = [s for _, s in after.hits]
+        assert scores == sorted(scores, reverse=True)
+        for pmid, score in after.hits:  # the retriever's weight alone: min-max cosine
+            assert score == pytest.approx((cosine[pmid] - low) / (high - low), abs=1e-3)
+        moved += [p for p, _ in after.hits] != ids
+        gold = set(before.question.documents)
+        assert after.negatives == [p for p, _ in after.hits if p not in gold]
+    assert alpha == 0.0 or moved  # the fused order is not BM25's
+
+
+def test_a_reranker_behind_a_retriever_records_it_and_its_first_stage(tmp_path, golden, tiny_bert):
+    retriever = a_retriever(tmp_path, 0.7)
+    options = tiny_options(tiny_bert, retriever=retriever)
+    record = train_reranker([golden], [CORPUS], tmp_path / "ce", options)
+    assert record["dev"][0]["model"] == f"BM25 + {retriever.name} (α 0.7)"
+    assert record["settings"]["retriever"] == str(retriever)
+    assert "BM25 + " in record["loss"]
+    card = (tmp_path / "ce" / "README.md").read_text()
+    assert "chosen blending with BM25's head" not in card
+
+
+def test_a_retriever_without_its_record_is_refused_in_one_line(tmp_path):
+    from infra.errors import UserError
+    from infra.training.first_stage import retriever_alpha
+
+    with pytest.raises(UserError, match="not a retriever `quorum train retriever` made"):
+        retriever_alpha(tmp_path)
