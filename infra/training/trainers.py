@@ -139,26 +139,20 @@ def train_reranker(
         device=device,
         local_files_only=True,
     )
-    if options.level == "sentence":
-        from infra.training.sentences import sentence_groups, sentence_rows
+    from infra.training.sentences import sentence_groups, sentence_rows
 
-        rows = sentence_rows(
-            data,
-            data.train,
-            negatives=options.negatives,
-            seed=options.seed,
-            max_positives=options.max_positives,
-        )
+    make_rows = sentence_rows if options.level == "sentence" else rerank_rows
+    rows = make_rows(
+        data,
+        data.train,
+        negatives=options.negatives,
+        seed=options.seed,
+        max_positives=options.max_positives,
+    )
+    if options.level == "sentence":
         groups = sentence_groups(data, data.dev)
         dev: list[dict[str, Any]] = []
     else:
-        rows = rerank_rows(
-            data,
-            data.train,
-            negatives=options.negatives,
-            seed=options.seed,
-            max_positives=options.max_positives,
-        )
         # NOTE: without --retriever the dev head is BM25's, and the weight chosen against it is
         # too high behind a trained retriever (0.9 against 0.1-0.3 on 11B; README).
         examples = [e for e in data.dev if e.hits]  # the first-stage row and the groups: the same
