@@ -59,9 +59,7 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
     texts = _texts(ctx, pool, [p for p, _ in ranked[: max(settings.contexts, _head(ctx))]])
     if ctx.reranker is not None and ranked:
         head = ranked[: _head(ctx)]
-        docs = [texts.get(p, {}) for p, _ in head]
-        passages = [document_text(d.get("title", ""), d.get("abstract", "")) for d in docs]
-        ce = ctx.reranker.score(state["question"], passages)
+        ce = cross_encoder_scores(ctx, state["question"], [p for p, _ in head], texts)
         weight = settings.cross_encoder.weight
         mixed = blend(np.array([s for _, s in head], dtype=np.float32), ce, weight)
         order = np.argsort(-mixed, kind="stable")
@@ -74,6 +72,16 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
             kept = bounded({k: doc.get(k) for k in ("pmid", "title", "abstract", "year")})
             contexts.append({**kept, "score": score})
     return {"ranked": ranked, "contexts": contexts, "notes": notes, "first_stage": first_stage}
+
+
+def cross_encoder_scores(
+    ctx: Context, question: str, pmids: list[str], texts: dict[str, dict[str, Any]]
+) -> np.ndarray:
+    """Return the cross-encoder's score of each head document (title and abstract) for it."""
+    assert ctx.reranker is not None
+    docs = [texts.get(p, {}) for p in pmids]
+    passages = [document_text(d.get("title", ""), d.get("abstract", "")) for d in docs]
+    return ctx.reranker.score(question, passages)
 
 
 def _with_dense(

@@ -15,7 +15,6 @@ from tqdm import tqdm
 from graphs.routers import needs_refinement
 from infra.bioasq.formats import Question
 from infra.bioasq.metrics import average_precision, recall_at, snippet_recall
-from infra.embeddings import document_text
 from infra.search.fusion import blend
 from infra.search.keywords import keyword_query
 from infra.search.query import QueryError
@@ -23,7 +22,7 @@ from infra.snippets import best_snippets
 from nodes.context import Context
 from nodes.generate_query import generate_query, limits
 from nodes.refine_query import refine_query
-from nodes.rerank import rerank
+from nodes.rerank import cross_encoder_scores, rerank
 from nodes.search import search
 
 
@@ -70,15 +69,10 @@ def cross_encoder_views(
     The head is what rerank gives the cross-encoder (its top_n of the first stage's order) and
     each weight blends as rerank does, so a weight's ranking here is rerank's at that weight.
     """
-    assert ctx.reranker is not None
     top_n = min(ctx.settings.rerank.cross_encoder.top_n, len(scores))
     head = ranked[:top_n]
-    stored = {d["pmid"]: d for d in ctx.search.fetch(head)}
-    passages = [
-        document_text(stored.get(p, {}).get("title", ""), stored.get(p, {}).get("abstract", ""))
-        for p in head
-    ]
-    ce = ctx.reranker.score(question, passages) if head else np.zeros(0, dtype=np.float32)
+    texts = {d["pmid"]: d for d in ctx.search.fetch(head)}
+    ce = cross_encoder_scores(ctx, question, head, texts) if head else np.zeros(0, np.float32)
     first = np.array(scores[:top_n], dtype=np.float32)
     views: dict[float | None, list[str]] = {}
     for weight in weights:

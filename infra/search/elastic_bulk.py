@@ -89,15 +89,14 @@ class BulkLoading:
 
     def unembedded(self, batch_size: int) -> Iterator[Unembedded]:
         """Yield the documents without a vector, in PMID order, in batches."""
-        field = self._target or vector_field_name(self._meta)
+        field = self._fill_field()
         with self._guarded():
             for docs in unembedded(self._client, self.index, batch_size, field):
                 yield Unembedded([d["pmid"] for d in docs], docs, 0)
 
     def count_unembedded(self) -> int:
         """Return how many documents have no vector yet."""
-        self._properties()  # type: ignore[attr-defined]
-        field = self._target or vector_field_name(self._meta)
+        field = self._fill_field()
         with self._guarded():
             self._client.indices.refresh(index=self.index)
             return count_unembedded(self._client, self.index, field)
@@ -105,7 +104,7 @@ class BulkLoading:
     def set_vectors(self, pmids: Sequence[str], vectors: np.ndarray, through: int) -> None:
         """Add vectors to stored documents (`through` is the embedded engine's; unused here)."""
         packed = self._packs_vectors()
-        field = self._target or vector_field_name(self._meta)
+        field = self._fill_field()
         actions = [
             {
                 "_op_type": "update",
@@ -123,6 +122,12 @@ class BulkLoading:
     def commit_vectors(self) -> None:
         """Make the vectors added so far durable (they are, once acknowledged)."""
         self.commit()  # type: ignore[attr-defined]
+
+    def _fill_field(self) -> str:
+        """Return the field `quorum embed` fills: start_vectors' choice, else the current one."""
+        if self._target is None:
+            self._properties()  # type: ignore[attr-defined]  # reads _meta
+        return self._target or vector_field_name(self._meta)
 
     def vectors_model(self) -> str | None:
         """Return the model whose vectors searches use (None when the index stores none)."""
