@@ -215,10 +215,11 @@ class ChatModel:
                 add_usage(usage, message)
                 return parse_json_reply(schema, raw, message), raw, usage
             except (UnparsedReply, ValidationError, ValueError) as exc:
+                counted = message is not None  # the call returned: its usage is in
                 message = getattr(exc, "message", None) or message
                 if not was_cut_off(message, limit):
                     raise
-                if isinstance(exc, UnparsedReply):
+                if not counted:
                     add_usage(usage, message)
                 raw = reply_text(message)
                 if attempt == 2:

@@ -9,7 +9,6 @@ otherwise reported as a failed call with that reason: never an empty answer pass
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -64,16 +63,51 @@ def json_instruction(schema: type[BaseModel] | dict[str, Any]) -> str:
 
 
 def parse_json_reply(schema: type[Schema], raw: str, message: AIMessage | None = None) -> Schema:
-    """Parse a model's JSON reply into `schema`, tolerating code fences and chatter around it."""
+    """Parse a model's JSON reply into `schema`, tolerating code fences and chatter around it.
+
+    A reply must be whole JSON and answer the schema: LangChain's parser completes JSON cut
+    short (`{"a": 1, "b` reads as `{"a": 1}`), and an object with none of the schema's fields
+    validates against a schema whose fields all have defaults, so either would pass half an
+    answer or another question's answer off as "nothing found", with no error in the trace.
+
+    Raises:
+        UnparsedReply: the reply is not whole JSON, or has none of the schema's fields.
+        ValidationError: the JSON breaks the schema.
+    """
     parsed = message.additional_kwargs.get("_parsed") if message is not None else None
     if isinstance(parsed, schema):
         return parsed
+    data = first_json_object(raw)
+    if data is None:
+        what = "is not whole JSON" if "{" in raw else "has no JSON object"
+        raise UnparsedReply(f"the reply {what}", raw, message)
     if isinstance(parsed, dict):
-        return schema.model_validate(parsed)
-    match = re.search(r"\{.*\}", raw, flags=re.DOTALL)
-    if not match:
-        raise ValueError("no JSON object in the reply")
-    return schema.model_validate_json(match.group(0))
+        data = parsed  # the client's own reading of the same (whole) text
+    fields = set(schema.model_fields)
+    if isinstance(data, dict) and data and fields and not fields & set(data):
+        raise UnparsedReply(
+            f"the reply has none of the fields asked for ({', '.join(sorted(fields))}); "
+            f"it gave {', '.join(sorted(map(str, data))[:5])}",
+            raw,
+            message,
+        )
+    return schema.model_validate(data)
+
+
+def first_json_object(text: str) -> dict[str, Any] | None:
+    """Return the JSON object that opens at the first `{` of `text`, if it is whole.
+
+    Code fences and chatter before or after it are allowed; an object cut short is None (an
+    object nested in it is not taken for the reply).
+    """
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text, start)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 class UnparsedReply(ValueError):

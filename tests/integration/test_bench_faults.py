@@ -17,6 +17,7 @@ from graphs.bench.faults import bench_faults, build_testset
 from infra.models import ModelPool
 from infra.settings import ModelSpec, load_settings
 from infra.simulate.server import FAULT_KINDS, FaultPlan, SimulatedEndpoint, request_key
+from nodes.organize.strategies.dedupe import duplicates_schema
 from tests.support.data import GOLDEN
 
 NO_FAULTS = dict.fromkeys(FAULT_KINDS, 0.0)
@@ -70,7 +71,10 @@ def test_the_openai_client_retries_transient_faults(kind):
 
 
 @pytest.mark.parametrize("kind", ["malformed", "empty"])
-async def test_a_bad_output_is_an_error_reply_not_an_exception(kind, tmp_path):
+# duplicates_schema: every field has a default, so JSON cut short, which LangChain's parser
+# completes, validated as "no duplicates" and the trace showed no failed call.
+@pytest.mark.parametrize("schema", [Citation, duplicates_schema(5)], ids=["required", "defaults"])
+async def test_a_bad_output_is_an_error_reply_not_an_exception(kind, schema, tmp_path):
     plan = FaultPlan(**NO_FAULTS | {kind: 1.0})
     with SimulatedEndpoint(0.0, faults=plan) as endpoint:
         spec = ModelSpec(provider="openai", model="m", base_url=endpoint.base_url).model_dump()
@@ -79,11 +83,13 @@ async def test_a_bad_output_is_an_error_reply_not_an_exception(kind, tmp_path):
         )
         model = ModelPool(settings).first("query")
         replies = [
-            await model.structured(Citation, [HumanMessage(content=f"question {i}")])
+            await model.structured(schema, [HumanMessage(content=f"question {i}")])
             for i in range(2)
         ]
     for reply in replies:  # malformed alternates invalid JSON and a schema violation
-        assert reply.value is None and reply.error.startswith("unparseable output")
+        assert reply.value is None and reply.error.startswith("unparseable output"), reply
+    if kind == "malformed":  # what the endpoint said stays in the trace
+        assert "simulated fault 1" in replies[0].raw
     variants = [f.get("variant") for f in endpoint.faults_injected]
     assert variants == (["invalid_json", "schema_violation"] if kind == "malformed" else [None] * 2)
 

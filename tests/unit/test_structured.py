@@ -1,15 +1,24 @@
 """A structured reply cut off at the token limit is asked again tighter, then reported."""
 
 import json
+import re
 
+import pytest
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.utils.json import parse_json_markdown
 from pydantic import BaseModel, Field
 
 from infra.models import ChatModel
 from infra.settings import ModelSpec
-from infra.structured import BRIEF, tightened, was_cut_off
+from infra.structured import (
+    BRIEF,
+    UnparsedReply,
+    parse_json_reply,
+    tightened,
+    was_cut_off,
+)
 
 
 class Summary(BaseModel):
@@ -103,3 +112,38 @@ def test_was_cut_off_reads_the_finish_reason_or_the_token_count():
         content="", usage_metadata={"input_tokens": 1, "output_tokens": 10, "total_tokens": 11}
     )
     assert was_cut_off(counted, 10) and not was_cut_off(counted, 11)
+
+
+class Duplicates(BaseModel):
+    duplicates: list[int] = Field(default_factory=list)
+
+
+@pytest.mark.parametrize(
+    "raw, reason",
+    [
+        ('{"duplicates": [2, 3], "cut', "not whole JSON"),  # LangChain reads {"duplicates": [2, 3]}
+        ('{"answer": "yes"}', "none of the fields asked for (duplicates)"),
+        ("There are no duplicates.", "no JSON object"),
+    ],
+)
+def test_a_reply_cut_short_or_answering_another_schema_is_unparsed(raw, reason):
+    try:  # the client's lenient reading, handed over as _parsed
+        parsed = parse_json_markdown(raw)
+    except ValueError:
+        parsed = None
+    message = AIMessage(content=raw, additional_kwargs={"_parsed": parsed})
+    with pytest.raises(UnparsedReply, match=re.escape(reason)) as caught:
+        parse_json_reply(Duplicates, raw, message)
+    assert caught.value.raw == raw
+
+
+@pytest.mark.parametrize(
+    "raw, found",
+    [
+        ('```json\n{"duplicates": [2]}\n```\nPassage 2 repeats 1 {see above}.', [2]),
+        ('{"duplicates": [2], "why": "same trial"}', [2]),
+        ("{}", []),  # nothing to report is an answer
+    ],
+)
+def test_whole_json_with_chatter_around_it_parses(raw, found):
+    assert parse_json_reply(Duplicates, raw).duplicates == found
