@@ -220,3 +220,23 @@ def load_scorer(settings: SnippetSettings) -> Reranker | None:
     from infra.rerankers import SentenceTransformersReranker
 
     return SentenceTransformersReranker(path, settings.batch_size, settings.max_length)
+
+
+def located(snippet: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any] | None:
+    """Return a gold snippet with its offsets where its text is in `doc`; None when it is not.
+
+    A corpus whose texts are not PubMed's (rebuilt from snippets, or another version of the
+    abstract) has a snippet's text elsewhere than its offsets say.
+    """
+    section = "title" if "title" in str(snippet.get("beginSection", "")) else "abstract"
+    text, wanted = doc.get(section) or "", str(snippet.get("text", ""))
+    begin = int(snippet.get("offsetInBeginSection", -1))
+    if not wanted:
+        return None
+    if text[begin : begin + len(wanted)] == wanted:
+        return snippet
+    at = text.find(wanted)
+    if at < 0:
+        return None
+    return {**snippet, "offsetInBeginSection": at, "offsetInEndSection": at + len(wanted)}
+

@@ -24,7 +24,7 @@ from infra.bioasq.formats import Question
 from infra.bioasq.measures import evaluate_phase_a
 from infra.bioasq.urls import pmid_of, pubmed_url
 from infra.search.query import QueryError
-from infra.snippets import ScoredSentence, choose_snippets, score_sentences
+from infra.snippets import ScoredSentence, choose_snippets, located, score_sentences
 from nodes.context import Context
 
 EDITION = 12
@@ -131,27 +131,17 @@ def ceiling(ctx: Context, asked: Sequence[Question], gold: dict[str, Any]) -> di
     """
     pmids = {_pmid(s) for q in asked for s in q.snippets}
     docs = {d["pmid"]: d for d in ctx.search.fetch(sorted(pmids))}
-    located, same, total = [], 0, 0
+    perfect, same, total = [], 0, 0
     for question in asked:
         found = []
         for snippet in question.snippets:
             total += 1
-            doc = docs.get(_pmid(snippet), {})
-            section = "title" if "title" in str(snippet.get("beginSection", "")) else "abstract"
-            text, wanted = doc.get(section) or "", str(snippet.get("text", ""))
-            begin = int(snippet.get("offsetInBeginSection", -1))
-            same += bool(wanted) and text[begin : begin + len(wanted)] == wanted
-            at = text.find(wanted) if wanted else -1
-            if at >= 0:
-                found.append(
-                    {
-                        **snippet,
-                        "offsetInBeginSection": at,
-                        "offsetInEndSection": at + len(wanted),
-                    }
-                )
-        located.append({"id": question.id, "documents": [], "snippets": found[:10]})
-    best = evaluate_phase_a(gold, {"questions": located}, edition=EDITION)
+            at = located(snippet, docs.get(_pmid(snippet), {}))
+            same += at is snippet  # its offsets point at its text
+            if at is not None:
+                found.append(at)
+        perfect.append({"id": question.id, "documents": [], "snippets": found[:10]})
+    best = evaluate_phase_a(gold, {"questions": perfect}, edition=EDITION)
     return {
         "ceiling_f1": round(best["snippets_f1"], 4),
         "gold_offsets_in_index": round(same / total, 4) if total else None,

@@ -23,7 +23,16 @@ def settings_lines(kind: str, output: Path, record: dict[str, Any]) -> list[str]
             f"QUORUM_RERANK__ALPHA={record['chosen']['alpha']}",
         ]
     if record["settings"]["level"] == "sentence":
-        return [f"QUORUM_SNIPPETS__SCORER_PATH={path}"]
+        chosen = record["chosen"]
+        lines = [
+            f"QUORUM_SNIPPETS__SCORER_PATH={path}",
+            f"QUORUM_SNIPPETS__MAX_LENGTH={record['settings']['max_length']}",
+        ]
+        if "snippets_documents" in chosen:  # chosen on dev (no dev split: the defaults)
+            lines.append(f"QUORUM_SNIPPETS__DOCUMENTS={chosen['snippets_documents']}")
+        if chosen.get("snippets_min_score") is not None:
+            lines.append(f"QUORUM_SNIPPETS__MIN_SCORE={chosen['snippets_min_score']}")
+        return lines
     return [
         f"QUORUM_RERANK__CROSS_ENCODER__PATH={path}",
         f"QUORUM_RERANK__CROSS_ENCODER__TOP_N={record['settings']['dev_depth']}",
@@ -70,6 +79,22 @@ def write_card(output: Path, kind: str, record: dict[str, Any]) -> list[str]:
     for row in record["dev"]:
         cells = " | ".join(_value(row.get(c, "")) for c in record["dev_columns"])
         out.append(f"| {row['model']} | {_value(row.get('epoch', ''))} | {cells} |")
+    if selection := record.get("snippet_selection"):
+        out += [
+            "",
+            "Snippets on the dev questions, chosen as finalize chooses them from the sentences "
+            "of each question's top documents (training's first stage), scored by the BioASQ "
+            "evaluator (mean F-measure over offsets); the best five settings:",
+            "",
+            "| documents | min score | F1 | precision | recall | per question |",
+            "|---|---|---|---|---|---|",
+            *(
+                f"| {r['documents']} | {_value(r['min_score'])}"
+                f" | {_value(r['snippets_f1'])} | {_value(r['snippets_precision'])}"
+                f" | {_value(r['snippets_recall'])} | {_value(r['snippets_per_question'])} |"
+                for r in selection[:5]
+            ),
+        ]
     out += [
         "",
         f"Chosen: {', '.join(f'{k} {_value(v)}' for k, v in record['chosen'].items())}.",
@@ -104,6 +129,8 @@ def write_card(output: Path, kind: str, record: dict[str, Any]) -> list[str]:
 
 
 def _value(value: Any) -> str:
+    if value is None:
+        return "none"
     if isinstance(value, list):
         return ", ".join(map(str, value))
     if isinstance(value, float) and 0 < abs(value) < 1e-3:

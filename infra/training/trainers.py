@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import infra.offline
 from infra.embeddings import default_model_dir, resolve_device
-from infra.settings import CrossEncoderSettings
+from infra.settings import CrossEncoderSettings, SnippetSettings
 from infra.training.card import DEV_QUESTIONS, write_card
 from infra.training.data import (
     TrainingData,
@@ -186,7 +186,35 @@ def train_reranker(
         loss=f"MultipleNegativesRankingLoss (cross-encoder): gold vs {options.negatives} "
         f"{first_stage} negatives + 1 in-batch",
         rows=len(rows["anchor"]),
+        after_save=(
+            (lambda saved: _choose_snippets(saved, data, options, device))
+            if options.level == "sentence" and data.dev
+            else None
+        ),
     )
+
+
+def _choose_snippets(
+    saved: Path, data: TrainingData, options: TrainOptions, device: str
+) -> dict[str, Any]:
+    """Choose snippets.documents and snippets.min_score on dev with the saved sentence scorer."""
+    from infra.rerankers import SentenceTransformersReranker
+    from infra.training.sentences import snippet_selection
+
+    batch = SnippetSettings().batch_size
+    scorer = SentenceTransformersReranker(saved, batch, options.max_length, device=device)
+    rows = snippet_selection(data, data.dev, scorer)
+    if not rows:
+        return {}
+    best = rows[0]
+    return {
+        "snippet_selection": rows,
+        "chosen": {
+            "snippets_documents": best["documents"],
+            "snippets_min_score": best["min_score"],
+            "dev_snippets_f1": best["snippets_f1"],
+        },
+    }
 
 
 def _load(questions: Sequence[Path], corpus: Sequence[Path], options: TrainOptions) -> TrainingData:
@@ -248,6 +276,7 @@ def _run(
     loss: str,
     rows: int,
     before_save: Callable[[], None] | None = None,
+    after_save: Callable[[Path], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Train in a scratch directory beside `output`, then move the finished model into place."""
     import sentence_transformers
@@ -304,6 +333,9 @@ def _run(
             json.dumps(golden_file(data.dev), indent=1) + "\n", encoding="utf-8"
         )
         shutil.move(str(staged), str(output))
+        if after_save is not None:  # settings chosen with the saved model, as it will be loaded
+            extra = after_save(output)
+            record = {**record, **extra, "chosen": {**chosen, **extra.get("chosen", {})}}
         record["settings_lines"] = write_card(output, kind, record)
         return record
     finally:

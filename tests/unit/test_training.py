@@ -149,8 +149,12 @@ def test_reranker_trains_at_both_levels(tmp_path, golden, tiny_bert, level):
         weight = record["chosen"]["weight"]
         assert 0.0 <= weight <= 1.0 and record["dev"][-1]["weight"] == weight
         assert f"QUORUM_RERANK__CROSS_ENCODER__WEIGHT={weight}" in card
-    else:
-        assert "weight" not in record["chosen"]
+    else:  # the snippets' floor and documents are chosen on dev with the saved model
+        chosen = record["chosen"]
+        assert "weight" not in chosen and chosen["snippets_documents"] in (5, 10)
+        assert chosen["dev_snippets_f1"] == record["snippet_selection"][0]["snippets_f1"]
+        assert f"QUORUM_SNIPPETS__DOCUMENTS={chosen['snippets_documents']}" in card
+        assert "QUORUM_SNIPPETS__MAX_LENGTH=32" in card and "| documents | min score |" in card
 
 
 def test_dev_groups_blend_the_first_stage_as_rerank_does():
@@ -256,3 +260,29 @@ def test_a_retriever_without_its_record_is_refused_in_one_line(tmp_path):
 
     with pytest.raises(UserError, match="not a retriever `quorum train retriever` made"):
         retriever_alpha(tmp_path)
+
+
+class GoldScorer:
+    """Scores a dev question's gold sentences 0.9 and every other sentence 0.15."""
+
+    def __init__(self, gold: set[str]):
+        self.gold = gold
+
+    def score(self, query, passages):
+        import numpy as np
+
+        return np.array([0.9 if " ".join(p.split()) in self.gold else 0.15 for p in passages])
+
+
+def test_snippet_selection_chooses_the_floor_that_keeps_the_gold_sentences(data):
+    from infra.training.sentences import SELECTION_DOCUMENTS, snippet_selection
+
+    dev = [e for e in data.dev if e.question.snippets]
+    gold = {s for e in dev for s in labelled_sentences(data, e)[0]}
+    rows = snippet_selection(data, dev, GoldScorer(gold))
+    assert len(rows) == len(SELECTION_DOCUMENTS) * 10  # every documents × floor, scored
+    best = rows[0]
+    assert best["min_score"] == 0.2  # the lowest floor that drops the 0.15s (ties: grid order)
+    unfloored = next(r for r in rows if r["min_score"] is None and r["documents"] == 10)
+    assert best["snippets_precision"] > unfloored["snippets_precision"]
+    assert best["snippets_f1"] > unfloored["snippets_f1"] > 0  # gold scored at its text
