@@ -163,13 +163,14 @@ def eval_snippets(
         return
     head = {k: v for k, v in report.items() if k not in ("rows", "best")}
     print_report(head, 16)
-    out.print("documents per_doc limit min_score     F1  precision  recall  per_question")
+    out.print("documents per_doc limit min_score     F1  precision  recall  per_question  F1@text")
     for row in report["rows"][:20]:
         floor = "none" if row["min_score"] is None else f"{row['min_score']:g}"
         out.print(
             f"{row['documents']:>9} {row['per_document']:>7} {row['limit']:>5} {floor:>9} "
             f"{row['snippets_f1']:>6.4f} {row['snippets_precision']:>10.4f} "
-            f"{row['snippets_recall']:>7.4f} {row['snippets_per_question']:>13}",
+            f"{row['snippets_recall']:>7.4f} {row['snippets_per_question']:>13} "
+            f"{row['snippets_f1_at_text']:>8.4f}",
             markup=False,
         )
 

@@ -91,6 +91,7 @@ def test_eval_snippets_scores_the_grid_as_bioasq_eval_scores_a_run(tmp_path):
         r for r in rows if (r["documents"], r["per_document"], r["min_score"]) == (5, 5, None)
     )
     assert defaults["limit"] == 10 and defaults["snippets_f1"] == round(run_f1, 4)
+    assert all(0 <= r["snippets_f1_at_text"] <= 1 for r in rows)
     floored = next(
         r for r in rows if (r["documents"], r["per_document"], r["min_score"]) == (5, 5, 0.3)
     )

@@ -298,7 +298,7 @@ def test_neighbouring_sentences_merge_into_one_snippet_with_exact_offsets():
 
 
 def test_eval_snippets_ceiling_scores_the_gold_text_where_the_index_holds_it(make_context):
-    from graphs.eval.snippets import ceiling
+    from graphs.eval.snippets import at_their_text, ceiling
     from infra.bioasq.formats import Question
     from tests.support.data import DOCS as INDEXED
 
@@ -330,6 +330,11 @@ def test_eval_snippets_ceiling_scores_the_gold_text_where_the_index_holds_it(mak
             for q in questions
         ]
     }
-    found = ceiling(make_context(), questions, gold)
+    ctx = make_context()
+    found = ceiling(ctx, questions, gold)
     # one gold snippet points at its text in the index; the other's offsets cannot be reached
     assert found == {"ceiling_f1": 0.5, "gold_offsets_in_index": 0.5}
+    # scored at their text, both gold snippets are where the index has the sentence
+    moved = at_their_text(ctx, questions)["questions"]
+    assert moved[0]["snippets"] == [right] and moved[1]["snippets"] == [right]
+    assert gold["questions"][1]["snippets"] == [shifted]  # the gold itself is left alone
