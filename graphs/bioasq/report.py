@@ -2,7 +2,7 @@
 
 A run is a submission written by `quorum bioasq run` and the journal beside it (confidence,
 LLM calls, tokens and seconds per question). With the gold file each question is scored by the
-official measures (infra/bioasq/measures.py) one at a time, so per-question scores average to
+official measures (infra/bioasq/measures/) one at a time, so per-question scores average to
 the batch's — except yes/no macro F1, which exists only for a set and is reported for the set.
 Two runs are compared on the questions both answered: an exact McNemar test on yes/no
 correctness and a paired bootstrap on factoid MRR and list F1.

@@ -1,6 +1,6 @@
 """Ideal-answer ROUGE-2 and ROUGE-SU4: an approximation, not the organizers' own run.
 
-The official Task B evaluator (infra/bioasq/measures.py) does not score ideal answers; the
+The official Task B evaluator (infra/bioasq/measures/) does not score ideal answers; the
 organizers run ROUGE-1.5.5 with settings not published beside it. This follows that script's
 definitions with rouge-score's tokenizer; the keys say ``_approx`` so nobody mistakes them.
 """
