@@ -325,6 +325,9 @@ def _run(
                 "torch": torch.__version__,
             },
         }
+        if after_save is not None:  # chosen with the saved model, as it will be loaded
+            extra = after_save(staged)
+            record = {**record, **extra, "chosen": {**chosen, **extra.get("chosen", {})}}
         if output.exists():
             output.rmdir()  # checked empty before training
         # The dev questions as a golden file: settings downstream of the model (snippets'
@@ -333,9 +336,6 @@ def _run(
             json.dumps(golden_file(data.dev), indent=1) + "\n", encoding="utf-8"
         )
         shutil.move(str(staged), str(output))
-        if after_save is not None:  # settings chosen with the saved model, as it will be loaded
-            extra = after_save(output)
-            record = {**record, **extra, "chosen": {**chosen, **extra.get("chosen", {})}}
         record["settings_lines"] = write_card(output, kind, record)
         return record
     finally:
