@@ -1,7 +1,7 @@
 """The state every node reads and the updates it returns: the contract of the QA graph.
 
 The records inside it (members, votes, answer, calls, …) are typed in nodes/records.py and
-importable from here.
+nodes/method_records.py, and importable from here.
 """
 
 # NOTE: no `from __future__ import annotations` (TypedDict must see NotRequired; see records).
@@ -9,34 +9,36 @@ import operator
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from infra.bioasq.types import QuestionType
-from nodes.records import (
-    Answer,
-    Attempt,
-    Call,
+from nodes.method_records import (
     CcvRow,
     CcvVote,
     DecidedAnswer,
     Decision,
+    Group,
+    Member,
+    MoiFit,
+    Relation,
+    RelationEdge,
+    RelationGraph,
+    Triple,
+    VoteRow,
+    Votes,
+)
+from nodes.records import (
+    Answer,
+    Attempt,
+    Call,
     Document,
     Exchange,
     Fallback,
     FirstStage,
     Given,
-    Group,
-    Member,
     Message,
-    MoiFit,
     Passage,
     Query,
-    Relation,
-    RelationEdge,
-    RelationGraph,
     Result,
     Search,
     Snippet,
-    Triple,
-    VoteRow,
-    Votes,
     call_tokens,
 )
 

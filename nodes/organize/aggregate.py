@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.bioasq.answers import normalize_answer
-from nodes.records import DecidedAnswer, Decision, Group
+from nodes.method_records import DecidedAnswer, Decision, Group
 
 
 def answered(group: Group) -> bool:

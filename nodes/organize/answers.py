@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, create_model
 
 from infra.models import ChatModel
 from nodes.evidence import Entity, checked_citations, passages, pmid_type
-from nodes.records import Group
+from nodes.method_records import Group
 from prompts import render
 
 # The group's short answers by question type (none for summary: its answer is the words).
