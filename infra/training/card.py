@@ -84,7 +84,8 @@ def write_card(output: Path, kind: str, record: dict[str, Any]) -> list[str]:
             "",
             "Snippets on the dev questions, chosen as finalize chooses them from the sentences "
             "of each question's top documents (training's first stage), scored by the BioASQ "
-            "evaluator (mean F-measure over offsets); the best five settings:",
+            "evaluator (mean F-measure over offsets; a gold snippet the corpus holds elsewhere "
+            "than its offsets is scored where its text is); the best five settings:",
             "",
             "| documents | min score | F1 | precision | recall | per question |",
             "|---|---|---|---|---|---|",
