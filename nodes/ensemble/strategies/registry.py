@@ -8,6 +8,7 @@ the strategy's whole registration (and the name in the settings Literal, which a
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -64,7 +65,7 @@ class Plan:
         return sorted({i for view in self.views for i in view.order})
 
 
-class Strategy:
+class Strategy(ABC):
     """One way to choose the members' views of the contexts and to decide from their answers."""
 
     name: ClassVar[str]
@@ -73,6 +74,7 @@ class Strategy:
         """Tell whether members cite the one passage that best supports the answer (CCV)."""
         return False
 
+    @abstractmethod
     async def plan(
         self,
         ctx: Context,
@@ -86,7 +88,7 @@ class Strategy:
         `contexts` is every candidate passage, best reranked first; a strategy shows its
         top m (ensemble.contexts) unless it draws from more (CoBag's pool).
         """
-        raise NotImplementedError
+        ...
 
     async def tally(
         self, ctx: Context, qtype: str, members: list[dict[str, Any]], plan: Plan

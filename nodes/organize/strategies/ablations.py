@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from abc import abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
@@ -43,11 +44,12 @@ class Ablation(OrganizeStrategy):
             return []
         return self.partition(n, max(1, min(groups, n)), seed=seed, vectors=vectors)
 
+    @abstractmethod
     def partition(
         self, n: int, k: int, *, seed: int, vectors: np.ndarray | None
     ) -> list[list[int]]:
         """Return the groups of n >= 1 contexts, aiming at k of them."""
-        raise NotImplementedError
+        ...
 
     def settings(self, ctx: Context, model: ChatModel) -> dict[str, Any]:
         """Return the baseline's settings: grouping, reformulation, each prompt's budget."""

@@ -7,6 +7,7 @@ strategy's whole registration (and the name in the settings Literal, which a tes
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -15,13 +16,14 @@ from infra.settings import SettingsError
 from nodes.context import Context
 
 
-class OrganizeStrategy:
+class OrganizeStrategy(ABC):
     """One way to relate, group or prune the top contexts before answering."""
 
     name: ClassVar[str]
     answers: ClassVar[bool] = False
     """Whether it answers groups of contexts, whose aggregate is then the decision."""
 
+    @abstractmethod
     async def organize(
         self,
         ctx: Context,
@@ -31,7 +33,7 @@ class OrganizeStrategy:
         qtype: str,
     ) -> dict[str, Any]:
         """Return the node's update: `organized` and `relations`, and whatever else it found."""
-        raise NotImplementedError
+        ...
 
     def settings(self, ctx: Context, model: ChatModel) -> dict[str, Any]:
         """Return every setting this strategy runs with, as its decision records them."""
