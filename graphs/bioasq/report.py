@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import binomtest
 
 from graphs.bioasq.run import journal_path
+from graphs.eval.answers import mcnemar
 from infra.bioasq.formats import FormatError
 from infra.bioasq.measures import evaluate_phase_a, evaluate_phase_b
 from infra.bioasq.types import ANSWERING_PHASES, RETRIEVING_PHASES
@@ -116,14 +116,6 @@ def _types(gold: dict[str, Any]) -> dict[str, str]:
     return {q["id"]: q.get("type", "") for q in gold.get("questions", [])}
 
 
-def mcnemar(first: list[bool], second: list[bool]) -> dict[str, float | int]:
-    """Exact McNemar test on paired correctness: b = only first right, c = only second right."""
-    b = sum(x and not y for x, y in zip(first, second, strict=True))
-    c = sum(y and not x for x, y in zip(first, second, strict=True))
-    p = binomtest(b, b + c, 0.5).pvalue if b + c else 1.0
-    return {"b": b, "c": c, "p_value": round(float(p), 4)}
-
-
 def paired_bootstrap(first: list[float], second: list[float], *, seed: int = 0) -> dict:
     """Resample questions; return the mean difference, its 95% interval and a two-sided p."""
     x, y = np.asarray(first, float), np.asarray(second, float)
@@ -150,9 +142,11 @@ def compare(first: Run, second: Run, types: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {"questions": len(shared)}
     yesno = [q for q in shared if types.get(q) == "yesno"]
     if yesno:
+        # b: the questions only the first run got right; c: only the second.
         out["yesno_mcnemar"] = mcnemar(
-            [bool(first.scores[q].get("score")) for q in yesno],
             [bool(second.scores[q].get("score")) for q in yesno],
+            [bool(first.scores[q].get("score")) for q in yesno],
+            digits=4,
         )
     for qtype, key in (("factoid", "factoid_mrr"), ("list", "list_f1")):
         ids = [q for q in shared if types.get(q) == qtype]

@@ -35,12 +35,12 @@ import json
 import math
 import random
 import re
-import string
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from graphs.eval.answers import normalize
 from infra.bioasq.urls import pubmed_url
 from infra.errors import UserError
 
@@ -131,23 +131,6 @@ class MethodCase:
     def pairs(self, role: str) -> list[tuple[str, str]]:
         """Return the planted (passage, of) pairs of a role: duplicate or counterfactual."""
         return [(p.pmid, p.of) for p in self.passages if p.role == role and p.of]
-
-    def sides(self) -> dict[str, str]:
-        """Return each passage's side: the id of the passage its duplicate chain starts from."""
-        by_id = {p.pmid: p for p in self.passages}
-        root = {}
-        for p in self.passages:
-            at = p
-            while at.role == "duplicate" and at.of in by_id:
-                at = by_id[at.of]
-            root[p.pmid] = at.pmid
-        return root
-
-
-def normalize(text: str) -> str:
-    """Lower-case, drop punctuation, the articles a/an/the and extra spaces (SQuAD's rule)."""
-    text = "".join(ch for ch in text.lower() if ch not in string.punctuation)
-    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
 
 
 def is_correct(case: MethodCase, prediction: str) -> bool:

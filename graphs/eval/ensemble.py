@@ -19,20 +19,24 @@ import dataclasses
 import gzip
 import json
 import random
-import re
-import string
 import sys
 import tempfile
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from langgraph.runtime import Runtime
-from scipy.stats import binomtest
 from tqdm import tqdm
 
+from graphs.eval.answers import (
+    exact_match,
+    mcnemar,
+    normalize,
+    substring_match,
+    token_f1,
+    wrong_concentration,
+)
 from infra.bioasq.formats import FormatError, load_questions, pmid_of
 from infra.search.embedded import EmbeddedIndex
 from infra.search.keywords import keyword_query
@@ -83,7 +87,7 @@ class _Passage:
     """Title and text normalized, space-padded, for whole-word answer matching."""
 
     def __post_init__(self) -> None:
-        self.words = f" {squad_normalize(f'{self.title} {self.text}')} "
+        self.words = f" {normalize(f'{self.title} {self.text}')} "
 
 
 def load_cases(
@@ -184,7 +188,7 @@ def _nq_case(
         hits = []
     scores = dict(hits)
     # Whole words after normalization: a one-letter answer ("S") must not exclude everything.
-    answers = [f" {a} " for a in map(squad_normalize, row.answers) if a]
+    answers = [f" {a} " for a in map(normalize, row.answers) if a]
     picked: list[_Passage] = []
     seen = {row.text}
     for pmid, _ in hits:
@@ -210,63 +214,10 @@ def _doc(passage: _Passage, score: float) -> dict[str, Any]:
     }
 
 
-def squad_normalize(text: str) -> str:
-    """Lower-case, drop punctuation, the articles a/an/the and extra spaces (SQuAD's rule)."""
-    text = "".join(ch for ch in text.lower() if ch not in string.punctuation)
-    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
-
-
-def exact_match(prediction: str, golds: list[str]) -> float:
-    """Return 1.0 when the prediction equals a gold answer after normalization."""
-    p = squad_normalize(prediction)
-    return float(bool(p) and any(p == squad_normalize(g) for g in golds))
-
-
-def substring_match(prediction: str, golds: list[str]) -> float:
-    """Return 1.0 when a gold answer is contained in the prediction after normalization."""
-    p = squad_normalize(prediction)
-    return float(any((g := squad_normalize(gold)) and g in p for gold in golds))
-
-
-def token_f1(prediction: str, golds: list[str]) -> float:
-    """Return SQuAD's token F1 against the best-matching gold answer."""
-    mine = squad_normalize(prediction).split()
-    best = 0.0
-    for gold in golds:
-        theirs = squad_normalize(gold).split()
-        same = sum((Counter(mine) & Counter(theirs)).values())
-        if same:
-            precision, recall = same / len(mine), same / len(theirs)
-            best = max(best, 2 * precision * recall / (precision + recall))
-    return best
-
-
-def mcnemar(reference: list[bool], other: list[bool]) -> dict[str, Any]:
-    """Exact McNemar test on paired correctness.
-
-    b counts the questions only `other` got right, c those only `reference` got right; the
-    p-value is the two-sided binomial test of b against b + c at one half.
-    """
-    b = sum(o and not r for r, o in zip(reference, other, strict=True))
-    c = sum(r and not o for r, o in zip(reference, other, strict=True))
-    p = binomtest(b, b + c, 0.5).pvalue if b + c else 1.0
-    return {"b": b, "c": c, "p_value": round(float(p), 6)}
-
-
-def wrong_concentration(answers: list[str], right: list[bool]) -> float | None:
-    """Return the share of wrong answers that are the most common wrong answer (None: none wrong).
-
-    CoBag's diagnostic: near 1.0, the members err together (a shared bias voting cannot fix).
-    """
-    wrong = Counter(squad_normalize(a) for a, ok in zip(answers, right, strict=True) if not ok)
-    total = sum(wrong.values())
-    return wrong.most_common(1)[0][1] / total if total else None
-
-
 def correct(case: Case, prediction: str) -> bool:
     """Tell whether an answer is right: yes/no equal, else a gold answer inside it."""
     if case.qtype == "yesno":
-        return squad_normalize(prediction) == case.gold[0]
+        return normalize(prediction) == case.gold[0]
     return bool(substring_match(prediction, case.gold))
 
 

@@ -40,7 +40,9 @@ import numpy as np
 from langgraph.checkpoint.memory import InMemorySaver
 from scipy.stats import spearmanr
 
+from graphs.eval.answers import wilson
 from graphs.eval.datasets import MethodCase, is_correct
+from graphs.eval.organize import pair_outcomes
 from graphs.qa import build_graph
 from graphs.runtime import check_models
 from infra.embeddings import BackgroundEmbedder, Embedder
@@ -120,16 +122,6 @@ def reader_settings(base_url: str) -> dict[str, Any]:
         return json.loads(response.read())
 
 
-def wilson(successes: int, n: int, z: float = 1.959964) -> list[float]:
-    """Return the 95% Wilson score interval of a proportion ([0, 1] when n is 0)."""
-    if n == 0:
-        return [0.0, 1.0]
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
-
-
 def top_answer(state: dict[str, Any]) -> str:
     """Return the graph's answer: the first exact candidate (empty when it gave none)."""
     answer = state.get("answer") or {}
@@ -171,19 +163,8 @@ def curve_spearman(weights: Sequence[float], curve: Callable[[int], list[float]]
 
 def corg_measures(case: MethodCase, state: dict[str, Any]) -> dict[str, Any]:
     """Return how CORG handled a case's planted pairs, and its relation calls and pairs."""
-    groups = [set(g.get("pmids") or []) for g in state.get("groups") or []]
-    kept = set().union(*groups) if groups else set()
-    sides = case.sides()
-    collapsed = [(a in kept) != (b in kept) for a, b in case.pairs("duplicate")]
-    split = []
-    for a, b in case.pairs("counterfactual"):
-        one, other = sides[a], sides[b]
-        held = [{sides[p] for p in g if p in sides} for g in groups]
-        split.append(
-            any(one in h for h in held)
-            and any(other in h for h in held)
-            and not any({one, other} <= h for h in held)
-        )
+    groups = [g.get("pmids") or [] for g in state.get("groups") or []]
+    split, collapsed = pair_outcomes(groups, case.pairs("counterfactual"), case.pairs("duplicate"))
     graph = state.get("relation_graph") or {}
     n = len(state.get("contexts") or [])
     return {
@@ -191,7 +172,7 @@ def corg_measures(case: MethodCase, state: dict[str, Any]) -> dict[str, Any]:
         "counterfactuals_split": split,
         "relation_calls": int(graph.get("calls", 0)),
         "pairs": int(graph.get("naive_calls", n * (n - 1) // 2)),
-        "groups": [sorted(g) for g in groups],
+        "groups": [sorted(set(g)) for g in groups],
     }
 
 

@@ -28,6 +28,7 @@ import random
 import re
 import sys
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,12 +120,29 @@ def organization_scores(
     duplicates: list[tuple[str, str]],
     relations: list[dict[str, Any]] | None = None,
 ) -> dict[str, float | None]:
-    """Return how well groups split planted counterfactual pairs and collapse duplicates.
+    """Return the share of planted pairs that groups handled (`pair_outcomes`' means).
+
+    None where nothing of the kind was planted.
+    """
+    split, collapsed = pair_outcomes(groups, conflicts, duplicates, relations)
+    return {
+        "counterfactual_split": float(np.mean(split)) if split else None,
+        "duplicate_collapse": float(np.mean(collapsed)) if collapsed else None,
+    }
+
+
+def pair_outcomes(
+    groups: Sequence[Iterable[str]],
+    conflicts: list[tuple[str, str]],
+    duplicates: list[tuple[str, str]],
+    relations: list[dict[str, Any]] | None = None,
+) -> tuple[list[bool], list[bool]]:
+    """Tell, pair by pair, whether groups split planted counterfactuals and collapsed duplicates.
 
     A counterfactual pair is split when each side (the passage or a planted duplicate of it)
     is kept in some group and no group holds both sides; where relations were labelled, the
     pair must also be labelled counterfactual. A duplicate pair is collapsed when exactly one
-    of the two is kept. None where nothing of the kind was planted.
+    of the two is kept.
 
     Args:
         groups: The PMIDs of each group.
@@ -141,22 +159,22 @@ def organization_scores(
 
     for a, b in duplicates:
         side[max(root(a), root(b))] = min(root(a), root(b))
+    held = [{root(p) for p in g} for g in groups]
     kept = {p for g in groups for p in g}
     labels = {frozenset((r["a"], r["b"])): r["label"] for r in relations or []}
     split = []
     for a, b in conflicts:
         ra, rb = root(a), root(b)
-        with_a = [k for k, g in enumerate(groups) if any(root(p) == ra for p in g)]
-        with_b = [k for k, g in enumerate(groups) if any(root(p) == rb for p in g)]
-        apart = bool(with_a and with_b) and not set(with_a) & set(with_b)
+        apart = (
+            any(ra in h for h in held)
+            and any(rb in h for h in held)
+            and not any({ra, rb} <= h for h in held)
+        )
         if labels:
             apart = apart and labels.get(frozenset((a, b))) == "counterfactual"
-        split.append(float(apart))
-    collapsed = [float((a in kept) != (b in kept)) for a, b in duplicates]
-    return {
-        "counterfactual_split": float(np.mean(split)) if split else None,
-        "duplicate_collapse": float(np.mean(collapsed)) if collapsed else None,
-    }
+        split.append(apart)
+    collapsed = [(a in kept) != (b in kept) for a, b in duplicates]
+    return split, collapsed
 
 
 def load_cases(path: Path) -> list[Case]:

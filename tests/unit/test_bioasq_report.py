@@ -2,16 +2,27 @@
 
 import pytest
 
-from graphs.bioasq.report import mcnemar, paired_bootstrap
+from graphs.bioasq.report import compare, paired_bootstrap
 
 
-def test_mcnemar_counts_discordant_pairs_and_tests_them_exactly():
+def _scored(name: str, right: list[bool]):
+    from graphs.bioasq.report import Run
+
+    scores = {f"q{i}": {"score": float(ok)} for i, ok in enumerate(right)}
+    return Run(name, {"questions": []}, {}, "B", scores)
+
+
+def test_compare_counts_discordant_yesno_pairs_and_tests_them_exactly():
     first = [True] * 8 + [False] * 2
     second = [True] * 2 + [False] * 8
-    result = mcnemar(first, second)
-    assert (result["b"], result["c"]) == (6, 0)
+    types = {f"q{i}": "yesno" for i in range(10)}
+    result = compare(_scored("a", first), _scored("b", second), types)["yesno_mcnemar"]
+    assert (result["b"], result["c"]) == (6, 0)  # b: only the first run right
     assert result["p_value"] == pytest.approx(2 * 0.5**6, abs=1e-4)  # exact two-sided binomial
-    assert mcnemar([True, False], [True, False]) == {"b": 0, "c": 0, "p_value": 1.0}
+    reverse = compare(_scored("b", second), _scored("a", first), types)["yesno_mcnemar"]
+    assert (reverse["b"], reverse["c"]) == (0, 6)
+    same = compare(_scored("a", [True, False]), _scored("b", [True, False]), types)
+    assert same["yesno_mcnemar"] == {"b": 0, "c": 0, "p_value": 1.0}
 
 
 def test_paired_bootstrap_interval_contains_the_difference_and_p_is_small_for_a_clear_gap():

@@ -4,20 +4,22 @@ from collections import Counter
 
 import pytest
 
+from graphs.eval.answers import (
+    exact_match,
+    mcnemar,
+    normalize,
+    substring_match,
+    token_f1,
+    wrong_concentration,
+)
 from graphs.eval.ensemble import (
     METRICS,
     Case,
     evaluate_ensemble,
-    exact_match,
     load_cases,
-    mcnemar,
     score_case,
-    squad_normalize,
-    substring_match,
     table,
-    token_f1,
     with_models,
-    wrong_concentration,
 )
 from infra.bioasq.formats import FormatError
 from nodes.ensemble.views import permuted_views, view_seed
@@ -41,8 +43,8 @@ def test_nq_gold_passage_once_among_distractors_without_the_answer(nq_cases):
         for doc in case.contexts:
             if doc["pmid"] == case.gold_pmid:
                 continue
-            words = f" {squad_normalize(doc['title'] + ' ' + doc['abstract'])} "
-            assert not any(f" {squad_normalize(a)} " in words for a in case.gold)
+            words = f" {normalize(doc['title'] + ' ' + doc['abstract'])} "
+            assert not any(f" {normalize(a)} " in words for a in case.gold)
             assert doc["abstract"] != gold_text
     # Distractors come from the whole file, not only the first 30 questions.
     assert any(int(c["pmid"]) > 30 for case in nq_cases for c in case.contexts)
@@ -102,7 +104,7 @@ def test_bad_files_name_the_place(tmp_path):
 
 
 def test_squad_metrics():
-    assert squad_normalize("The Cat's  hat!") == "cats hat"
+    assert normalize("The Cat's  hat!") == "cats hat"
     assert exact_match("the Beatles", ["Rolling Stones", "Beatles"]) == 1.0
     assert exact_match("Beatles songs", ["Beatles"]) == 0.0
     assert substring_match("Wilhelm Conrad Röntgen, of Germany", ["Wilhelm Conrad Röntgen"]) == 1.0

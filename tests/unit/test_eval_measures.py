@@ -1,0 +1,50 @@
+"""The evaluations' shared measures: intervals, and CORG's planted pairs scored pair by pair."""
+
+import pytest
+
+from graphs.eval.answers import wilson
+from graphs.eval.datasets import MethodCase, Passage
+from graphs.eval.methods import corg_measures
+
+
+def test_wilson_interval_holds_the_proportion_and_narrows_with_n():
+    low, high = wilson(8, 10)
+    assert low < 0.8 < high
+    assert wilson(80, 100)[1] - wilson(80, 100)[0] < high - low
+    assert wilson(0, 0) == [0.0, 1.0]
+    assert wilson(10, 10)[1] == 1.0 and wilson(0, 10)[0] == 0.0
+    assert wilson(50, 100) == pytest.approx([0.4038, 0.5962], abs=1e-4)  # the textbook value
+
+
+def _case() -> MethodCase:
+    passages = (
+        Passage("1", "gold", "gold"),
+        Passage("2", "gold again", "duplicate", of="1"),
+        Passage("3", "the other side", "counterfactual", "no", of="1"),
+        Passage("4", "the other side again", "duplicate", of="3"),
+        Passage("5", "noise", "irrelevant", "maybe"),
+    )
+    return MethodCase("c", "q?", "yesno", ("yes",), passages, "conflictqa")
+
+
+@pytest.mark.parametrize(
+    ("groups", "split", "collapsed"),
+    [
+        ([["2"], ["4"]], [True], [True, True]),  # each side by its duplicate, apart
+        ([["1", "5"], ["3", "4"]], [True], [True, False]),  # 3 and its duplicate both kept
+        ([["2", "3"]], [False], [True, True]),  # both sides in one group
+        ([["1"], ["2"]], [False], [False, False]),  # one side only, both copies of it kept
+        ([], [False], [False, False]),
+    ],
+)
+def test_corg_measures_follow_duplicate_chains_to_each_side(groups, split, collapsed):
+    state = {
+        "groups": [{"pmids": g} for g in groups],
+        "relation_graph": {"calls": 4, "naive_calls": 10},
+        "contexts": [{}] * 5,
+    }
+    measures = corg_measures(_case(), state)
+    assert measures["counterfactuals_split"] == split
+    assert measures["duplicates_collapsed"] == collapsed
+    assert (measures["relation_calls"], measures["pairs"]) == (4, 10)
+    assert measures["groups"] == [sorted(g) for g in groups]
