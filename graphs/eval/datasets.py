@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import random
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import bm25s
+import numpy as np
 
 from graphs.eval.answers import normalize
 from infra.bioasq.urls import pubmed_url
@@ -233,29 +234,19 @@ def _tokens(text: str) -> list[str]:
 
 
 class _BM25:
-    """Okapi BM25 over token lists (Pyserini's k1 0.9, b 0.4), deterministic ties."""
+    """Okapi BM25 by bm25s (Pyserini's k1 0.9, b 0.4; Lucene's idf), ties to the earlier passage."""
 
-    def __init__(self, docs: list[list[str]], k1: float = 0.9, b: float = 0.4):
-        self.k1, self.b = k1, b
-        self.lengths = [len(d) for d in docs]
-        self.average = sum(self.lengths) / len(docs) if docs else 0.0
-        self.postings: dict[str, list[tuple[int, int]]] = {}
-        for index, doc in enumerate(docs):
-            for term, count in Counter(doc).items():
-                self.postings.setdefault(term, []).append((index, count))
-        n = len(docs)
-        self.idf = {
-            t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self.postings.items()
-        }
+    def __init__(self, docs: list[list[str]]):
+        self.engine = bm25s.BM25(k1=0.9, b=0.4, method="lucene", dtype="float64")
+        self.engine.index(docs, show_progress=False)
 
     def top(self, query: list[str], depth: int) -> list[int]:
-        scores: dict[int, float] = {}
-        for term in dict.fromkeys(query):
-            for index, count in self.postings.get(term, ()):
-                norm = self.k1 * (1 - self.b + self.b * self.lengths[index] / self.average)
-                gain = self.idf[term] * count * (self.k1 + 1) / (count + norm)
-                scores[index] = scores.get(index, 0.0) + gain
-        return sorted(scores, key=lambda i: (-scores[i], i))[:depth]
+        known = [t for t in dict.fromkeys(query) if t in self.engine.vocab_dict]
+        if not known:
+            return []
+        scores = self.engine.get_scores(known)
+        order = np.argsort(-scores, kind="stable")[:depth]
+        return [int(i) for i in order if scores[i] > 0]
 
 
 def _nq_cases(
