@@ -40,3 +40,26 @@ def canonical_url(value: str) -> str:
     """Return a PubMed URL in the written form; anything else unchanged."""
     match = PUBMED_URL.fullmatch(str(value).strip())
     return pubmed_url(match.group(1)) if match else value
+
+
+def written_form_problem(value: str) -> str | None:
+    """Say how `value` departs from the form submissions write (`pubmed_url`); None when it is it.
+
+    Names the departure a writer can fix: a bare PMID, PubMed's current URL, https, a trailing
+    slash, other spelling, or no PubMed URL at all.
+    """
+    loose = PUBMED_URL.fullmatch(value.strip())
+    if loose and value == pubmed_url(loose.group(1)):
+        return None
+    if value.strip().isdigit():
+        return f"bare PMID {value!r}; write {pubmed_url(value.strip())!r}"
+    if not loose:
+        return f"{value!r} is not a PubMed URL of the form '{pubmed_url('<PMID>')}'"
+    written = pubmed_url(loose.group(1))
+    if "pubmed.ncbi" in value.lower():
+        return f"{value!r} is PubMed's current URL form; submissions write {written!r}"
+    if value.lower().startswith("https"):
+        return f"{value!r} uses https; write {written!r}"
+    if value.rstrip().endswith("/"):
+        return f"{value!r} has a trailing '/'; write {written!r}"
+    return f"{value!r} is not exactly {written!r}"

@@ -7,7 +7,7 @@ import pytest
 
 from infra.bioasq.formats import load_questions
 from infra.bioasq.measures import evaluate_phase_a
-from infra.bioasq.urls import canonical_url, pmid_of, pubmed_url
+from infra.bioasq.urls import canonical_url, pmid_of, pubmed_url, written_form_problem
 from infra.bioasq.validate import validate_file
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bioasq_eval"
@@ -41,6 +41,28 @@ def test_no_pmid_is_an_error_and_other_strings_stay_as_they_are():
         pmid_of("https://pubmed.ncbi.nlm.nih.gov/")
     assert canonical_url("doc-1") == "doc-1"
     assert pubmed_url("1") == "http://www.ncbi.nlm.nih.gov/pubmed/1"
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("http://www.ncbi.nlm.nih.gov/pubmed/34210752", None),
+        ("34210752", "bare PMID '34210752'"),
+        ("https://pubmed.ncbi.nlm.nih.gov/34210752/", "PubMed's current URL form"),
+        ("https://www.ncbi.nlm.nih.gov/pubmed/34210752", "uses https"),
+        ("http://www.ncbi.nlm.nih.gov/pubmed/34210752/", "has a trailing '/'"),
+        ("http://ncbi.nlm.nih.gov/pubmed/34210752", "is not exactly"),
+        ("doc-1", "is not a PubMed URL of the form 'http://www.ncbi.nlm.nih.gov/pubmed/<PMID>'"),
+    ],
+)
+def test_a_form_other_than_the_written_one_is_named_with_the_fix(value, problem):
+    said = written_form_problem(value)
+    if problem is None:
+        assert said is None
+    else:
+        assert problem in said
+        if value != "doc-1":
+            assert said.endswith("'http://www.ncbi.nlm.nih.gov/pubmed/34210752'")
 
 
 def test_the_mixed_fixture_really_mixes_forms_in_documents_and_snippets():
