@@ -28,7 +28,7 @@ import random
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,7 +132,7 @@ def organization_scores(
 
 
 def pair_outcomes(
-    groups: Sequence[Iterable[str]],
+    groups: Sequence[Sequence[str]],
     conflicts: list[tuple[str, str]],
     duplicates: list[tuple[str, str]],
     relations: list[dict[str, Any]] | None = None,
