@@ -210,6 +210,7 @@ def bioasq_eval(
         report |= evaluate_phase_b(data[0], data[1], edition=edition)
     # JSON has no NaN: the evaluator's 0/0 cases (no question of a kind) become null.
     report = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in report.items()}
+    _say_coverage(gold, submission, data[0], data[1])
     if as_json:
         write_json(report)
         return
@@ -218,6 +219,27 @@ def bioasq_eval(
         value = report.get(key)
         shown = f"{value:.4f}" if isinstance(value, float) else str(value)
         out.print(f"{key:>28}  {shown}")
+
+
+def _say_coverage(gold_path: Path, submission_path: Path, gold: dict, submission: dict) -> None:
+    """Refuse a submission that answers none of the gold questions; say so when it skips some.
+
+    The official evaluator scores only the questions both files hold, so the wrong golden file
+    scores as a table of zeros and nulls with nothing to say why.
+    """
+    wanted = {q.get("id") for q in gold.get("questions") or [] if isinstance(q, dict)}
+    given = {q.get("id") for q in submission.get("questions") or [] if isinstance(q, dict)}
+    scored = len(wanted & given)
+    if wanted and not scored:
+        raise CliError(
+            f"{submission_path} answers none of the {len(wanted)} questions in {gold_path} "
+            "(no id in common); score it against the golden file of the round it answers"
+        )
+    if scored < len(wanted) or scored < len(given):
+        err.print(
+            f"note: {scored} of the {len(wanted)} gold questions scored (the official evaluator "
+            f"skips unanswered ones); submitted but not in the golden file: {len(given) - scored}"
+        )
 
 
 @bioasq_app.command("report")
