@@ -21,7 +21,8 @@ import numpy as np
 from graphs.bioasq.run import journal_path
 from graphs.eval.answers import mcnemar
 from infra.bioasq.formats import FormatError
-from infra.bioasq.measures import evaluate_phase_a, evaluate_phase_b
+from infra.bioasq.measures import challenge_version, evaluate_phase_a, evaluate_phase_b
+from infra.bioasq.measures.parsed import pairs
 from infra.bioasq.types import ANSWERING_PHASES, RETRIEVING_PHASES
 from infra.files import check_target, write_atomic
 
@@ -87,9 +88,14 @@ def load_run(path: Path) -> Run:
 
 
 def score_run(run: Run, gold: dict[str, Any]) -> None:
-    """Score every answered question alone, and the batch as a whole."""
-    by_id = {q["id"]: q for q in gold.get("questions", [])}
-    answered = [q for q in run.submission.get("questions", []) if q.get("id") in by_id]
+    """Score every answered question alone, and the batch as a whole.
+
+    Raises:
+        FormatError: either file has a shape the official evaluator cannot read.
+    """
+    pairs(gold, run.submission, challenge_version(11))  # read as the evaluator reads them
+    by_id = {q["id"]: q for q in gold["questions"] if q.get("id") is not None}
+    answered = [q for q in run.submission["questions"] if q.get("id") in by_id]
     for question in answered:
         pair = ({"questions": [by_id[question["id"]]]}, {"questions": [question]})
         scores: dict[str, float | None] = {}

@@ -267,10 +267,12 @@ def bioasq_report(
         raise FormatError(f"{gold}: not JSON (line {exc.lineno}, column {exc.colno})") from None
     run = load_run(run_dir)
     score_run(run, gold_data)
+    _say_coverage(gold, run_dir, gold_data, run.submission)
     other = None
     if compare is not None:
         other = load_run(compare)
         score_run(other, gold_data)
+        _say_coverage(gold, compare, gold_data, other.submission)
     base = run_dir if run_dir.is_dir() else run_dir.parent
     target = output_dir or base / "report"
     if target.exists() and not target.is_dir():
