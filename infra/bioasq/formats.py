@@ -59,6 +59,11 @@ def load_questions(path: Path) -> list[Question]:
             raise FormatError(f"{where} ({qid}): missing 'body'")
         if qtype not in QUESTION_TYPES:
             raise FormatError(f"{where} ({qid}): unknown type {qtype!r}")
+        for key in ("documents", "snippets"):
+            if not isinstance(item.get(key) or [], list):
+                raise FormatError(f"{where} ({qid}): '{key}' must be a list")
+        if not all(isinstance(s, dict) for s in item.get("snippets") or []):
+            raise FormatError(f"{where} ({qid}): snippets: every snippet must be an object")
         try:
             documents = [pmid_of(d) for d in item.get("documents") or []]
         except ValueError as exc:

@@ -134,13 +134,18 @@ def check_ensemble_cases(shared: Path) -> str:
 
 
 def check_organize_cases(shared: Path) -> str:
-    """ConflictQA: 1,356 cases of two conflicting passages."""
+    """ConflictQA: 1,356 cases, each memory with its evidence against the counter-memory with its."""
     from graphs.eval.organize import load_cases
 
     cases = load_cases(shared / "general" / "conflictqa_strategyqa_gpt4.jsonl")
     assert len(cases) == 1356, f"{len(cases)} cases"
-    assert all(c.conflict == ("1", "2") and len(c.contexts) == 2 for c in cases)
-    return "1,356 cases"
+    for c in cases:
+        sides = [set(pair) for pair in c.duplicates]
+        assert len(c.contexts) == 4 and len(sides) == 2 and not sides[0] & sides[1], c.question
+        assert {frozenset(p) for p in c.conflicts} == {
+            frozenset((a, b)) for a in sides[0] for b in sides[1]
+        }, c.question
+    return "1,356 cases of 4 passages, 2 sides"
 
 
 def check_corpus_covers_golden(shared: Path) -> str:

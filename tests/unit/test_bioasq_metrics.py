@@ -103,6 +103,22 @@ def test_load_questions_reads_gold_and_rejects_bad_files(tmp_path):
         load_questions(wrong)
 
 
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"documents": URL + "7"}, r"\(q1\): 'documents' must be a list"),
+        ({"snippets": {"document": URL + "7"}}, r"\(q1\): 'snippets' must be a list"),
+        ({"snippets": ["some text"]}, r"\(q1\): snippets: every snippet must be an object"),
+    ],
+)
+def test_load_questions_names_lists_of_the_wrong_shape(tmp_path, fields, message):
+    path = tmp_path / "g.json"
+    question = {"id": "q1", "body": "Is it?", "type": "yesno", **fields}
+    path.write_text(json.dumps({"questions": [question]}))
+    with pytest.raises(FormatError, match=message):
+        load_questions(path)
+
+
 def test_the_golden_excerpts_load():
     # All 25 golden files (2,310 questions): `python tests/tools/check_shared.py`.
     from tests.support.data import GOLDEN, GOLDEN_SLIPS
