@@ -62,8 +62,12 @@ def load_questions(path: Path) -> list[Question]:
         for key in ("documents", "snippets"):
             if not isinstance(item.get(key) or [], list):
                 raise FormatError(f"{where} ({qid}): '{key}' must be a list")
-        if not all(isinstance(s, dict) for s in item.get("snippets") or []):
-            raise FormatError(f"{where} ({qid}): snippets: every snippet must be an object")
+        for j, snippet in enumerate(item.get("snippets") or []):
+            if not isinstance(snippet, dict):
+                raise FormatError(f"{where} ({qid}): snippets: every snippet must be an object")
+            for key in ("document", "text"):
+                if not isinstance(snippet.get(key, ""), str):
+                    raise FormatError(f"{where} ({qid}): snippets[{j}]: '{key}' must be a string")
         try:
             documents = [pmid_of(d) for d in item.get("documents") or []]
         except ValueError as exc:

@@ -109,6 +109,8 @@ def test_load_questions_reads_gold_and_rejects_bad_files(tmp_path):
         ({"documents": URL + "7"}, r"\(q1\): 'documents' must be a list"),
         ({"snippets": {"document": URL + "7"}}, r"\(q1\): 'snippets' must be a list"),
         ({"snippets": ["some text"]}, r"\(q1\): snippets: every snippet must be an object"),
+        ({"snippets": [{"text": 5}]}, r"\(q1\): snippets\[0\]: 'text' must be a string"),
+        ({"snippets": [{"document": 7}]}, r"\(q1\): snippets\[0\]: 'document' must be a string"),
     ],
 )
 def test_load_questions_names_lists_of_the_wrong_shape(tmp_path, fields, message):
