@@ -64,6 +64,8 @@ def trace_list(
         )
         wall = f"{t['seconds']:.1f}s" if t["seconds"] is not None else "-"
         answer = f" → {_clip(t['answer'], 40)}" if t["answer"] else ""
+        if t["status"] == "failed" and t.get("error"):
+            answer = f" ✗ {_clip(t['error'], 60)}"
         out.print(
             f"{t['thread_id']:<{width}}  {started:<16}  {t['status']:<11}  {t['calls']:>5}  "
             f"{t['tokens']:>8,}  {wall:>7}  {_clip(t['question'], 60)}{answer}",

@@ -58,7 +58,10 @@ class ThreadSummary(TypedDict):
     started: str | None
     """When the first checkpoint was written (ISO 8601)."""
     status: str
-    """finished, in progress, interrupted, or unreadable."""
+    """finished, failed (a node raised: `error` says what), in progress, interrupted, or
+    unreadable."""
+    error: str | None
+    """What a failed node raised, or why an unreadable thread could not be read."""
     answer: str | None
     """The answer in one line (`answer_text`)."""
     calls: int
@@ -133,7 +136,7 @@ def thread_question(settings: Settings, thread_id: str) -> str:
 def list_threads(settings: Settings, *, limit: int = 20) -> list[ThreadSummary]:
     """Return summaries of the `limit` most recently started runs, newest first.
 
-    Each has thread_id, question, started, status (finished, in progress, interrupted),
+    Each has thread_id, question, started, status (finished, failed, in progress, interrupted),
     answer, calls, tokens, seconds (first to last checkpoint) and the thread's tags.
     """
     path = settings.checkpoint_path
@@ -156,6 +159,7 @@ def _summary(
         "type": None,
         "started": None,
         "status": "unreadable",
+        "error": None,
         "answer": None,
         "calls": 0,
         "input_tokens": 0,
@@ -182,6 +186,7 @@ def _summary(
         "type": result.get("type") or values.get("qtype"),
         "started": started,
         "status": _status(result, last, ended),
+        "error": _raised(last),
         "answer": answer_text(result) if result else None,
         "calls": len(calls),
         "input_tokens": input_tokens,
@@ -209,12 +214,17 @@ def _checkpoint(checkpointer: SqliteSaver, thread_id: str, checkpoint_id: str) -
 def _status(result: Result, last: CheckpointTuple, ended: str | None) -> str:
     if result:
         return "finished"
-    # A node that raised leaves its error as a pending write of the last checkpoint.
-    if any(channel == "__error__" for _, channel, _ in last.pending_writes or []):
-        return "interrupted"
+    if _raised(last) is not None:
+        return "failed"
     if ended and time.time() - datetime.fromisoformat(ended).timestamp() < STALE_AFTER_S:
         return "in progress"
     return "interrupted"
+
+
+def _raised(last: CheckpointTuple) -> str | None:
+    """Return what a node raised in the run's last step: LangGraph keeps it as a pending write."""
+    errors = [str(v) for _, channel, v in last.pending_writes or [] if channel == "__error__"]
+    return errors[0] if errors else None
 
 
 def answer_text(result: Result) -> str:

@@ -166,15 +166,18 @@ async def test_list_summarises_runs_newest_first(make_context, settings):
     assert lines[2].startswith(first) and lines[2].endswith(f"{QUESTION[:59]}… → yes")
 
 
-async def test_list_tells_an_interrupted_run_from_a_finished_one(make_context, settings, index):
+async def test_list_tells_a_failed_run_from_a_finished_one(make_context, settings, index):
     context = make_context(model())
     context.search = BrokenSearch(index)
     with pytest.raises(RuntimeError, match="went away"):
         await run_question(settings, QUESTION, context=context, thread_id="broken-run")
     (thread,) = list_threads(settings)
-    assert thread["thread_id"] == "broken-run" and thread["status"] == "interrupted"
+    assert thread["thread_id"] == "broken-run" and thread["status"] == "failed"
+    assert "RuntimeError" in thread["error"] and "went away" in thread["error"]
     assert thread["answer"] is None and thread["question"] == QUESTION
     assert thread["calls"] == 1  # generate_query's, before search failed
+    human = cli(settings, "list")
+    assert "failed" in human.output and "✗ RuntimeError" in human.output
 
 
 def test_list_of_an_empty_store_is_a_friendly_line(settings):
