@@ -100,35 +100,21 @@ def test_eval_json_prints_the_official_keys(tmp_path):
 def test_eval_refuses_a_submission_of_another_round_and_notes_a_partial_one(tmp_path):
     gold = json.loads(GOLDEN.read_text(encoding="utf-8"))
     other = {"questions": [{**q, "id": f"other-{q['id']}"} for q in gold["questions"]]}
-    (tmp_path / "other.json").write_text(json.dumps(other), encoding="utf-8")
-    proc = quorum(
-        tmp_path,
-        "bioasq",
-        "eval",
-        "--gold",
-        str(GOLDEN),
-        "--submission",
-        str(tmp_path / "other.json"),
-    )
-    assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1
-    assert f"answers none of the {len(gold['questions'])} questions" in proc.stderr
     part = {"questions": gold["questions"][:3] + other["questions"][:1]}
-    (tmp_path / "part.json").write_text(json.dumps(part), encoding="utf-8")
-    proc = quorum(
-        tmp_path,
-        "bioasq",
-        "eval",
-        "--gold",
-        str(GOLDEN),
-        "--submission",
-        str(tmp_path / "part.json"),
-        "--json",
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["questions"] == 3  # stdout stays one JSON object
-    assert f"note: 3 of the {len(gold['questions'])} gold questions scored" in proc.stderr
-    assert "submitted but not in the golden file: 1" in proc.stderr
+    procs = {}
+    for name, submission in (("other", other), ("part", part)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(submission), encoding="utf-8")
+        args = ("bioasq", "eval", "--gold", str(GOLDEN), "--submission", str(path), "--json")
+        procs[name] = quorum(tmp_path, *args)
+    refused = procs["other"]
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and not refused.stdout
+    assert f"answers none of the {len(gold['questions'])} questions" in refused.stderr
+    noted = procs["part"]
+    assert noted.returncode == 0, noted.stderr
+    assert json.loads(noted.stdout)["questions"] == 3  # stdout stays one JSON object
+    assert f"note: 3 of the {len(gold['questions'])} gold questions scored" in noted.stderr
+    assert "submitted but not in the golden file: 1" in noted.stderr
 
 
 def test_eval_phase_a_plus_scores_documents_and_answers(tmp_path):
