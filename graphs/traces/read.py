@@ -1,10 +1,9 @@
 """Traces: a finished (or interrupted) run read back from its checkpoints, node by node."""
 
-# NOTE: no `from __future__ import annotations` (TypedDict must see NotRequired).
 import sqlite3
 import time
 from datetime import datetime
-from typing import NotRequired, TypedDict
+from typing import TypedDict
 
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -84,8 +83,6 @@ class ThreadSummary(TypedDict):
     """BioASQ batch: the question's id."""
     phase: str | None
     """BioASQ batch: the phase run."""
-    error: NotRequired[str]
-    """Why the thread could not be read."""
 
 
 def node_updates(settings: Settings, thread_id: str) -> list[Step]:
