@@ -41,6 +41,8 @@ def bench_retrieval_cmd(
     chosen = [b.strip() for b in backends.split(",") if b.strip()]
     if bad := [b for b in chosen if b not in BACKENDS]:
         raise CliError(f"unknown backend {bad[0]!r}; choose {' and/or '.join(BACKENDS)}")
+    if not corpus.is_file():
+        raise CliError(f"{corpus}: no such file")
     loaded = [q for path in [*questions, *extra_files(ctx)] for q in load_questions(path)][:limit]
     report = bench_retrieval(settings_for(), corpus, loaded, chosen)
     if as_json:

@@ -24,6 +24,10 @@ class IndexMissing(UserError, FileNotFoundError):
     """The configured index has not been built."""
 
 
+class CorpusError(UserError):
+    """A corpus line that is not a document, naming the file and the line."""
+
+
 def read_jsonl(path: Path, *, max_chars: int | None = None) -> Iterator[dict[str, Any] | str]:
     """Yield documents from a .jsonl or .jsonl.gz file, naming the line of any bad record.
 
@@ -48,9 +52,9 @@ def read_jsonl(path: Path, *, max_chars: int | None = None) -> Iterator[dict[str
             try:
                 doc = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
+                raise CorpusError(f"{path}:{number}: not JSON ({exc.msg})") from None
             if not isinstance(doc, dict) or not str(doc.get("pmid", "")).strip():
-                raise ValueError(f"{path}:{number}: a document needs a 'pmid'")
+                raise CorpusError(f"{path}:{number}: a document needs a 'pmid'")
             yield doc
 
 
