@@ -37,15 +37,22 @@ class CoBagSettings(Group):
     """Context Bagging: a relevant core in every view, the rest drawn from a larger pool."""
 
     members: int = Field(5, ge=1, le=32, description="Bagged views (K) per model (paper: 5).")
-    # NOTE: the paper runs every method at one m (12, core r = 6 = m/2); quorum's other
-    # strategies show ensemble.contexts = 5, so CoBag shows 5 too, with the paper's r = m/2
-    # rounded down. Measured on the planted reader (eval methods, NQ with a hard distractor,
-    # 60 questions, seed 3; single 0.47-0.52): m=12, r=6 gave 0.62-0.67 (and below single,
-    # 0.575 vs 0.65, on seed 0's first 40), m=5, r=2 gave 0.82-0.87 under u, primacy and
-    # recency: past the evidence, more passages per view only dilute it.
-    contexts: int = Field(5, ge=1, description="Contexts per view (m; paper: 12, see above).")
+    # The paper's defaults (context-bagging.txt §4.1: K = 5, m = 12, r = 6, τ = 1.0, 20
+    # paragraphs). Its §4.4 finds accuracy rising with m (EM 0.2615 at m = 8 → 0.2982 at
+    # m = 16) on Qwen2.5-7B; no real model measured here says otherwise.
+    contexts: int = Field(12, ge=1, description="Contexts per view (m; paper: 12).")
     core: int = Field(
-        2, ge=0, description="Top contexts by relevance every view keeps (r; paper: m/2)."
+        6, ge=0, description="Top contexts by relevance every view keeps (r; paper: 6 = m/2)."
+    )
+    shuffle: bool = Field(
+        True,
+        description="Shuffle each view (step 3). False is the paper's CoBag-NoShuffle ablation "
+        "(Table 2): a view keeps the rank order; a control, not a method.",
+    )
+    sampling: Literal["relevance", "uniform"] = Field(
+        "relevance",
+        description="How the m - r non-core contexts are drawn: ∝ exp(s/τ) (step 2), or "
+        "'uniform', the paper's CoBag-Uniform ablation (Table 2); a control, not a method.",
     )
     tau: float = Field(
         1.0, gt=0, description="Sampling temperature: p ∝ exp(relevance / tau) (paper: 1.0)."
@@ -67,6 +74,17 @@ class CCVSettings(Group):
         le=64,
         description="Permutations (K) per model; the paper finds no gain over majority at 5 "
         "and reports its headline at 20.",
+    )
+    contexts: int = Field(
+        5,
+        ge=1,
+        description="Passages (N) each permutation shows: the paper's Contriever top-5 (§4.1).",
+    )
+    vote: Literal["citation", "answer_count"] = Field(
+        "citation",
+        description="'citation': the citation-consistency score (§3.3); 'answer_count': the "
+        "same members' answers counted, the MoA majority vote the paper compares with (its "
+        "control, not a method).",
     )
     evidence: Literal["relaxed", "strict"] = Field(
         "relaxed",
@@ -93,11 +111,17 @@ class MoISettings(Group):
         description="'joint': log P(passages in that order, question), the paper's "
         "s = P(q | π)·P(π) (Eq. 3); 'question': log P(question | passages) only.",
     )
-    order: Literal["paired", "descending"] = Field(
-        "paired",
-        description="Answer order: 'paired' puts the k-th most useful passage at the k-th most "
-        "read position (equals the paper's when weights fall with position, as its Figure 6 "
-        "finds); 'descending': the paper's literal most-useful-first.",
+    order: Literal["descending", "paired"] = Field(
+        "descending",
+        description="Answer order: 'descending', the paper's most-useful-first (§3.1); 'paired' "
+        "puts the k-th most useful passage at the k-th most read position (the same order when "
+        "weights fall with position, as the paper's Figure 6 finds).",
+    )
+    weights: Literal["fitted", "flat"] = Field(
+        "fitted",
+        description="'fitted': position weights fitted with the utilities (Eq. 4); 'flat': "
+        "every position weighs 1/N, so utilities are plain mean likelihoods: MoI's control "
+        "with its position debiasing removed, not a method.",
     )
 
 
@@ -111,14 +135,22 @@ class EnsembleSettings(Group):
         "Bagging; 'ccv': Citation-Consistent Voting; 'moi': Mixture-of-Intervention (needs "
         "likelihoods: local models, or endpoints with prompt logprobs).",
     )
-    # NOTE: K = 5, as the papers run these baselines (context-bagging.txt §4.1 and §4.4:
-    # K = 3 → 5 gained 2.42 EM). Measured on the planted reader (eval methods, 80 NQ
-    # questions past the first 100): K = 3 tied single once in six reader settings, K = 5
-    # beat it by 0.06-0.15; on the CPU demo model a member call takes ~2.3 s.
+    # K = 5 and m = 12: the CoBag paper runs Filtered-Single, Self-Consistency and
+    # Permute-Vote at its defaults (context-bagging.txt §4.1; K = 3 → 5 gained 2.42 EM, 5 → 7
+    # 0.17, §4.4), and finds accuracy rising with m to 16. The BioASQ ensemble paper
+    # (bioasq-llm-ensemble.txt §3) sends the reranked top 300 to models with 1M-token windows
+    # and finds longer contexts hurt list and factoid answers; 12 abstracts (~3,500 tokens)
+    # fit every model quorum names, the demo's 8k window included. CCV shows its own N
+    # (ensemble.ccv.contexts), CoBag its own m (ensemble.cobag.contexts).
     members: int = Field(
         5, ge=1, le=32, description="Views (K) per model for self_consistency and permute_vote."
     )
-    contexts: int = Field(5, ge=1, description="Contexts shown in each view (m).")
+    contexts: int = Field(
+        12,
+        ge=1,
+        description="Reranked abstracts each view shows (m) for single, self_consistency, "
+        "permute_vote and moi, and so what synthesis reads (CoBag paper: 12).",
+    )
     sample_temperature: float = Field(
         1.0, gt=0.0, le=2.0, description="self_consistency's sampling temperature."
     )

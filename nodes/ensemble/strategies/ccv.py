@@ -85,7 +85,6 @@ def ccv_select(
     texts: Mapping[str, str],
     *,
     strict: bool = False,
-    rank: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Pick the answer whose members agree on one cited document, not merely on the answer.
 
@@ -96,9 +95,8 @@ def ccv_select(
     members with different permutations citing the same document agree. An answer's modal
     PMID is the one its valid members cite most (ties: cited first); its score counts the
     valid members citing that PMID. The highest score wins; ties go to the more frequent
-    answer among all members (the paper's rule), then to the answer whose modal PMID the
-    retriever ranked higher (`rank`, best first; ours: the paper stops at frequency), then to
-    the first seen. With no valid member this falls back to plain majority. Empty answers
+    answer among all members (the paper's rule), then to the first seen (the paper stops at
+    frequency; a rule is needed only so that runs are reproducible). With no valid member this falls back to plain majority. Empty answers
     never win.
 
     Returns:
@@ -124,18 +122,7 @@ def ccv_select(
         rows.append(
             {"answer": answer, "score": score, "frequency": frequency[answer], "pmid": pmid}
         )
-    # NOTE: with one cited passage per answer, score equals frequency and 9-9 ties are common
-    # at K = 20 (8 of 150 planted NQ questions); "first seen" gave them to whatever the rank
-    # order's member said, the retriever's rank of the cited document is evidence instead.
-    retrieved = {pmid: at for at, pmid in enumerate(rank)}
-    rows.sort(
-        key=lambda row: (
-            -row["score"],
-            -row["frequency"],
-            retrieved.get(row["pmid"], len(retrieved)),
-            first_seen[row["answer"]],
-        )
-    )
+    rows.sort(key=lambda row: (-row["score"], -row["frequency"], first_seen[row["answer"]]))
     winner = rows[0] if rows else None
     n_valid = sum(valid)
     agreeing = sum(
@@ -175,10 +162,10 @@ class CCV(Strategy):
     ) -> Plan:
         """Return K distinct orders of the top-m (the rank order first), answered greedily."""
         settings = ctx.settings.ensemble
-        orders = permuted_views(len(contexts), settings.ccv.members, settings.contexts, seed)
+        orders = permuted_views(len(contexts), settings.ccv.members, settings.ccv.contexts, seed)
         recorded = common_settings(ctx, models) | {
             "members": settings.ccv.members,
-            "contexts": settings.contexts,
+            "contexts": settings.ccv.contexts,
             "evidence": settings.ccv.evidence,
             "temperature": 0.0,
         }
@@ -265,7 +252,7 @@ def _ccv_vote(
         for m, key in keyed
     ]
     texts = {c["pmid"]: f"{c.get('title') or ''} {c.get('abstract') or ''}" for c in plan.contexts}
-    chosen = ccv_select(cited, texts, strict=strict, rank=[c["pmid"] for c in plan.contexts])
+    chosen = ccv_select(cited, texts, strict=strict)
     ranked = [surface[row["answer"]] for row in chosen["table"]]
     return {
         "ranked": ranked[:1] if qtype == "yesno" else ranked[:5],
