@@ -90,7 +90,11 @@ class Group(TypedDict):
     """The group's short answers, best first (yesno: one of yes/no; summary: none)."""
     covers: NotRequired[list[str]]
     """PMIDs the group stands for: its own and those organize dropped in their favour
-    (duplicates, ambiguous twins); the aggregator weighs the group's answers by them."""
+    (duplicates, ambiguous twins)."""
+    supported_by: NotRequired[list[str]]
+    """CORG: PMIDs that carry the group's answer: those it cites and those dropped in their
+    favour, or its counterfactual side when it cites none; never the filler the reranker dealt
+    in. The aggregator weighs the answer by them."""
     shown: NotRequired[str]
     """summarize: what the answering call was shown instead of the passages (the summary)."""
 
@@ -248,3 +252,8 @@ class Decision(TypedDict):
     share: NotRequired[float]
     """The first answer's share of the support (members, valid citations), in [0, 1]; what
     synthesis.mode "vote" reports as the confidence (absent: first support over their sum)."""
+    plural: NotRequired[bool]
+    """organize: the groups gave different answers; every answer stands with its references
+    (CORG's aggregator) and a yes/no conflict decides neither side (share 0)."""
+    conflict: NotRequired[list[str]]
+    """organize: the groups' distinct first answers, when they differ."""
