@@ -2,7 +2,7 @@
 
 import pytest
 
-from graphs.eval.answers import wilson
+from graphs.eval.answers import paired, wilson
 from graphs.eval.datasets import MethodCase, Passage
 from graphs.eval.methods import corg_measures
 
@@ -14,6 +14,41 @@ def test_wilson_interval_holds_the_proportion_and_narrows_with_n():
     assert wilson(0, 0) == [0.0, 1.0]
     assert wilson(10, 10)[1] == 1.0 and wilson(0, 10)[0] == 0.0
     assert wilson(50, 100) == pytest.approx([0.4038, 0.5962], abs=1e-4)  # the textbook value
+
+
+def _pairs(both: int, method: int, control: int, neither: int) -> tuple[list[bool], list[bool]]:
+    """Return paired correctness with these counts of (method, control) outcomes."""
+    m = [True] * both + [True] * method + [False] * control + [False] * neither
+    c = [True] * both + [False] * method + [True] * control + [False] * neither
+    return m, c
+
+
+def test_mcnemar_p_is_the_exact_binomial_of_the_discordant_pairs():
+    assert paired(*_pairs(5, 3, 3, 5))["p"] == 1.0  # b = c
+    assert paired(*_pairs(0, 0, 0, 7))["p"] == 1.0  # no discordant pair
+    got = paired(*_pairs(4, 10, 0, 2))
+    assert (got["method_only"], got["control_only"]) == (10, 0)
+    assert got["p"] == pytest.approx(2 / 1024, abs=1e-6)
+    assert paired(*_pairs(4, 0, 10, 2))["p"] == pytest.approx(2 / 1024, abs=1e-6)
+    assert paired(*_pairs(0, 12, 2, 36))["p"] == pytest.approx(0.012939, abs=1e-6)
+
+
+def test_the_paired_difference_interval_is_newcombes_method_10():
+    # Newcombe (1998), Table II, example (a): 36 both right, 12 and 2 discordant, 0 neither;
+    # method 10 gives 0.0569 to 0.3404 around the difference 0.2.
+    assert paired(*_pairs(36, 12, 2, 0))["diff_ci95"] == pytest.approx([0.0569, 0.3404], abs=1e-4)
+    low, high = paired(*_pairs(5, 3, 3, 5))["diff_ci95"]
+    assert low == pytest.approx(-high) and low < 0 < high  # symmetric around no difference
+    low, high = paired(*_pairs(0, 10, 0, 0))["diff_ci95"]
+    assert 0 < low < high == 1.0  # all discordant one way: stays inside [-1, 1]
+    assert paired([], []) == {
+        "method_only": 0,
+        "control_only": 0,
+        "p": 1.0,
+        "diff_ci95": [-1.0, 1.0],
+    }
+    with pytest.raises(ValueError):
+        paired([True], [True, False])
 
 
 def _case() -> MethodCase:
