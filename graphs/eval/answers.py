@@ -122,5 +122,8 @@ def paired(method: list[bool], control: list[bool], *, digits: int = 4) -> dict[
         "method_only": b,
         "control_only": c,
         "p": round(float(p), 6),
-        "diff_ci95": [round(max(-1.0, diff - below), digits), round(min(1.0, diff + above), digits)],
+        "diff_ci95": [
+            round(max(-1.0, diff - below), digits),
+            round(min(1.0, diff + above), digits),
+        ],
     }
