@@ -7,28 +7,36 @@ Each shown passage k at position j (0-based, of n shown) weighs
 utility comes from the plants (gold 1, hard distractor `distractor_strength`, irrelevant
 `irrelevant_utility`, or the passage's own); the curve is the position bias:
 
+    liu      1 − s·(1 − r(x))/(1 − r_min), r = Liu et al.'s measured accuracy by position over
+             the best (gpt-3.5-turbo, 20 documents; `calibration.py`), interpolated over x;
+             at the default s = 0.290 the weights are the measured relative accuracies
     u        1 − s·g(x)/max g, g(x) = 4x(1 − x) + 0.3x
                                lost in the middle: first 1, last 1 − 0.26s, least 1 − s
     primacy  1 − s·x
     recency  1 − s·(1 − x)
     flat     1                 no position bias (a control)
 
-with x = j / (n − 1) (x = 0 when n = 1) and s the `strength`. The U leans to primacy, as
-Liu et al. measured (the first position is read best); the lean also keeps every position's
-weight distinct, so a rank correlation against the curve meets no ties.
+with x = j / (n − 1) (x = 0 when n = 1) and s the `strength`.
 
 A chat completion reads ONE passage, drawn with probability w_k / Σw from an RNG seeded by
-(seed, the question, the shown passages in order): the same view always gets the same reading,
-whatever instructions surround it (so strategies showing the same views are compared paired),
-and another order of the same passages another, reproducible one. The decoding temperature is
-ignored: the reader's errors come from its context, never from sampling.
+(seed, the question, the shown passages in order): the same view always gets the same greedy
+reading, whatever instructions surround it (so strategies showing the same views are compared
+paired), and another order of the same passages another, reproducible one. A sampled call
+(temperature T > 0) keeps the greedy reading's answer with probability sample_agreement^T,
+else reads a passage giving another answer (`sampling.py`); its n-th sample of one prompt is
+seeded by n, so K identical requests give a reproducible multiset of answers.
 
-Log-probabilities follow the same model (see `PlantedReader.score`): an answer a after a
-prompt showing passages has probability (1 − floor)·share(a) + floor, share(a) = Σ w_k / Σ w
-over shown passages supporting a, which is exactly how often a chat reading of that prompt
-answers a over seeds; the question q after the passages has
-log P(q | passages) = Σ_j ā_j · log max(utility(π_j), floor), ā = curve / Σ curve: MoI's
-model, linear in position weights that sum to 1, holds exactly on these log-likelihoods.
+Log-probabilities: an answer a after a prompt showing passages has probability
+(1 − floor)·share(a) + floor, share(a) = Σ w_k / Σ w over shown passages supporting a (how
+often a greedy reading of the prompt answers a over seeds). The question q after the passages
+has
+
+    log P(q | π) = (1 − λ)·Σ_j ā_j·log u_j + λ·log Σ_j ā_j·u_j + σ·ε(π)
+
+with u_j = max(utility(π_j), floor), ā = curve / Σ curve, λ the `interaction` (a saturating
+aggregate: one useful passage lifts the whole context, so positions interact) and ε a standard
+normal seeded by the prompt's view, σ the `logprob_noise`. At λ = σ = 0 it is exactly MoI's
+model, linear in position weights that sum to 1; by default it is not.
 """
 
 from __future__ import annotations
@@ -39,81 +47,32 @@ import math
 import random
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from infra.bioasq.answers import normalize_answer
+from infra.simulate.bias import (
+    CURVES,
+    ReaderSettings,
+    position_curve,
+    settings_from_pairs,
+)
 from infra.simulate.planted import PlantedPassage, PlantedQuestion, Plants
 from infra.simulate.prompt_text import continuation_start, numbered_passages, question_of
 
-CURVES = ("u", "primacy", "recency", "flat")
-U_LEAN = 0.3
-"""How much less the last position is read than the first under the U curve (before scaling)."""
-U_PEAK = (4.0 + U_LEAN) ** 2 / 16.0
-"""The largest value of 4x(1 − x) + U_LEAN·x on [0, 1], at x = (4 + U_LEAN) / 8."""
+__all__ = [
+    "CURVES",
+    "READER_HEADER",
+    "PlantedReader",
+    "ReaderSettings",
+    "Reading",
+    "Seen",
+    "position_curve",
+    "settings_from_pairs",
+]
+
 READER_HEADER = "x-quorum-reader"
 """Response header carrying `PlantedReader.describe()` as compact JSON."""
-
-
-@dataclass(frozen=True)
-class ReaderSettings:
-    """How the planted reader is biased; recorded with every reply it serves."""
-
-    curve: str = "u"
-    """Position curve: u (lost in the middle), primacy, recency, or flat (none)."""
-    strength: float = 0.8
-    """How deep the curve dips, in [0, 1): the least-read position weighs 1 − strength."""
-    seed: int = 0
-    """Seed of every reading; with the prompt it fixes the passage read."""
-    distractor_strength: float = 0.7
-    """Utility of a hard distractor (gold = 1) unless the passage plants its own."""
-    irrelevant_utility: float = 0.05
-    """Utility of an irrelevant or unplanted passage unless the passage plants its own."""
-    floor: float = 1e-3
-    """Least probability of any scored continuation (no log of zero)."""
-    override: float = 0.0
-    """Chance a synthesis prompt's reader ignores the decision it is told and reads itself."""
-
-    def __post_init__(self) -> None:
-        """Refuse settings outside their ranges."""
-        if self.curve not in CURVES:
-            raise ValueError(f"reader curve must be one of {CURVES}, got {self.curve!r}")
-        if not 0.0 <= self.strength < 1.0:
-            raise ValueError(f"reader strength must be in [0, 1), got {self.strength}")
-        if self.distractor_strength < 0 or self.irrelevant_utility < 0:
-            raise ValueError("reader utilities must be >= 0")
-        if not 0.0 < self.floor < 1.0 or not 0.0 <= self.override <= 1.0:
-            raise ValueError("reader floor must be in (0, 1) and override in [0, 1]")
-
-    def as_dict(self) -> dict[str, Any]:
-        """Return the settings as JSON-able values."""
-        return asdict(self)
-
-    def utility(self, passage: PlantedPassage, question: PlantedQuestion | None) -> float:
-        """Return a passage's utility: its own, else its role's (a duplicate: its root's)."""
-        if passage.utility is not None:
-            return passage.utility
-        if passage.role == "duplicate" and question is not None:
-            return self.utility(question.passages[passage.root], question)
-        if passage.role == "distractor":
-            return self.distractor_strength
-        if passage.role == "irrelevant":
-            return self.irrelevant_utility
-        return 1.0
-
-
-def position_curve(curve: str, strength: float, n: int) -> list[float]:
-    """Return the position weights of n shown passages (before normalisation)."""
-    xs = [j / (n - 1) if n > 1 else 0.0 for j in range(n)]
-    if curve == "u":
-        return [1.0 - strength * (4.0 * x * (1.0 - x) + U_LEAN * x) / U_PEAK for x in xs]
-    if curve == "primacy":
-        return [1.0 - strength * x for x in xs]
-    if curve == "recency":
-        return [1.0 - strength * (1.0 - x) for x in xs]
-    if curve == "flat":
-        return [1.0] * n
-    raise ValueError(f"unknown curve {curve!r}")
 
 
 @dataclass(frozen=True)
@@ -198,6 +157,7 @@ class PlantedReader:
         self.settings = settings or ReaderSettings()
         self.records: list[dict[str, Any]] = []
         """Every reading and scoring made, for audit (kind, question, shown, read, answer…)."""
+        self._samples: dict[tuple[Any, ...], int] = {}
         self._lock = threading.Lock()
 
     def describe(self) -> dict[str, Any]:
@@ -254,8 +214,8 @@ class PlantedReader:
         The continuation is what follows the last "Question:" or "Answer:" after the
         passages (else a planted answer the prompt ends with). After "Answer:", or as a
         planted answer: log((1 − floor)·share(a) + floor). After "Question:":
-        Σ_j ā_j · log max(utility_j, floor), ā the curve normalised over the shown positions.
-        None when the prompt shows no planted passage or has no continuation.
+        `question_logprob`. None when the prompt shows no planted passage or has no
+        continuation.
         """
         reading = self.reading(prompt)
         if reading is None:
@@ -269,12 +229,7 @@ class PlantedReader:
             share = reading.share(prompt[start:].strip())
             logprob = math.log((1.0 - floor) * share + floor)
         else:
-            curve = position_curve(self.settings.curve, self.settings.strength, len(reading.seen))
-            total = sum(curve)
-            logprob = sum(
-                (c / total) * math.log(max(s.utility, floor))
-                for c, s in zip(curve, reading.seen, strict=True)
-            )
+            logprob = self.question_logprob(reading)
         self.record(
             {
                 "kind": "score",
@@ -285,6 +240,30 @@ class PlantedReader:
             }
         )
         return Scored(start=start, logprob=logprob, kind=kind)
+
+    def question_logprob(self, reading: Reading) -> float:
+        """Return log P(q | passages) of a reading (see the module's docstring); always < 0."""
+        settings = self.settings
+        curve = position_curve(settings.curve, settings.strength, len(reading.seen))
+        position = [c / sum(curve) for c in curve]
+        useful = [max(s.utility, settings.floor) for s in reading.seen]
+        linear = sum(a * math.log(u) for a, u in zip(position, useful, strict=True))
+        saturating = math.log(sum(a * u for a, u in zip(position, useful, strict=True)))
+        value = (1.0 - settings.interaction) * linear + settings.interaction * saturating
+        if settings.logprob_noise > 0:
+            value += settings.logprob_noise * self.view_rng(reading, "logprob").gauss(0.0, 1.0)
+        return min(value, -settings.floor)
+
+    def view_rng(self, reading: Reading, salt: str = "") -> random.Random:
+        """Return the RNG of what a prompt shows: the question and the passages in order."""
+        return self.rng([reading.question.id, *(s.pmid for s in reading.seen)], salt)
+
+    def next_sample(self, key: Sequence[Any]) -> int:
+        """Return how many sampled calls this key (view, temperature) had before this one."""
+        with self._lock:
+            index = self._samples.get(tuple(key), 0)
+            self._samples[tuple(key)] = index + 1
+        return index
 
     def _answer_suffix(self, prompt: str, reading: Reading) -> tuple[int, str] | None:
         text = prompt.rstrip()

@@ -9,8 +9,10 @@ The kind comes from the requested schema's top-level fields, the passages from t
 - plural question (field question, no answer field; organize_pluralize): the question in a
   plural form ("What is the X" → "What are the Xs", else "What are all the answers to …").
 - reading (any other prompt showing numbered passages of a planted question): the reader
-  draws ONE passage (see `reader.py`) and answers with that passage's answer, citing its
-  number and PMID and quoting it verbatim, with the answer's weight share as confidence.
+  draws ONE passage (see `reader.py`; at a temperature above 0 perhaps another, see
+  `sampling.py`) and answers with that passage's answer, citing its number and PMID and
+  quoting it verbatim (a member may cite and quote another shown passage, `cite_mismatch`),
+  with the answer's weight share as confidence.
   A synthesis prompt (fields ideal_answer or exact_answer) that states a decision follows it
   (unless the `override` draw says otherwise) and cites the shown passages supporting it. A
   group prompt (a system message naming a "group", or the question in the plural form above)
@@ -31,6 +33,7 @@ from infra.simulate.planted import PlantedPassage
 from infra.simulate.prompt_text import decision_of, numbered_passages, pair_passages, quote
 from infra.simulate.prompt_text import question_of as asked_question
 from infra.simulate.reader import PlantedReader, Reading, Seen
+from infra.simulate.sampling import cited, sampled
 from infra.simulate.schema_instance import MISSING, fitted, resolved, schema_instance
 
 ANSWER_FIELDS = ("answer", "exact_answer", "exact", "answers")
@@ -59,7 +62,10 @@ def pluralized(question: str) -> str:
 
 
 def chat_reply(
-    reader: PlantedReader, messages: list[tuple[str, str]], schema: dict | None
+    reader: PlantedReader,
+    messages: list[tuple[str, str]],
+    schema: dict | None,
+    temperature: float | None = None,
 ) -> Any | None:
     """Return the reader's reply (an instance of the schema, or text), or None.
 
@@ -67,6 +73,7 @@ def chat_reply(
         reader: The planted reader.
         messages: (role, text) of every message, in order.
         schema: The JSON schema asked for; None for a plain-text reply.
+        temperature: The request's sampling temperature; None or 0 reads greedily.
     """
     text = "\n\n".join(t for _, t in messages)
     defs = {**(schema or {}).get("definitions", {}), **(schema or {}).get("$defs", {})}
@@ -82,7 +89,7 @@ def chat_reply(
     elif "question" in fields and not fields & {*ANSWER_FIELDS, *IDEAL_FIELDS}:
         values = {"question": pluralized(asked_question(text) or "")}
     else:
-        values = _reading(reader, messages, text, fields, limit)
+        values = _reading(reader, messages, text, fields, limit, temperature)
     if values is None:
         return None
     if schema is None:
@@ -110,6 +117,7 @@ def _reading(
     text: str,
     fields: set[str],
     limit: int,
+    temperature: float | None = None,
 ) -> dict[str, Any] | None:
     reading = reader.reading(text)
     if reading is None:
@@ -134,15 +142,21 @@ def _reading(
     elif kind == "group":
         values = _all_answers(reading, limit)
     else:
-        values = _one(reading, reading.draw(rng), limit)
+        read, salt = sampled(reader, reading, reading.draw(rng), temperature)
+        cites = fields & {*PMID_FIELDS, *NUMBER_FIELDS, *QUOTE_FIELDS}
+        shown = cited(reader, reading, read, salt) if kind == "member" and cites else read
+        values = _one(reading, read, limit, shown)
+    read_pmids = values.pop("_read")
     reader.record(
         {
             "kind": kind,
             "question": reading.question.id,
             "shown": [s.pmid for s in reading.seen],
-            "read": values.pop("_read"),
+            "read": read_pmids,
             "answer": values["answer"],
             "share": values["confidence"],
+            **({"cited": values["pmids"]} if values["pmids"] != read_pmids else {}),
+            **({"temperature": temperature} if temperature else {}),
             **({"decision": decided} if decided is not None else {}),
         }
     )
@@ -162,18 +176,19 @@ def _reading(
     return values
 
 
-def _one(reading: Reading, seen: Seen, limit: int) -> dict[str, Any]:
-    """Answer from one passage read."""
+def _one(reading: Reading, seen: Seen, limit: int, shown: Seen | None = None) -> dict[str, Any]:
+    """Answer from one passage read, citing and quoting `shown` (default: the one read)."""
+    shown = shown or seen
     answer = list(seen.passage.answer)
-    said = quote(seen.body, answer, limit)
+    said = quote(shown.body, answer, limit)
     share = reading.share(seen.passage.answer_text)
     return {
         "answer": answer,
-        "pmids": [seen.pmid],
-        "passage": seen.number,
+        "pmids": [shown.pmid],
+        "passage": shown.number,
         "quote": said,
         "confidence": round(share, 4),
-        "rationale": f'Passage [{seen.number}] (PMID {seen.pmid}) says: "{said}"',
+        "rationale": f'Passage [{shown.number}] (PMID {shown.pmid}) says: "{said}"',
         "ideal_answer": f"{seen.passage.answer_text}. {said}",
         "_read": [seen.pmid],
     }

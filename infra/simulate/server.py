@@ -168,7 +168,9 @@ class _Handler(BaseHTTPRequestHandler):
         read = None
         if endpoint.reader is not None and fault is None:
             turns = [(str(m.get("role", "")), message_text(m)) for m in messages]
-            read = chat_reply(endpoint.reader, turns, schema)
+            temperature = request.get("temperature")
+            sampling = float(temperature) if isinstance(temperature, int | float) else None
+            read = chat_reply(endpoint.reader, turns, schema, sampling)
         if fault is not None and fault["kind"] in ("malformed", "empty"):
             written = faulty_output(fault, schema)
         elif read is not None:

@@ -65,6 +65,18 @@ def plant(**extra) -> dict:
     } | extra
 
 
+UNCALIBRATED = {
+    "curve": "u",
+    "strength": 0.8,
+    "override": 0.0,
+    "cite_mismatch": 0.0,
+    "interaction": 0.0,
+    "logprob_noise": 0.0,
+}
+"""The reader as it was before its defaults came from published measurements: the checks
+below that pin its exact readings and scores pin these settings."""
+
+
 def docs(*keys: str) -> list[dict]:
     return [{"pmid": k, "title": TEXTS[k][0], "abstract": TEXTS[k][1]} for k in keys]
 
@@ -127,7 +139,9 @@ def u_curve(n: int, strength: float = 0.8) -> list[float]:
 
 async def test_a_reading_is_deterministic_cites_and_quotes_the_passage_it_read():
     order = ["d1", "g", "d2", "irr", "dup"]
-    with SimulatedEndpoint(0.0, planted=[plant()], reader=ReaderSettings(seed=5)) as endpoint:
+    with SimulatedEndpoint(
+        0.0, planted=[plant()], reader=ReaderSettings(seed=5, **UNCALIBRATED)
+    ) as endpoint:
         model = chat_model(endpoint)
         first = [await ask(model, Cited, order) for _ in range(3)]
         member = await ask(model, Member, order)
@@ -227,7 +241,7 @@ async def loglikelihood(endpoint: SimulatedEndpoint, context: str, continuation:
 
 async def test_answer_logprobs_are_the_shown_weight_shares_and_rank_by_utility_times_position():
     floor = 1e-3
-    settings = ReaderSettings(seed=1, floor=floor)
+    settings = ReaderSettings(seed=1, floor=floor, **UNCALIBRATED)
     with SimulatedEndpoint(0.0, planted=[plant()], reader=settings) as endpoint:
         scores = {}
         for order in (["g", "irr", "d1"], ["irr", "g", "d1"], ["d1", "irr", "g"]):
@@ -253,7 +267,8 @@ async def test_answer_logprobs_are_the_shown_weight_shares_and_rank_by_utility_t
 async def test_question_logprobs_follow_moi_model_and_prompt_tokens_keep_their_values():
     from infra.simulate.server import token_logprob
 
-    settings = ReaderSettings(seed=4, curve="primacy", strength=0.6)
+    # The negative control: with no interaction and no noise, MoI's model holds exactly.
+    settings = ReaderSettings(seed=4, curve="primacy", strength=0.6, interaction=0, logprob_noise=0)
     rng = random.Random(3)
     keys = ["g", "d1", "irr", "dup"]
     utility = {"g": 1.0, "d1": 0.7, "irr": 0.05, "dup": 1.0}
@@ -441,7 +456,9 @@ async def test_a_stated_decision_is_followed_and_cited():
     )
     order = ["d1", "g", "dup", "irr"]
     prompt = f"{passages(docs(*order), 6000)}\n\nQuestion: {QUESTION}\n\n"
-    with SimulatedEndpoint(0.0, planted=[plant()]) as endpoint:
+    with SimulatedEndpoint(
+        0.0, planted=[plant()], reader=ReaderSettings(**UNCALIBRATED)
+    ) as endpoint:
         model = chat_model(endpoint)
         replies = [
             (
@@ -479,7 +496,11 @@ def test_settings_are_reported_and_no_plants_changes_nothing(tmp_path):
         "distractor_strength": 0.6,
         "irrelevant_utility": 0.05,
         "floor": 0.001,
-        "override": 0.0,
+        "override": 0.1,
+        "sample_agreement": 0.85,
+        "cite_mismatch": 0.255,
+        "interaction": 0.5,
+        "logprob_noise": 0.1,
         "plants": None,
     }
     assert described["plants"]["questions"] == 2 and len(described["plants"]["digest"]) == 16
