@@ -52,8 +52,9 @@ def summary_of(scorer, orders_for, n: int = N, noise: float = NOISE) -> dict:
         rng = np.random.default_rng(q)
         train, test = orders_for(q, rng)
         score = scorer(rng)
-        noisy = lambda orders: [score(o) + rng.normal(0, noise) for o in orders]  # noqa: E731
-        judged.append(judge(train, noisy(train), test, noisy(test), n, GOLD, seed=q))
+        train_scores = [score(o) + rng.normal(0, noise) for o in train]
+        test_scores = [score(o) + rng.normal(0, noise) for o in test]
+        judged.append(judge(train, train_scores, test, test_scores, n, GOLD, seed=q))
     return summarize(judged)
 
 
@@ -87,7 +88,10 @@ def test_scores_set_by_the_passages_shown_alone_are_utility_only():
         return lambda order: float(np.mean(utilities[order]))
 
     summary = summary_of(
-        scorer, lambda q, rng: (subset_orders(rng, n, 3, 3 * n), subset_orders(rng, n, 3, 16)), n, 0.15
+        scorer,
+        lambda q, rng: (subset_orders(rng, n, 3, 3 * n), subset_orders(rng, n, 3, 16)),
+        n,
+        0.15,
     )
     # MoI's model holds this one too (flat weights) but pays for its extra parameters.
     assert_wins(summary, "utility_only", margin=0.01)
