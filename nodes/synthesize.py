@@ -28,6 +28,7 @@ from nodes.evidence import (
     passages,
     pmid_type,
 )
+from nodes.organize.aggregate import stated
 from nodes.state import Answer, Attempt, Decision, Passage, QAState
 from prompts import render
 
@@ -227,8 +228,11 @@ def _final_decision(
     """Return the decision as the answer (synthesis.mode "vote"): no model call."""
     extracted = decided(qtype, decision)
     answers = (decision or {}).get("answers") or []
+    plural = bool((decision or {}).get("plural"))
     shown = {c["pmid"] for c in contexts}
-    cited = [p for p in (answers[0]["cited"] if answers else []) if p in shown]
+    # A plural decision (CORG's groups conflict) answers with every side and its references.
+    backing = [p for a in (answers if plural else answers[:1]) for p in a["cited"]]
+    cited = list(dict.fromkeys(p for p in backing if p in shown))
     answer: Answer = {
         "extracted": extracted,
         "exact": [] if qtype == "summary" else format_exact(qtype, extracted),
@@ -238,5 +242,8 @@ def _final_decision(
         "rationale": (decision or {}).get("why", "no decision"),
         "source": "decision",
     }
+    if plural and qtype != "summary":
+        # CORG's aggregator hands the reader every answer with its references (§4).
+        answer["ideal"] = f"The abstracts conflict: {stated(answers)}."
     attempt: Attempt = {"round": this_round, "temperature": 0.0, "answer": answer, "error": None}
     return {"answer": answer, "attempts": [attempt]}

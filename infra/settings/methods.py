@@ -31,6 +31,13 @@ class OrganizeSettings(Group):
     retrieve_top: int = Field(
         5, ge=1, description="Contexts the 'retrieve' baseline keeps from its ranking (paper: 5)."
     )
+    corg_relations: Literal["graph", "none"] = Field(
+        "graph",
+        description="'graph': CORG relates the contexts (the paper's graph constructor); 'none' "
+        "runs it without the relation graph: no pair calls, every pair taken as unrelated (no "
+        "duplicate dropped, no counterfactual split), the same dealing and aggregator; a "
+        "control, not a method.",
+    )
 
 
 class CoBagSettings(Group):

@@ -1,13 +1,24 @@
-"""CORG's aggregator: every group's answers with their citations, ranked into one decision.
+"""CORG's aggregator: every group's answer with the contexts that carry it, none by group size.
 
-SEE: Lee et al., "Generating Answers from Complex, Interrelated Contexts" (§4, Aggregator).
-Each group is answered on its own and the answers are aggregated with citations to their
-source contexts, so every answer reaches the reader with its evidence; the paper filters none
-for correctness. It lists them and does not rank: quorum must put one first (a yes/no or
-factoid answer), so answers are ranked by the contexts behind them: a group stands for its
-own contexts and those dropped in their favour (duplicates and ambiguous twins say the same),
-ties going to the group of the better-ranked context (the paper's group order). Every answer
-stays in the decision, and list and summary answers keep them all in one.
+SEE: Lee et al., "Generating Answers from Complex, Interrelated Contexts" (§4, Aggregator and
+Figure 3): each group is answered on its own and the aggregator returns all the groups'
+answers with references to their source contexts, so that the reader judges; it filters none
+for correctness and ranks none by how many contexts a group holds. Its reranker deals the
+contexts left after the counterfactual split evenly across the groups (§4, Reranker), so a
+group's size says nothing for its answer: filler dealt into a group must not carry it.
+
+The rule here:
+- a group's answer is carried by the contexts it cites (checked to be in the group) and those
+  the reranker dropped in their favour (`supported_by`, which CORG writes); a CORG group that
+  cites none is carried by its counterfactual side; a group with neither counts as one
+  unreferenced voice. An answer's support is its carriers' share of every answer's carriers.
+- groups agree (one distinct answer): one confident answer, share = answering groups / groups.
+- groups conflict (different first answers; yes/no and factoid): the decision is plural
+  (`plural`, `conflict`) and keeps every answer with its references, best supported first;
+  `why` states the conflict. A yes/no conflict claims neither side: share 0, below any gate,
+  so synthesis.mode "vote" never makes it a confident yes or no. A plural factoid keeps every
+  distinct answer (BioASQ takes five); its share is the first answer's support.
+- list: the union of the groups' items; summary: the groups' answers, joined.
 """
 
 from __future__ import annotations
@@ -23,6 +34,18 @@ def answered(group: Group) -> bool:
     return bool(group.get("answer") or group.get("exact"))
 
 
+def carriers(group: Group, k: int) -> list[str]:
+    """Return what carries group k's answer: its supporting PMIDs, else one unreferenced voice.
+
+    A baseline group (no `supported_by`) is carried by what it cites, or by its one context.
+    """
+    if "supported_by" in group:
+        found = list(group["supported_by"])
+    else:
+        found = list(group.get("cited") or (group["pmids"] if len(group["pmids"]) == 1 else []))
+    return found or [f"#{k}"]  # "#k" is no PMID: it counts, and is never cited
+
+
 def aggregate(
     groups: list[Group],
     qtype: str,
@@ -30,55 +53,81 @@ def aggregate(
     strategy: str = "corg",
     settings: dict[str, Any] | None = None,
 ) -> Decision:
-    """Return the decision organize's group answers make: all answers, best supported first.
+    """Return the decision the group answers make: all answers with the contexts carrying them.
 
     Args:
         groups: The answered groups, in the order organize formed them.
-        qtype: The question type: yesno and factoid rank answers; list and summary keep all.
+        qtype: The question type: yesno and factoid keep answers apart; list and summary join.
         strategy: The organize strategy that formed the groups.
         settings: Every setting of that strategy, recorded in the decision.
     """
-    weights = [len(g.get("covers") or g["pmids"]) for g in groups]
-    total = sum(weights) or 1
+    done = [k for k, g in enumerate(groups) if answered(g)]
+    # A failed group's side is unknown: agreement among the rest is only that sure.
+    heard = len(done) / len(groups) if groups else 0.0
     if qtype in ("list", "summary") or not any(g.get("exact") for g in groups):
-        answers, ranked = _all_in_one(groups, weights, total, qtype)
+        answers = _all_in_one(groups, done, qtype)
+        ranked, conflict = list(range(len(groups))), []
+        share = heard if answers else 0.0
     else:
-        answers, ranked = _ranked(groups, weights, total)
-    order = list(dict.fromkeys(p for k in ranked for p in groups[k]["pmids"]))
-    return {
+        answers, ranked = _ranked(groups, done)
+        conflict = _conflict(groups, done)
+        if not answers:
+            share = 0.0
+        elif not conflict:
+            share = answers[0]["support"] * heard
+        else:
+            share = 0.0 if qtype == "yesno" else answers[0]["support"] * heard
+    decision: Decision = {
         "strategy": strategy,
         "answers": answers,
-        "order": order,
-        "why": _why(strategy, groups, weights, answers, total),
+        "order": list(dict.fromkeys(p for k in ranked for p in groups[k]["pmids"])),
+        "why": _why(strategy, groups, done, answers, conflict, qtype),
         "settings": dict(settings or {}),
         "source": "organize",
-        # The share of the contexts behind the first answer: its confidence in mode "vote".
-        "share": answers[0]["support"] if answers else 0.0,
+        "share": round(share, 4),
     }
+    if conflict:
+        decision |= {"plural": True, "conflict": conflict}
+    return decision
 
 
-def _sources(group: Group) -> list[str]:
-    return list(group.get("cited") or group["pmids"])
+def _items(group: Group) -> list[str]:
+    return group.get("exact") or [group["answer"]]
 
 
-def _ranked(groups: list[Group], weights: list[int], total: int) -> tuple[list, list[int]]:
-    """Rank the groups' distinct short answers by the contexts behind them."""
+def _key(item: str) -> str:
+    return normalize_answer(item) or item
+
+
+def _conflict(groups: list[Group], done: list[int]) -> list[str]:
+    """Return the groups' distinct first answers when they differ, else []."""
+    firsts: dict[str, str] = {}
+    for k in done:
+        item = _items(groups[k])[0]
+        firsts.setdefault(_key(item), item)
+    return list(firsts.values()) if len(firsts) > 1 else []
+
+
+def _ranked(groups: list[Group], done: list[int]) -> tuple[list[DecidedAnswer], list[int]]:
+    """Rank the groups' distinct short answers by the contexts that carry them."""
+    carried = {k: carriers(groups[k], k) for k in done}
+    everyone = {c for k in done for c in carried[k]}
     found: dict[str, dict[str, Any]] = {}
-    for k, group in enumerate(groups):
-        if not answered(group):
-            continue
-        for position, item in enumerate(group.get("exact") or [group["answer"]]):
-            key = normalize_answer(item) or item
+    for k in done:
+        for position, item in enumerate(_items(groups[k])):
             row = found.setdefault(
-                key, {"answer": item, "weight": 0, "cited": [], "first": (k, position)}
+                _key(item), {"answer": item, "by": [], "groups": [], "first": (k, position)}
             )
-            if k not in row.setdefault("groups", []):
+            if k not in row["groups"]:
                 row["groups"].append(k)
-                row["weight"] += weights[k]
-                row["cited"] = list(dict.fromkeys([*row["cited"], *_sources(group)]))
-    rows = sorted(found.values(), key=lambda r: (-r["weight"], r["first"]))
+                row["by"] = list(dict.fromkeys([*row["by"], *carried[k]]))
+    rows = sorted(found.values(), key=lambda r: (-len(r["by"]), r["first"]))
     answers: list[DecidedAnswer] = [
-        {"answer": r["answer"], "support": round(r["weight"] / total, 4), "cited": r["cited"]}
+        {
+            "answer": r["answer"],
+            "support": round(len(r["by"]) / len(everyone), 4),
+            "cited": [p for p in r["by"] if not p.startswith("#")],
+        }
         for r in rows
     ]
     ranked = list(dict.fromkeys(k for r in rows for k in r["groups"]))
@@ -86,34 +135,50 @@ def _ranked(groups: list[Group], weights: list[int], total: int) -> tuple[list, 
     return answers, ranked
 
 
-def _all_in_one(
-    groups: list[Group], weights: list[int], total: int, qtype: str
-) -> tuple[list, list[int]]:
+def _all_in_one(groups: list[Group], done: list[int], qtype: str) -> list[DecidedAnswer]:
     """Keep every group's answers in one: a list's items, or a summary's parts, group by group."""
-    done = [k for k, g in enumerate(groups) if answered(g)]
     if not done:
-        return [], list(range(len(groups)))
-    cited = list(dict.fromkeys(p for k in done for p in _sources(groups[k])))
-    support = round(sum(weights[k] for k in done) / total, 4)
+        return []
+    cited = [p for k in done for p in carriers(groups[k], k) if not p.startswith("#")]
     if qtype == "list":
         items: dict[str, str] = {}
         for k in done:
-            for item in groups[k].get("exact") or [groups[k]["answer"]]:
-                items.setdefault(normalize_answer(item) or item, item)
+            for item in _items(groups[k]):
+                items.setdefault(_key(item), item)
         answer: str | list[str] = list(items.values())
     else:
         answer = "; ".join(groups[k]["answer"] for k in done if groups[k]["answer"])
-    return [{"answer": answer, "support": support, "cited": cited}], list(range(len(groups)))
+    support = round(len(done) / len(groups), 4)
+    return [{"answer": answer, "support": support, "cited": list(dict.fromkeys(cited))}]
 
 
-def _why(strategy: str, groups: list[Group], weights: list[int], answers: list, total: int) -> str:
-    done = sum(answered(g) for g in groups)
-    head = f"{strategy}: {done} of {len(groups)} group(s) answered apart, aggregated with citations"
+def stated(answers: list[DecidedAnswer]) -> str:
+    """Return every answer with its references, as one line: how a plural decision reads."""
+    parts = []
+    for row in answers:
+        text = row["answer"] if isinstance(row["answer"], str) else "; ".join(row["answer"])
+        refs = f" (PMIDs {', '.join(row['cited'])})" if row["cited"] else " (unreferenced)"
+        parts.append(f"{text[:60]!r}{refs}")
+    return "; ".join(parts)
+
+
+def _why(
+    strategy: str,
+    groups: list[Group],
+    done: list[int],
+    answers: list[DecidedAnswer],
+    conflict: list[str],
+    qtype: str,
+) -> str:
+    head = f"{strategy}: {len(done)} of {len(groups)} group(s) answered apart"
     if not answers:
         return f"{head}; none gave an answer"
-    parts = []
-    for row in answers[:3]:
-        text = row["answer"] if isinstance(row["answer"], str) else "; ".join(row["answer"])
-        share = round(row["support"] * total)
-        parts.append(f"{text[:60]!r} stands for {share} of {total} context(s)")
-    return f"{head}; " + ", ".join(parts)
+    if not conflict:
+        agree = " and agree" if len(done) > 1 else ""
+        return f"{head}{agree}, with citations: {stated(answers[:3])}"
+    claim = (
+        "a yes/no conflict decides neither side"
+        if qtype == "yesno"
+        else "every answer is kept, best carried first"
+    )
+    return f"{head} and conflict: {stated(answers[:5])}; {claim}"

@@ -32,8 +32,8 @@ class Grouping:
             "not_organized": list(self.not_organized),
         }
 
-    def covers(self) -> list[list[int]]:
-        """Return per group its indices and those dropped in their favour, in rank order."""
+    def homes(self) -> dict[int, int]:
+        """Return each dropped index → the kept index it was dropped in favour of, at last."""
         home: dict[int, int] = {}
         for i in self.into:
             target = i
@@ -41,7 +41,28 @@ class Grouping:
             while target in self.into:
                 target = self.into[target]
             home[i] = target
+        return home
+
+    def covers(self) -> list[list[int]]:
+        """Return per group its indices and those dropped in their favour, in rank order."""
+        home = self.homes()
         return [sorted([*g, *(i for i, t in home.items() if t in g)]) for g in self.groups]
+
+    def supported_by(self, k: int, cited: set[int], graph: RelationGraph) -> list[int]:
+        """Return the contexts that carry group k's answer, never those dealt in to even groups.
+
+        They are the contexts the answer cites, else the group's counterfactual side, with
+        those dropped in their favour. The paper's aggregator answers with references to the
+        source contexts (§4); the contexts dealt in are there to be read, and a group holding
+        more of them says no more.
+        """
+        group = self.groups[k]
+        kept = {i for g in self.groups for i in g}
+        carrying = [i for i in group if i in cited] or [
+            i for i in group if any(j in kept for j in graph.neighbours(i, "counterfactual"))
+        ]
+        home = self.homes()
+        return sorted([*carrying, *(i for i, t in home.items() if t in carrying)])
 
 
 def _described(descriptors: dict[int, str] | None, i: int) -> bool | None:

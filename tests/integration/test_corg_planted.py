@@ -38,20 +38,25 @@ def plant(number: int, case: Case, answers: tuple[str, str] | None = None) -> di
     }
 
 
-def reader_settings(tmp_path, endpoint: SimulatedEndpoint, strategy: str):
+def reader_settings(tmp_path, endpoint: SimulatedEndpoint, strategy: str, **organize: str):
     spec = {"provider": "openai", "model": "reader", "base_url": endpoint.base_url}
     return load_settings(
         home=tmp_path / "home",
         fallback={"enabled": False},
         models={"query": spec | {"max_retries": 0}, "ensemble": [spec], "cache": "off"},
-        organize={"strategy": strategy},
+        organize={"strategy": strategy, **organize},
     )
 
 
-async def organized(make_context, tmp_path, strategy: str, seed: int = 0) -> dict:
+def pinned(seed: int = 0) -> ReaderSettings:
+    """The reader these checks rely on, pinned: its citations are those it reads."""
+    return ReaderSettings(seed=seed, cite_mismatch=0.0, override=0.0)
+
+
+async def organized(make_context, tmp_path, strategy: str, seed: int = 0, **organize) -> dict:
     planted = [plant(n, case) for n, case in enumerate(CASES)]
-    with SimulatedEndpoint(0.0, planted=planted, reader=ReaderSettings(seed=seed)) as endpoint:
-        ctx = make_context(settings_=reader_settings(tmp_path, endpoint, strategy))
+    with SimulatedEndpoint(0.0, planted=planted, reader=pinned(seed)) as endpoint:
+        ctx = make_context(settings_=reader_settings(tmp_path, endpoint, strategy, **organize))
         report = await evaluate_organize(ctx, CASES)
         report["reader_kinds"] = {r["kind"] for r in endpoint.reader.records}
     return report
@@ -79,11 +84,18 @@ async def test_baselines_without_relations_fail_the_same_measures(make_context, 
     assert report["counterfactual_split"] == (0.0 if strategy == "base" else 1.0)
 
 
+async def test_corg_without_its_relation_graph_neither_splits_nor_collapses(make_context, tmp_path):
+    report = await organized(make_context, tmp_path, "corg", corg_relations="none")
+    # The control: no pair asked, so all four contexts are dealt into one group.
+    assert report["relation_calls"] == 0 and report["groups"] == 1
+    assert report["counterfactual_split"] == 0.0 and report["duplicate_collapse"] == 0.0
+
+
 async def test_the_aggregate_gives_each_side_with_its_own_citations(make_context, tmp_path):
     case = CASES[0]
     (m0, m1), (c0, c1) = (item["sources"] for item in case.items)
     planted = [plant(0, case, answers=("yes", "no"))]
-    with SimulatedEndpoint(0.0, planted=planted) as endpoint:
+    with SimulatedEndpoint(0.0, planted=planted, reader=pinned()) as endpoint:
         ctx = make_context(settings_=reader_settings(tmp_path, endpoint, "corg"))
         state = {"question": case.question, "qtype": "yesno", "contexts": case.contexts}
         update = await organize(state, Runtime(context=ctx))
@@ -97,9 +109,11 @@ async def test_the_aggregate_gives_each_side_with_its_own_citations(make_context
     by_answer = {row["answer"]: row for row in decision["answers"]}
     assert set(by_answer) == {"yes", "no"}
     assert set(by_answer["yes"]["cited"]) <= {m0, m1} and set(by_answer["no"]["cited"]) <= {c0, c1}
-    # Two contexts stand behind each side (one kept, its duplicate collapsed into it): a tie,
-    # which goes to the group of the better-ranked context, the first memory.
+    # Two contexts carry each side (the one cited, its duplicate collapsed into it): the
+    # decision is plural, states both, and claims neither (below the 0.5 gate).
     assert [row["support"] for row in decision["answers"]] == [0.5, 0.5]
+    assert decision["plural"] and set(decision["conflict"]) == {"yes", "no"}
+    assert decision["share"] < 0.5 and "conflict" in decision["why"]
     assert decision["answers"][0]["answer"] == "yes" and decision["order"] == [m0, c0]
     assert decision["settings"]["relation_chars"] >= 2 * 1000
     assert {"top_k", "model", "reformulate", "max_concurrency"} <= set(decision["settings"])

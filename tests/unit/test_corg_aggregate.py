@@ -6,14 +6,17 @@ import pytest
 from langgraph.runtime import Runtime
 
 from graphs.describe import describe_organize
+from graphs.eval.organize import pair_outcomes
 from infra.models import ChatModel
 from infra.settings import ModelSpec
+from nodes.ensemble import ensemble
 from nodes.organize import organize
 from nodes.organize.aggregate import aggregate
 from nodes.organize.answers import passage_chars
 from nodes.organize.grouping import group_contexts
 from nodes.organize.relations import Edge, RelationGraph
-from tests.support.fakes import pmids_in, script
+from nodes.synthesize import synthesize
+from tests.support.fakes import node_of, pmids_in, script
 
 QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
 
@@ -44,25 +47,86 @@ def with_organize(settings, **changes):
 
 
 # --- the aggregate ----------------------------------------------------------------------------
+# The paper's aggregator (§4): every group's answer with the contexts that carry it; a group's
+# size, swollen by the contexts the reranker deals in, carries nothing.
+
+GATE = 0.5
+"""synthesis.mode "vote" confidence a router takes as sure (graphs/eval/organize.py's gate)."""
 
 
-def test_yesno_answers_rank_by_the_contexts_each_group_stands_for():
-    groups = [
-        group(["2"], "No, not in leaves.", ["no"]),
-        group(["1", "4"], "Yes, in lace plants.", ["yes"], covers=["1", "3", "4"], cited=[]),
-    ]
-    decision = aggregate(groups, "yesno", settings={"top_k": 10})
+def size_weighted_share(groups: list[dict]) -> float:
+    """The old rule, kept as the negative control: the first answer by its groups' sizes."""
+    weights: dict[str, int] = {}
+    for g in groups:
+        weights[g["exact"][0]] = weights.get(g["exact"][0], 0) + len(g["covers"])
+    return max(weights.values()) / sum(weights.values())
+
+
+# One "yes" abstract (0), its counterfactual "no" (1), three unrelated ones dealt evenly.
+FILLED = [
+    group(["0", "2", "4"], "Yes, in lace plants.", ["yes"], cited=["0"]),
+    group(["1", "3"], "No, not in leaves.", ["no"], cited=["1"]),
+]
+
+
+def test_a_conflict_is_plural_and_below_the_gate_however_the_filler_falls():
+    decision = aggregate(FILLED, "yesno", settings={"top_k": 10})
     assert decision["source"] == "organize" and decision["strategy"] == "corg"
     assert decision["answers"] == [
-        {"answer": "yes", "support": 0.75, "cited": ["1", "4"]},  # nothing cited: its contexts
-        {"answer": "no", "support": 0.25, "cited": ["2"]},
+        {"answer": "yes", "support": 0.5, "cited": ["0"]},
+        {"answer": "no", "support": 0.5, "cited": ["1"]},
     ]
-    assert decision["order"] == ["1", "4", "2"]  # the decided answer's group first
+    assert decision["plural"] is True and decision["conflict"] == ["yes", "no"]
+    assert decision["share"] < GATE
+    assert "conflict" in decision["why"] and "decides neither side" in decision["why"]
+    assert "(PMIDs 0)" in decision["why"] and "(PMIDs 1)" in decision["why"]
     assert decision["settings"] == {"top_k": 10}
-    assert "'yes' stands for 3 of 4 context(s)" in decision["why"]
+    # Negative control: weighing by group size made rank 1's filler-swollen group final.
+    assert size_weighted_share(FILLED) == 0.6 >= GATE
 
 
-def test_factoid_answers_merge_across_groups_and_ties_go_to_the_earlier_group():
+def test_a_filler_heavy_group_cannot_carry_its_answer():
+    # The three-context group cites one; the two-context group cites both of its own.
+    groups = [
+        group(["0", "2", "4"], "IL-6", ["IL-6"], cited=["0"]),
+        group(["1", "3"], "TNF", ["TNF"], cited=["1", "3"]),
+    ]
+    decision = aggregate(groups, "factoid")
+    assert [(r["answer"], r["support"]) for r in decision["answers"]] == [
+        ("TNF", 0.6667),
+        ("IL-6", 0.3333),
+    ]
+    assert decision["order"] == ["1", "3", "0", "2", "4"]
+    # Groups that cite nothing each count as one unreferenced voice, whatever their size.
+    silent = [group(["0", "2", "4"], "yes", cited=[]), group(["1", "3"], "no", cited=[])]
+    decision = aggregate(silent, "yesno")
+    assert [r["support"] for r in decision["answers"]] == [0.5, 0.5]
+    assert [r["cited"] for r in decision["answers"]] == [[], []] and decision["share"] == 0.0
+
+
+def test_corg_supported_by_outweighs_what_a_group_cites_and_holds():
+    # CORG credits the duplicates dropped in favour of the cited context, not the filler.
+    groups = [
+        group(["0", "2", "4"], "yes", cited=["0"]) | {"supported_by": ["0", "5", "6"]},
+        group(["1", "3"], "no", cited=["1"]) | {"supported_by": ["1"]},
+    ]
+    decision = aggregate(groups, "yesno")
+    assert decision["answers"][0] == {"answer": "yes", "support": 0.75, "cited": ["0", "5", "6"]}
+    assert decision["plural"] and decision["share"] < GATE
+
+
+def test_agreeing_groups_give_one_confident_answer():
+    groups = [group(["0", "2"], "yes", cited=["0"]), group(["1", "3"], "Yes.", ["yes"], ["1"])]
+    decision = aggregate(groups, "yesno")
+    assert decision["answers"] == [{"answer": "yes", "support": 1.0, "cited": ["0", "1"]}]
+    assert decision["share"] == 1.0 >= GATE and "plural" not in decision
+    assert "agree" in decision["why"]
+    # A failed group's side is unknown: the agreement of the rest is only as sure as they are.
+    failed = [*groups, group(["5"], "", [], error="timed out")]
+    assert aggregate(failed, "yesno")["share"] == 0.6667
+
+
+def test_factoid_keeps_every_distinct_answer_with_its_references():
     groups = [
         group(["1"], "IL-6 (adults)", ["IL-6", "TNF"]),
         group(["2"], "Interleukin 1", ["Interleukin 1"]),
@@ -70,19 +134,22 @@ def test_factoid_answers_merge_across_groups_and_ties_go_to_the_earlier_group():
         group(["4"], "", [], error="timed out"),
     ]
     decision = aggregate(groups, "factoid", strategy="random")
-    assert [(r["answer"], r["support"]) for r in decision["answers"]] == [
-        ("IL-6", 0.5),
-        ("TNF", 0.25),
-        ("Interleukin 1", 0.25),
+    assert [(r["answer"], r["support"], r["cited"]) for r in decision["answers"]] == [
+        ("IL-6", 0.6667, ["1", "3"]),
+        ("TNF", 0.3333, ["1"]),
+        ("Interleukin 1", 0.3333, ["2"]),
     ]
-    assert decision["answers"][0]["cited"] == ["1", "3"]
+    assert decision["plural"] and decision["conflict"] == ["IL-6", "Interleukin 1"]
+    assert decision["share"] == 0.5  # IL-6's support, times the 3 of 4 groups that answered
     assert decision["order"] == ["1", "3", "2", "4"] and decision["strategy"] == "random"
 
 
 def test_list_and_summary_keep_every_group_answer_in_one():
     groups = [group(["1"], "CFTR in adults", ["CFTR"]), group(["2"], "TP53", ["TP53", "cftr"])]
-    (listed,) = aggregate(groups, "list")["answers"]
+    decision = aggregate(groups, "list")
+    (listed,) = decision["answers"]
     assert listed == {"answer": ["CFTR", "TP53"], "support": 1.0, "cited": ["1", "2"]}
+    assert "plural" not in decision and decision["share"] == 1.0
     (summary,) = aggregate(groups, "summary")["answers"]
     assert summary["answer"] == "CFTR in adults; TP53"
 
@@ -90,6 +157,7 @@ def test_list_and_summary_keep_every_group_answer_in_one():
 def test_no_answer_is_an_empty_decision():
     decision = aggregate([group(["1"], "", [], error="x")], "yesno")
     assert decision["answers"] == [] and "none gave an answer" in decision["why"]
+    assert decision["share"] == 0.0
 
 
 # --- what a prompt may show -------------------------------------------------------------------
@@ -144,8 +212,13 @@ async def test_corg_writes_the_aggregate_as_the_decision(make_context, settings,
     update = await organize(state, Runtime(context=ctx))
     assert update["groups"][0]["exact"] == ["mitochondria"]
     assert update["groups"][0]["covers"] == ["101", "108"]
+    # It cites 101; 108, dropped as its duplicate, says the same and carries the answer too.
+    assert update["groups"][0]["supported_by"] == ["101", "108"]
     decision = update["decision"]
-    assert decision["answers"] == [{"answer": "mitochondria", "support": 1.0, "cited": ["101"]}]
+    assert decision["answers"] == [
+        {"answer": "mitochondria", "support": 1.0, "cited": ["101", "108"]}
+    ]
+    assert decision["settings"]["relations"] == "graph"
     assert decision["settings"]["relation_chars"] == 2500  # local: 500 x top_k 10 / 2
     assert decision["settings"]["strategy"] == "corg" and decision["settings"]["top_k"] == 10
     # What `quorum trace show` prints of it, after the relations and the groups.
@@ -153,7 +226,7 @@ async def test_corg_writes_the_aggregate_as_the_decision(make_context, settings,
     assert "  stands for: 101, 108" in lines and "  exact: mitochondria" in lines
     at = lines.index(f"aggregate (corg): {decision['why']}")
     assert lines[at + 1 :] == [
-        "  1. mitochondria (support 1.00) [101]",
+        "  1. mitochondria (support 1.00) [101, 108]",
         "  order: 101",
         "  settings: " + ", ".join(f"{k}={v}" for k, v in decision["settings"].items()),
     ]
@@ -229,3 +302,63 @@ async def test_summarize_answers_from_the_summary_alone(make_context, settings, 
     update = await organize(state, Runtime(context=make_context(failed, settings_=uncached)))
     assert update["groups"][0]["error"].startswith("summary failed")
     assert "decision" not in update and len(update["calls"]) == 1  # no answer call after it
+
+
+# --- a conflict reaches the answer plural; the control without relations ---------------------
+
+MARKS = ["SIDE-YES", "SIDE-NO", "filler", "filler", "filler"]
+PLANTED = [
+    {"pmid": str(10 + k), "title": "", "abstract": f"{mark} abstract {k}.", "score": 0.0}
+    for k, mark in enumerate(MARKS)
+]
+
+
+def planted_model():
+    """Relations: the two sides are counterfactual, the rest unrelated; each group answers
+    with the side it holds and cites it (a group holding both, as without relations, says yes).
+    """
+    triple = {"answer": "x", "entity": "mitochondria", "descriptor": ""}
+
+    def relation(messages, kwargs):
+        text = messages[-1].content
+        label = "counterfactual" if "SIDE-YES" in text and "SIDE-NO" in text else "none"
+        return {"first": triple, "second": triple, "label": label}
+
+    def answer(messages, kwargs):
+        text = messages[-1].content
+        side = "yes" if "SIDE-YES" in text else "no"
+        cited = "10" if side == "yes" else "11"
+        return {"answer": f"{side.title()}.", "exact": side, "cited_pmids": [cited]}
+
+    return script(relation=relation, pluralize={"question": "Which roles?"}, group=answer)
+
+
+async def test_a_yesno_conflict_is_never_a_confident_answer_in_vote_mode(make_context, settings):
+    chosen = with_organize(settings, strategy="corg").model_copy(
+        update={"synthesis": settings.synthesis.model_copy(update={"mode": "vote"})}
+    )
+    ctx = make_context(planted_model(), settings_=chosen)
+    state = {"question": QUESTION, "qtype": "yesno", "contexts": PLANTED}
+    state |= await organize(state, Runtime(context=ctx))
+    assert [g["pmids"] for g in state["groups"]] == [["10", "12", "14"], ["11", "13"]]
+    assert [g["supported_by"] for g in state["groups"]] == [["10"], ["11"]]
+    state |= await ensemble(state, Runtime(context=ctx))
+    assert state["decision"]["plural"] and state["decision"]["share"] < GATE
+    answer = (await synthesize(state, Runtime(context=ctx)))["answer"]
+    assert answer["confidence"] < GATE and answer["source"] == "decision"
+    assert answer["cited"] == ["10", "11"]  # both sides, each with its reference
+    assert answer["ideal"] == "The abstracts conflict: 'yes' (PMIDs 10); 'no' (PMIDs 11)."
+
+
+async def test_without_relations_no_pair_is_asked_and_no_conflict_split(make_context, settings):
+    control = with_organize(settings, strategy="corg", corg_relations="none")
+    model = planted_model()
+    state = {"question": QUESTION, "qtype": "yesno", "contexts": PLANTED}
+    update = await organize(state, Runtime(context=make_context(model, settings_=control)))
+    assert not [c for c in model.calls if node_of(c["messages"]) == "relation"]
+    assert update["relation_graph"]["calls"] == 0 and update["relations"] == []
+    assert [g["pmids"] for g in update["groups"]] == [["10", "11", "12", "13", "14"]]
+    split, _ = pair_outcomes([g["pmids"] for g in update["groups"]], [("10", "11")], [])
+    assert split == [False]
+    assert update["decision"]["settings"]["relations"] == "none"
+    assert "organize: corg_relations 'none' (control): no relation graph" in update["notes"]

@@ -7,7 +7,7 @@ answered on its own) and aggregate.py (their answers with citations make the dec
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from infra.models import ChatModel
 from nodes.context import Context
@@ -41,6 +41,7 @@ class Corg(OrganizeStrategy):
             qtype=qtype,
             top_k=ctx.settings.organize.top_k,
             max_concurrency=ctx.settings.ensemble.max_concurrency,
+            relations=ctx.settings.organize.corg_relations,
         )
 
     def settings(self, ctx: Context, model: ChatModel) -> dict[str, Any]:
@@ -52,6 +53,7 @@ class Corg(OrganizeStrategy):
             "max_concurrency": ctx.settings.ensemble.max_concurrency,
             "temperature": 0.0,
             "reformulate": True,
+            "relations": ctx.settings.organize.corg_relations,
         }
 
 
@@ -63,8 +65,21 @@ async def organize_contexts(
     qtype: str,
     top_k: int,
     max_concurrency: int,
+    relations: Literal["graph", "none"] = "graph",
 ) -> dict[str, Any]:
-    """Relate the contexts, group them, and answer each group; return the node's update."""
+    """Relate the contexts, group them, and answer each group; return the node's update.
+
+    Args:
+        question: The question as asked.
+        contexts: The top contexts, in rank order.
+        model: The organize model.
+        qtype: The question type.
+        top_k: organize.top_k.
+        max_concurrency: Most model calls in flight at once.
+        relations: "graph" builds the relation graph; "none" is the control without it: no
+            pair is asked, so every pair counts as unrelated (nothing dropped, nothing split)
+            and the contexts go through the same dealing and aggregator.
+    """
     calls: list[dict[str, Any]] = []
     triples: dict[int, dict[str, str]] = {}
     bound = passage_chars(model, 2, top_k)
@@ -87,7 +102,10 @@ async def organize_contexts(
         triples.setdefault(j, reply.value.second.model_dump())
         return reply.value.label
 
-    graph = await build_relation_graph(len(contexts), relate, max_concurrency=max_concurrency)
+    if relations == "none":
+        graph = RelationGraph(n=len(contexts))  # no edge: every pair reads as unrelated
+    else:
+        graph = await build_relation_graph(len(contexts), relate, max_concurrency=max_concurrency)
     grouping = group_contexts(graph, {i: t["descriptor"] for i, t in triples.items()}, top_k=top_k)
     answered = await answer_groups(
         model,
@@ -98,10 +116,17 @@ async def organize_contexts(
         max_concurrency=max_concurrency,
         top_k=top_k,
     )
-    for group, covered in zip(answered, grouping.covers(), strict=True):
+    index = {c["pmid"]: i for i, c in enumerate(contexts)}
+    for k, (group, covered) in enumerate(zip(answered, grouping.covers(), strict=True)):
         group["covers"] = [contexts[i]["pmid"] for i in covered]
+        cited = {index[p] for p in group["cited"] if p in index}
+        group["supported_by"] = [
+            contexts[i]["pmid"] for i in grouping.supported_by(k, cited, graph)
+        ]
     kept = sorted(i for group in grouping.groups for i in group)
     notes = _notes(graph, grouping, contexts)
+    if relations == "none":
+        notes.append("organize: corg_relations 'none' (control): no relation graph")
     if cut:
         notes.append(
             f"organize: relation calls showed {len(cut)} passage(s) cut at {bound} characters "
