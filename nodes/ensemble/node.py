@@ -118,6 +118,10 @@ async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     models = ctx.models.role("ensemble")
     seed = view_seed(ctx.settings.ensemble.seed, question)
     plan = await strategy.plan(ctx, question, contexts, models, seed)
+    # What reached the members (the union of the views, in rank order); what reaches
+    # synthesis is the decision's order. Both in the trace, so a reader sees which of the
+    # reranked abstracts a method actually used.
+    plan.settings["shown"] = [plan.contexts[i]["pmid"] for i in sorted(plan.shown())]
     cited = strategy.cites(qtype)
     members = await _answer_views(plan.views, question, qtype, plan.contexts, cited=cited)
     calls = plan.calls + [m.pop("call") for m in members]

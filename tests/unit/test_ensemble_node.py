@@ -65,7 +65,9 @@ async def test_self_consistency_samples_the_same_view_and_records_its_settings(
 ):
     replies = iter(["yes", "no", "yes", "yes"])
     model = script(ensemble=lambda m, kw: {"answer": next(replies), "pmids": []})
-    update = await run(make_context, settings, model, strategy="self_consistency", members=4)
+    update = await run(
+        make_context, settings, model, strategy="self_consistency", members=4, contexts=5
+    )
     assert {tuple(m["order"]) for m in update["members"]} == {tuple(PMIDS[:5])}
     assert all(c["kwargs"]["temperature"] == 1.0 for c in model.calls)
     assert len(model.calls) == 4  # sampled calls are never served from the cache
@@ -138,7 +140,12 @@ async def test_cobag_draws_m_of_a_larger_pool_fed_beyond_what_organize_read(
 async def test_cobag_says_when_its_pool_is_no_larger_than_m(make_context, settings):
     model = script(ensemble={"answer": "yes", "pmids": []})
     update = await run(
-        make_context, settings, model, pmids=PMIDS[:4], strategy="cobag", cobag={"members": 2}
+        make_context,
+        settings,
+        model,
+        pmids=PMIDS[:4],
+        strategy="cobag",
+        cobag={"members": 2, "contexts": 5, "core": 2},
     )
     assert update["decision"]["settings"]["pool_available"] == 4
     assert any("no larger than m = 5" in n for n in update["notes"])
@@ -195,8 +202,7 @@ async def test_ccv_decides_by_citations_and_its_decision_is_what_is_written(make
         model,
         qtype="factoid",
         strategy="ccv",
-        ccv={"members": 5},
-        contexts=4,
+        ccv={"members": 5, "contexts": 4},
     )
     members = update["members"]
     assert len(members) == 5  # K = ccv.members

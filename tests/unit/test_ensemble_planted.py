@@ -38,6 +38,28 @@ PASSAGES = [
 SHOWN = ["i1", "d1", "i2", "g", "i3", "d2"]  # the rank order the strategies receive
 
 
+def exact_reader(**changes) -> ReaderSettings:
+    """Return the reader these checks were written against, every field they rely on pinned.
+
+    The calibrated defaults (infra/simulate/calibration.py) add citation mistakes, sampling
+    drift, overrides, an interaction term and noise on log-likelihoods; these checks pin
+    exact readings and MoI's linear model, so they pin all of that off.
+    """
+    pinned = {
+        "curve": "u",
+        "strength": 0.8,
+        "seed": 0,
+        "distractor_strength": 0.7,
+        "irrelevant_utility": 0.05,
+        "override": 0.0,
+        "sample_agreement": 1.0,
+        "cite_mismatch": 0.0,
+        "interaction": 0.0,
+        "logprob_noise": 0.0,
+    }
+    return ReaderSettings(**(pinned | changes))
+
+
 def plants() -> list[dict]:
     items = []
     for pmid, role, answer, text, _ in PASSAGES:
@@ -81,8 +103,12 @@ async def decide(ctx, qtype="factoid"):
 
 @pytest.mark.parametrize("curve", ["primacy", "u", "recency"])
 async def test_moi_recovers_the_planted_bias_and_answers_from_its_order(settings, embedder, curve):
-    with SimulatedEndpoint(0.0, planted=plants(), reader=ReaderSettings(curve=curve)) as endpoint:
-        ctx = planted_context(settings, embedder, endpoint.base_url, strategy="moi")
+    # order "paired" pinned: the check is that the gold passage lands where this reader
+    # reads most, which the paper's descending order does only under primacy.
+    with SimulatedEndpoint(0.0, planted=plants(), reader=exact_reader(curve=curve)) as endpoint:
+        ctx = planted_context(
+            settings, embedder, endpoint.base_url, strategy="moi", moi={"order": "paired"}
+        )
         _, update = await decide(ctx)
         reads = [r for r in endpoint.reader.records if r["kind"] == "member"]
     (fit,) = update["votes"]["moi"].values()
@@ -107,7 +133,7 @@ async def test_moi_recovers_the_planted_bias_and_answers_from_its_order(settings
 async def test_moi_observations_include_the_passages_own_likelihood(settings, embedder):
     # The paper's s = P(q | π)·P(π): in log terms the question's log-probability after the
     # passages plus the passages' own, which the reader gives token by token.
-    with SimulatedEndpoint(0.0, planted=plants()) as endpoint:
+    with SimulatedEndpoint(0.0, planted=plants(), reader=exact_reader()) as endpoint:
         observed = {}
         for observation in ("joint", "question"):
             ctx = planted_context(
@@ -136,8 +162,7 @@ async def test_moi_observations_include_the_passages_own_likelihood(settings, em
 
 
 async def test_synthesis_reads_moi_s_order_and_follows_the_decision(settings, embedder):
-    reader = ReaderSettings(curve="recency")
-    with SimulatedEndpoint(0.0, planted=plants(), reader=reader) as endpoint:
+    with SimulatedEndpoint(0.0, planted=plants(), reader=exact_reader(curve="recency")) as endpoint:
         ctx = planted_context(settings, embedder, endpoint.base_url, strategy="moi")
         state, update = await decide(ctx)
         answer = await synthesize(state | update, Runtime(context=ctx))
@@ -150,7 +175,7 @@ async def test_synthesis_reads_moi_s_order_and_follows_the_decision(settings, em
 
 async def test_ccv_strict_evidence_accepts_the_reader_s_verbatim_quotes(settings, embedder):
     # The reader quotes the passage it read verbatim; "Washington, D.C." must count as quoted.
-    with SimulatedEndpoint(0.0, planted=plants()) as endpoint:
+    with SimulatedEndpoint(0.0, planted=plants(), reader=exact_reader()) as endpoint:
         ctx = planted_context(
             settings,
             embedder,
@@ -168,7 +193,7 @@ async def test_ccv_strict_evidence_accepts_the_reader_s_verbatim_quotes(settings
 
 
 async def test_vote_mode_answers_the_decision_without_a_synthesis_call(settings, embedder):
-    with SimulatedEndpoint(0.0, planted=plants()) as endpoint:
+    with SimulatedEndpoint(0.0, planted=plants(), reader=exact_reader()) as endpoint:
         ctx = planted_context(
             settings, embedder, endpoint.base_url, strategy="ccv", synthesis={"mode": "vote"}
         )
@@ -201,8 +226,8 @@ def moi_context(settings, embedder, specs: list[ModelSpec]) -> Context:
 async def test_moi_drops_a_shifted_server_and_decides_with_the_right_one(settings, embedder):
     state = {"question": QUESTION, "qtype": "factoid", "organized": contexts()}
     with (
-        SimulatedEndpoint(0.0, planted=plants()) as right,
-        SimulatedEndpoint(0.0, planted=plants(), shift_echo=True) as shifted,
+        SimulatedEndpoint(0.0, planted=plants(), reader=exact_reader()) as right,
+        SimulatedEndpoint(0.0, planted=plants(), reader=exact_reader(), shift_echo=True) as shifted,
     ):
         ctx = moi_context(settings, embedder, [echo_spec(shifted, "llama-cpp"), echo_spec(right)])
         update = await ensemble(state, Runtime(context=ctx))

@@ -2,9 +2,10 @@
 
 Every module here is imported below, so a new strategy is its module (a class decorated
 `@register("<name>")`) plus its name in the `ensemble.strategy` settings Literal. The
-arithmetic (Context Bagging's views, citation voting, MoI's fit in `moi_fit`) is pure and
-tested alone. Each strategy returns a `Decision` (its answers, their support, its evidence
-order and every setting it ran with), which is what synthesis reads.
+arithmetic (Context Bagging's views, citation voting, MoI's orders in `moi_orders` and its
+fit in `moi_fit`) is pure and tested alone. Each strategy returns a `Decision` (its answers,
+their support, its evidence order and every setting it ran with), which is what synthesis
+reads.
 """
 
 import importlib
@@ -12,13 +13,8 @@ import pkgutil
 
 from nodes.ensemble.strategies.ccv import CitedAnswer, ccv_select
 from nodes.ensemble.strategies.cobag import cobag_views, mean_relevance
-from nodes.ensemble.strategies.moi_fit import (
-    MoIFit,
-    moi_permutations,
-    moi_solve,
-    orient,
-    variable_lengths,
-)
+from nodes.ensemble.strategies.moi_fit import MoIFit, moi_flat, moi_solve, orient
+from nodes.ensemble.strategies.moi_orders import moi_permutations, variable_lengths
 from nodes.ensemble.strategies.registry import (
     STRATEGIES,
     Plan,
@@ -42,6 +38,7 @@ __all__ = [
     "ccv_select",
     "cobag_views",
     "mean_relevance",
+    "moi_flat",
     "moi_permutations",
     "moi_solve",
     "orient",

@@ -96,8 +96,8 @@ def ccv_select(
     PMID is the one its valid members cite most (ties: cited first); its score counts the
     valid members citing that PMID. The highest score wins; ties go to the more frequent
     answer among all members (the paper's rule), then to the first seen (the paper stops at
-    frequency; a rule is needed only so that runs are reproducible). With no valid member this falls back to plain majority. Empty answers
-    never win.
+    frequency; a rule is needed only so that runs are reproducible). With no valid member
+    this falls back to plain majority. Empty answers never win.
 
     Returns:
         A JSON-able dict: `winner` (str or None), `table` (rows of answer, score, frequency,
@@ -146,6 +146,8 @@ class CCV(Strategy):
     member's permutation to a document id, the answer with the most valid citations of its
     modal document wins, ties by raw frequency (§3.3). One answer per member, so yes/no and
     factoid questions; list and summary answers are voted by majority, and the trace says so.
+    `ccv.vote = "answer_count"` counts the same members' answers instead (the paper's MoA
+    majority vote, §4.1): its control, at the same K, N and views.
     """
 
     def cites(self, qtype: str) -> bool:
@@ -167,6 +169,7 @@ class CCV(Strategy):
             "members": settings.ccv.members,
             "contexts": settings.ccv.contexts,
             "evidence": settings.ccv.evidence,
+            "vote": settings.ccv.vote,
             "temperature": 0.0,
         }
         return Plan(every_model(models, orders, 0.0), contexts, recorded)
@@ -181,7 +184,17 @@ class CCV(Strategy):
             plan.diagnostics["ccv"] = why
             return votes
         strict = ctx.settings.ensemble.ccv.evidence == "strict"
-        return votes | _ccv_vote(qtype, members, plan, strict=strict)
+        cited = _ccv_vote(qtype, members, plan, strict=strict)
+        if ctx.settings.ensemble.ccv.vote == "answer_count":
+            # CCV's control (§4.1, "MoA Majority Vote"): the same K cited answers, counted as
+            # strings; the citation vote is only reported, so the trace shows what it changed.
+            winner = cited["ccv"]["winner"]
+            plan.diagnostics["ccv"] = (
+                f"answer_count: the members' answers counted, citations unread (CCV's control, "
+                f"the paper's MoA majority vote); the citation vote would pick {winner!r}"
+            )
+            return votes
+        return votes | cited
 
     def decide(
         self, qtype: str, members: list[dict[str, Any]], plan: Plan, votes: dict[str, Any]

@@ -23,7 +23,15 @@ from nodes.state import Decision
 
 
 def cobag_views(
-    relevance: Sequence[float], *, members: int, size: int, core: int, tau: float, seed: int
+    relevance: Sequence[float],
+    *,
+    members: int,
+    size: int,
+    core: int,
+    tau: float,
+    seed: int,
+    shuffle: bool = True,
+    sampling: str = "relevance",
 ) -> list[list[int]]:
     """Return one bag of context indices per member: a fixed core plus a softmax sample.
 
@@ -31,6 +39,12 @@ def cobag_views(
     `size - core` more drawn without replacement with probability ∝ exp(s_i / tau), then
     shuffled. With n <= size every view holds all n contexts, shuffled. One generator seeded
     from `seed` draws for the members in sequence, so views are reproducible.
+
+    The paper's ablations (context-bagging.txt §4.3, Table 2) remove one mechanism each:
+    `shuffle=False` (CoBag-NoShuffle) keeps each view in rank order (ascending index, the
+    order the contexts came in); `sampling="uniform"` (CoBag-Uniform) draws the non-core
+    contexts with equal probability. Both consume the generator exactly as the method does,
+    so NoShuffle's views hold the same contexts as CoBag's, only never reordered.
 
     Sampling uses the Gumbel-top-k trick: the k largest of s_i / tau + Gumbel noise are
     distributed as k successive softmax draws without replacement, and nothing underflows
@@ -43,6 +57,8 @@ def cobag_views(
         core: Top contexts present in every view (0 <= core <= size).
         tau: Softmax temperature (> 0); small values favour the most relevant contexts.
         seed: Seed for `np.random.default_rng`.
+        shuffle: Shuffle each view (step 3); False keeps the rank order.
+        sampling: "relevance" (∝ exp(s/τ), step 2) or "uniform".
 
     Raises:
         ValueError: On invalid arguments or non-finite relevance scores.
@@ -53,22 +69,28 @@ def cobag_views(
         raise ValueError(f"need 0 <= core <= size, got core={core}, size={size}")
     if not tau > 0:
         raise ValueError(f"tau must be > 0, got {tau}")
+    if sampling not in ("relevance", "uniform"):
+        raise ValueError(f"sampling must be 'relevance' or 'uniform', got {sampling!r}")
     scores = np.asarray(relevance, dtype=float)
     if not np.all(np.isfinite(scores)):
         raise ValueError("relevance scores must be finite")
     n = len(scores)
     rng = np.random.default_rng(seed)
+
+    def arrange(view: np.ndarray) -> list[int]:
+        shuffled = view[rng.permutation(len(view))].tolist()  # drawn either way (see above)
+        return shuffled if shuffle else sorted(shuffled)
+
     if n <= size:
-        return [rng.permutation(n).tolist() for _ in range(members)]
+        return [arrange(np.arange(n)) for _ in range(members)]
     ranked = sorted(range(n), key=lambda i: (-scores[i], i))
     fixed, rest = ranked[:core], np.array(sorted(ranked[core:]))
-    logits = scores[rest] / tau
+    logits = scores[rest] / tau if sampling == "relevance" else np.zeros(len(rest))
     views = []
     for _ in range(members):
         keys = logits + rng.gumbel(size=len(rest))
         drawn = rest[np.argsort(-keys, kind="stable")[: size - core]]
-        view = np.array(fixed + drawn.tolist())
-        views.append(view[rng.permutation(len(view))].tolist())
+        views.append(arrange(np.array(fixed + drawn.tolist())))
     return views
 
 
@@ -108,25 +130,37 @@ class CoBag(Strategy):
             core=core,
             tau=bag.tau,
             seed=seed % 2**32,
+            shuffle=bag.shuffle,
+            sampling=bag.sampling,
         )
         settings = common_settings(ctx, models) | {
             "members": bag.members,
             "contexts": bag.contexts,
             "core": core,
             "tau": bag.tau,
+            "shuffle": bag.shuffle,
+            "sampling": bag.sampling,
             "pool": bag.pool,
             "pool_available": len(pool),
             "temperature": 0.0,
             "tie_break": "mean relevance of the view",
         }
         notes = []
+        if not bag.shuffle or bag.sampling == "uniform":
+            ablation = "NoShuffle" if not bag.shuffle else "Uniform"
+            if not bag.shuffle and bag.sampling == "uniform":
+                ablation = "NoShuffle + Uniform"
+            notes.append(
+                f"cobag: CoBag-{ablation}, the paper's ablation (Table 2): a control with a "
+                "mechanism removed, not the method"
+            )
         if len(pool) <= bag.contexts:
             # Every view then holds the whole pool: CoBag is permute_vote with K bags, and the
             # relevance tie-break cannot act (every view has the same mean relevance).
             notes.append(
                 f"cobag: a pool of {len(pool)} context(s) is no larger than m = {bag.contexts} "
                 f"(cobag.pool = {bag.pool}; rerank.contexts or organize passed fewer): every "
-                "view shows all of them, shuffled"
+                f"view shows all of them, {'shuffled' if bag.shuffle else 'in rank order'}"
             )
         shown = {i for order in orders for i in order}
         # The evidence synthesis reads: what the members saw, most relevant first, m of it.

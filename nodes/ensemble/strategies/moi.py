@@ -16,7 +16,8 @@ import numpy as np
 from infra.models import ChatModel, LikelihoodUnavailable
 from nodes.context import Context
 from nodes.ensemble.decide import majority_decision
-from nodes.ensemble.strategies.moi_fit import MoIFit, moi_permutations, moi_solve, orient
+from nodes.ensemble.strategies.moi_fit import MoIFit, moi_flat, moi_solve, orient
+from nodes.ensemble.strategies.moi_orders import moi_permutations
 from nodes.ensemble.strategies.registry import (
     Plan,
     Strategy,
@@ -100,8 +101,11 @@ class MoI(Strategy):
         fits: dict[str, Any] = {}
         views: list[View] = []
         for number, (model, observations) in enumerate(zip(models, observed, strict=True)):
-            fit = moi_solve(perms, observations, len(top), seed=seed % 2**32)
-            fit, orientation = orient(fit, perms, len(top), scores)
+            if moi.weights == "flat":  # the control: no position weights to fit or orient
+                fit, orientation = moi_flat(perms, observations, len(top)), "flat weights"
+            else:
+                fit = moi_solve(perms, observations, len(top), seed=seed % 2**32)
+                fit, orientation = orient(fit, perms, len(top), scores)
             order = fit.order(moi.order)
             views.append(View(model, number, order, 0.0))
             fits[f"{number}:{model.name}"] = {
@@ -119,14 +123,22 @@ class MoI(Strategy):
             common_settings(ctx, models)
             | ({"dropped": dropped} if dropped else {})
             | {
+                "members": 1,  # one greedy answer per model, from its debiased order
                 "contexts": settings.contexts,
                 "permutations": moi.permutations,
                 "observed_orders": len(perms),
                 "observation": moi.observation,
                 "order": moi.order,
+                "weights": moi.weights,
                 "temperature": 0.0,
             }
         )
+        notes = []
+        if moi.weights == "flat":
+            notes.append(
+                "moi: flat position weights, utilities are plain mean likelihoods: MoI's "
+                "control with its position debiasing removed, not the method"
+            )
         if moi.permutations in ("prefix", "variable"):
             recorded["prefix_length"] = moi.prefix_length
             recorded["prefix_lengths"] = [len(p) for p in perms]
@@ -137,6 +149,7 @@ class MoI(Strategy):
             order=views[0].order if views else None,
             calls=calls,
             diagnostics={"moi": fits},
+            notes=notes,
         )
 
     def decide(

@@ -1,4 +1,4 @@
-"""Mixture-of-Intervention's arithmetic: the orders observed, the fit, and its orientation.
+"""Mixture-of-Intervention's fit: position weights and passage utilities, and its orientation.
 
 mixture-of-intervention.txt §3.1: each order π_i of the passages gives an observation s_i
 (Eq. 3); s_i ≈ Σ_j a_j · u_{π_i[j]} (Eq. 4) with position weights a on the simplex and one
@@ -7,8 +7,6 @@ debiased utility u per passage, fitted by least squares under Σ a = 1, 0 <= a <
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,82 +14,6 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 from scipy.stats import spearmanr
-
-SCHEMES = ("random", "cyclic", "prefix", "variable")
-
-
-def moi_permutations(
-    n: int,
-    scheme: str,
-    *,
-    prefix_length: int = 3,
-    seed: int = 0,
-    scores: Sequence[float] | None = None,
-) -> list[list[int]]:
-    """Return the passage orderings MoI scores, one forward pass each.
-
-    Schemes: "random", 3n distinct seeded permutations (§3.2.1; all n! of them, in
-    lexicographic order, when n! < 3n); "cyclic", the n cyclic shifts of the rank order,
-    shift 0 first (§3.2.2); "prefix", those shifts cut to their first `prefix_length`
-    passages (§3.3.1, Eq. 5-6); "variable", each shift cut where its prefix holds as much of
-    the retriever's score mass as `prefix_length` average passages (`variable_lengths`).
-
-    Raises:
-        ValueError: On an unknown scheme, n < 1, prefix_length < 1, or "variable" without
-            one score per passage.
-    """
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    if prefix_length < 1:
-        raise ValueError(f"prefix_length must be >= 1, got {prefix_length}")
-    shifts = [[(start + j) % n for j in range(n)] for start in range(n)]
-    if scheme == "cyclic":
-        return shifts
-    if scheme == "prefix":
-        return [shift[: min(prefix_length, n)] for shift in shifts]
-    if scheme == "variable":
-        if scores is None or len(scores) != n:
-            raise ValueError("the 'variable' scheme needs one retriever score per passage")
-        lengths = variable_lengths(scores, prefix_length)
-        return [shift[:length] for shift, length in zip(shifts, lengths, strict=True)]
-    if scheme == "random":
-        wanted = 3 * n
-        if n < 5 and math.factorial(n) < wanted:  # 4! = 24 >= 12, so only n <= 3 enumerate
-            return [list(p) for p in itertools.permutations(range(n))]
-        rng = np.random.default_rng(seed)
-        perms: list[list[int]] = []
-        seen: set[tuple[int, ...]] = set()
-        while len(perms) < wanted:
-            perm = tuple(rng.permutation(n).tolist())
-            if perm not in seen:
-                seen.add(perm)
-                perms.append(list(perm))
-        return perms
-    raise ValueError(f"unknown scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
-
-
-def variable_lengths(scores: Sequence[float], prefix_length: int) -> list[int]:
-    """Return each cyclic shift's prefix length under variable pruning.
-
-    The paper prunes with the retriever's scores without giving a formula (§4.3, Table 6);
-    this is our reading: scores are min-max scaled to [0, 1], and the shift starting at
-    passage k keeps the shortest prefix whose scaled scores sum to `prefix_length` times
-    their mean, so a shift opening on strong passages is cut early and one opening on weak
-    passages reads on until it reaches strong ones. Equal scores give `prefix_length` each.
-    """
-    values = np.asarray(scores, dtype=float)
-    n = len(values)
-    spread = float(values.max() - values.min()) if n else 0.0
-    scaled = (values - values.min()) / spread if spread > 0 else np.ones(n)
-    target = min(prefix_length, n) * float(scaled.mean())
-    lengths = []
-    for start in range(n):
-        held, length = 0.0, 0
-        while length < n and (length == 0 or held < target - 1e-9):
-            held += float(scaled[(start + length) % n])
-            length += 1
-        lengths.append(length)
-    return lengths
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,9 +42,9 @@ class MoIFit:
         Measured on the planted reader (60 questions of 6 passages: gold, two hard
         distractors, three irrelevant, shuffled; expected accuracy = the gold passage's
         weight share in the order read): u curve single 0.39, paired 0.51, descending 0.62;
-        primacy 0.36, 0.47, 0.47; recency 0.40, 0.47, 0.21. Descending gains most under a U
-        but falls far below single under recency; paired beats single under all three, so
-        it is the default (moi.order).
+        primacy 0.36, 0.47, 0.47; recency 0.40, 0.47, 0.21. That reader is quorum's own
+        simulator, so the default (moi.order) is the paper's descending; paired is kept
+        for readers with a recency lean.
         """
         by_utility = sorted(range(len(self.utilities)), key=lambda k: (-self.utilities[k], k))
         if how == "descending":
@@ -342,6 +264,34 @@ def moi_solve(
     shown = onehot.sum(axis=(0, 1)) > 0
     z_utilities = np.where(shown, z_utilities, 0.0)  # never shown: the mean observation
     utilities = z_utilities * scale + center
+    errors = (onehot @ utilities) @ weights - obs
+    weights.setflags(write=False)
+    utilities.setflags(write=False)
+    return MoIFit(weights=weights, utilities=utilities, residual=float(errors @ errors))
+
+
+def moi_flat(perms: Sequence[Sequence[int]], observations: Sequence[float], n: int) -> MoIFit:
+    """Return MoI's control: every position weighs 1/L, utilities are plain mean likelihoods.
+
+    With the position weights no longer fitted (Eq. 4 with a_j = 1/L) nothing separates a
+    passage's utility from where it stood, so each passage's utility is the mean observation
+    of the orders that show it. Over full orders every passage is in every order, so the
+    utilities tie and the descending order falls back to the rank order: what MoI's
+    debiasing adds is exactly what this control lacks (mixture-of-intervention.txt §3.1).
+    Same orders, same observations: the control costs what the method costs.
+    """
+    _validate(perms, observations, n)
+    obs = np.asarray(observations, dtype=float)
+    onehot = _one_hot(perms, n)
+    length = onehot.shape[1]
+    weights = np.full(length, 1.0 / length)
+    shows = onehot.sum(axis=1) > 0  # shows[i, k]: order i shows passage k
+    # One mean per passage over its own orders (not a matrix product), so passages shown in
+    # the same orders tie exactly and the order falls back to the rank order.
+    mean = float(obs.mean())
+    utilities = np.array(
+        [float(obs[shows[:, k]].mean()) if shows[:, k].any() else mean for k in range(n)]
+    )
     errors = (onehot @ utilities) @ weights - obs
     weights.setflags(write=False)
     utilities.setflags(write=False)

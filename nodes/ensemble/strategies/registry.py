@@ -43,7 +43,8 @@ class Plan:
     contexts: list[dict[str, Any]]
     """The contexts the views' orders index into."""
     settings: dict[str, Any] = field(default_factory=dict)
-    """Every setting the strategy ran with; the decision carries them into state and trace."""
+    """Every setting the strategy ran with (its K as `members`, its m as `contexts`); the
+    decision carries them into state and trace, with `shown`: the PMIDs some member saw."""
     weights: list[float] | None = None
     """A vote weight per view number; None: one member, one vote."""
     order: list[int] | None = None
@@ -58,11 +59,15 @@ class Plan:
     clusters: dict[str, str] = field(default_factory=dict)
     """Normalized answer → the key it was counted under (synonyms merged), set by `tally`."""
 
+    def shown(self) -> set[int]:
+        """Return the contexts (indices) some view shows a member."""
+        return {i for view in self.views for i in view.order}
+
     def shown_order(self) -> list[int]:
         """Return the evidence order: the chosen one, else every passage shown, in rank order."""
         if self.order is not None:
             return list(self.order)
-        return sorted({i for view in self.views for i in view.order})
+        return sorted(self.shown())
 
 
 class Strategy(ABC):

@@ -30,5 +30,5 @@ class Single(Strategy):
         """Return the top-m in rank order, answered greedily."""
         m = ctx.settings.ensemble.contexts
         top = list(range(min(len(contexts), m)))
-        settings = common_settings(ctx, models) | {"contexts": m, "temperature": 0.0}
+        settings = common_settings(ctx, models) | {"members": 1, "contexts": m, "temperature": 0.0}
         return Plan(every_model(models, [top], 0.0), contexts, settings)
