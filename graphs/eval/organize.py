@@ -37,6 +37,7 @@ import numpy as np
 from langgraph.runtime import Runtime
 from tqdm import tqdm
 
+from graphs.eval.datasets import MethodCase
 from infra.bioasq.answers import normalize_answer
 from infra.bioasq.formats import FormatError, load_questions, pmid_of
 from nodes.context import Context
@@ -175,6 +176,49 @@ def pair_outcomes(
         split.append(apart)
     collapsed = [(a in kept) != (b in kept) for a, b in duplicates]
     return split, collapsed
+
+
+GATE = 0.5
+"""The confidence at or above which an answer counts as sure (synthesis's min_confidence)."""
+
+
+def _confidence(state: dict[str, Any]) -> float | None:
+    """Return the final answer's confidence, else the decision's share; None with neither."""
+    for record in (state.get("answer"), state.get("result")):
+        if record and record.get("confidence") is not None:
+            return float(record["confidence"])
+    decision = state.get("decision") or {}
+    return float(decision["share"]) if "share" in decision else None
+
+
+def answered_plurally_or_below_gate(state: dict[str, Any], gate: float = GATE) -> bool:
+    """Tell whether a case's final state kept its answers apart or claimed none surely.
+
+    True when the decision is plural (CORG's groups conflict) or the final answer's confidence
+    (else the decision's share) is below the gate; a state with neither counts as unsure.
+    """
+    if (state.get("decision") or {}).get("plural"):
+        return True
+    confidence = _confidence(state)
+    return confidence is None or confidence < gate
+
+
+def answered_confidently(state: dict[str, Any], gate: float = GATE) -> bool:
+    """Tell whether a case's final state gave one answer at a confidence at or above the gate."""
+    answer = state.get("answer") or state.get("result") or {}
+    given = answer.get("exact") or answer.get("exact_answer") or answer.get("ideal")
+    return bool(given) and not answered_plurally_or_below_gate(state, gate)
+
+
+def without_counterfactual(case: MethodCase) -> MethodCase:
+    """Return the case without its planted counterfactual passages and their duplicates.
+
+    What is left holds one side (the gold and its duplicate) in the same order: the control
+    a method that answers a conflict plurally must answer once and surely.
+    """
+    out = {p.pmid for p in case.passages if p.role == "counterfactual"}
+    kept = tuple(p for p in case.passages if p.pmid not in out and p.of not in out)
+    return dataclasses.replace(case, passages=kept)
 
 
 def load_cases(path: Path) -> list[Case]:

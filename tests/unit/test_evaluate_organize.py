@@ -2,8 +2,13 @@ import json
 
 import pytest
 
+from graphs.eval import datasets
+from graphs.eval.datasets import MethodCase, Passage
 from graphs.eval.organize import (
+    GATE,
     Case,
+    answered_confidently,
+    answered_plurally_or_below_gate,
     disambig_f1,
     evaluate_organize,
     load_cases,
@@ -11,8 +16,10 @@ from graphs.eval.organize import (
     score_case,
     span_f1,
     token_recall,
+    without_counterfactual,
 )
 from infra.bioasq.formats import FormatError
+from nodes.organize.aggregate import aggregate
 from tests.support.data import CONFLICTQA, GOLDEN
 from tests.support.fakes import pmids_in, script
 
@@ -170,3 +177,71 @@ def test_bioasq_cases_count_snippets_and_pairs_before_the_cap():
     n = len(big.contexts)
     scored = score_case(big, {"groups": [], "relation_graph": {"calls": 45}, "calls": []})
     assert scored["naive_relation_calls"] == n * (n - 1) // 2 > 45
+
+
+# --- how a case was answered, and its variant without the counterfactual ----------------------
+
+
+def group(pmids: list[str], answer: str, cited: list[str]) -> dict:
+    return {
+        "pmids": pmids,
+        "question": "q",
+        "answer": answer,
+        "cited": cited,
+        "error": None,
+        "exact": [answer],
+        "covers": pmids,
+    }
+
+
+def test_a_conflict_is_plural_and_an_agreement_confident():
+    conflict = aggregate(
+        [group(["1", "3", "5"], "yes", ["1"]), group(["2", "4"], "no", ["2"])], "yesno"
+    )
+    agree = aggregate([group(["1", "3"], "yes", ["1"]), group(["2"], "yes", ["2"])], "yesno")
+    # Vote mode: the decision's share is the confidence.
+    voted = {"decision": conflict, "answer": {"exact": ["yes"], "confidence": conflict["share"]}}
+    assert answered_plurally_or_below_gate(voted) and not answered_confidently(voted)
+    # A synthesizer sure of one side does not undo the plural decision.
+    sure = voted | {"answer": {"exact": ["yes"], "confidence": 0.9}}
+    assert answered_plurally_or_below_gate(sure) and not answered_confidently(sure)
+    one = {"decision": agree, "answer": {"exact": ["yes"], "confidence": agree["share"]}}
+    assert answered_confidently(one) and not answered_plurally_or_below_gate(one)
+    # The final answer's confidence counts too: one answer below the gate is not sure.
+    unsure = one | {"answer": {"exact": ["yes"], "confidence": GATE - 0.01}}
+    assert answered_plurally_or_below_gate(unsure) and not answered_confidently(unsure)
+    assert answered_confidently(one | {"answer": {"exact": ["yes"], "confidence": GATE}})
+    # Finalize's result is read when the answer record is gone; nothing at all is unsure.
+    assert answered_confidently({"result": {"exact_answer": "yes", "confidence": 0.8}})
+    assert answered_plurally_or_below_gate({}) and not answered_confidently({})
+    assert not answered_confidently(one | {"answer": {"exact": [], "confidence": 1.0}})
+
+
+def test_without_counterfactual_keeps_one_side_in_order():
+    case = MethodCase(
+        id="c1",
+        question="Is coffee harmful?",
+        qtype="yesno",
+        gold=("yes",),
+        passages=(
+            Passage("13", "c dup", "duplicate", of="12"),
+            Passage("10", "gold", "gold"),
+            Passage("12", "counter", "counterfactual", "no", "10"),
+            Passage("11", "gold dup", "duplicate", of="10"),
+        ),
+        kind="conflictqa",
+    )
+    kept = without_counterfactual(case)
+    assert [p.pmid for p in kept.passages] == ["10", "11"]
+    assert kept.pairs("counterfactual") == [] and kept.pairs("duplicate") == [("11", "10")]
+    assert (kept.id, kept.question, kept.gold, kept.kind) == (
+        "c1",
+        case.question,
+        ("yes",),
+        "conflictqa",
+    )
+    assert len(case.passages) == 4  # the case itself is untouched
+    for loaded in datasets.load_cases(CONFLICTQA, limit=5):
+        one_side = without_counterfactual(loaded)
+        assert {p.role for p in one_side.passages} == {"gold", "duplicate"}
+        assert len(one_side.passages) == 2
