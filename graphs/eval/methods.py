@@ -2,7 +2,7 @@
 
 Every case runs the answering part of the phase-B graph (given_evidence → organize → ensemble
 → synthesize → finalize) once per strategy: an ensemble strategy is `ensemble.strategy`;
-"corg" is `organize.strategy = corg` with `CORG_ENSEMBLE` as the ensemble strategy. The answer
+"corg" is `organize.strategy = corg` with "single" as the ensemble strategy. The answer
 scored is the graph's final exact answer (its first candidate), so a method whose decision the
 answer ignores scores like the baseline it did not beat.
 
@@ -18,7 +18,23 @@ its fits record with the reader's planted curve at the same number of positions,
 over fits (a fit with flat weights counts 0). CORG (cases with planted pairs): the share of
 counterfactual pairs whose two sides end in different groups and in no group together, the
 share of duplicate pairs of which exactly one passage is kept, and relation calls and pairs
-per question.
+per question. CORG on ConflictQA: corg_plural_on_conflict, the share of cases with a planted
+counterfactual it answered plurally (the decision keeps both sides) or below the confidence
+gate; corg_confident_without_conflict, the share of the same cases, the counterfactual passage
+and its duplicate left out, it answered with one confident answer.
+
+Beside each method, its controls (graphs/eval/controls.py): the method's own settings, K and m
+included, with one mechanism removed, paired with the method question by question; with
+`ablations`, the papers' ablation tables too. Every row of "strategies" carries the K
+(members) and m (contexts) it ran at.
+
+What the planted reader can show, and what it cannot: its answers come from plants quorum wrote
+(who reads which passage, how position biases it), so a run against it shows that a method is
+wired (its decision reaches the answer, its views differ) and that removing a mechanism changes
+decisions (the paired counts a/b of a method and its control). It never shows that a method
+helps: the gains it shows are the simulator's assumptions read back. So no default is ever
+chosen on it, and a method that does not beat its control under it is reported as such, not
+tuned until it does; only configured models (real readers) can show a gain.
 """
 
 from __future__ import annotations
@@ -26,23 +42,30 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import math
 import sys
 import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from langgraph.checkpoint.memory import InMemorySaver
-from scipy.stats import spearmanr
 
-from graphs.eval.answers import wilson
-from graphs.eval.datasets import MethodCase, is_correct
-from graphs.eval.organize import pair_outcomes
+from graphs.eval.controls import (
+    CORG,
+    WITHOUT_COUNTERFACTUAL,
+    Arm,
+    ablations_report,
+    control_lines,
+    controls_report,
+    measured,
+    plan_arms,
+)
+from graphs.eval.datasets import MethodCase
+from graphs.eval.method_rows import Row, curve_spearman, score
+from graphs.eval.organize import without_counterfactual
 from graphs.qa import build_graph
 from graphs.runtime import check_models
 from infra.embeddings import BackgroundEmbedder, Embedder
@@ -52,9 +75,6 @@ from infra.simulate.reader import ReaderSettings, position_curve
 from infra.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 
-CORG = "corg"
-CORG_ENSEMBLE = "single"
-"""CORG's decision is its groups' aggregate; one member keeps the ensemble out of the way."""
 CONCURRENCY = 4
 """Cases in flight at once per strategy (each model also bounds its own calls)."""
 PLANTED_MODEL = "planted-reader"
@@ -69,33 +89,6 @@ class NoSearch:
         raise RuntimeError("eval methods answers from given passages; nothing may search")
 
     validate = search = fetch = similarities = nearest = has = count = _refuse
-
-
-@dataclass
-class Row:
-    """One strategy's answer to one case, as written to --rows."""
-
-    strategy: str
-    id: str
-    answer: str
-    gold: list[str]
-    correct: bool
-    decision: dict[str, Any] | None
-    calls: int
-    overrode: bool = False
-    error: str | None = None
-    moi_position_weights: list[list[float]] | None = None
-    corg: dict[str, Any] | None = None
-
-
-def strategy_settings(settings: Settings, name: str) -> Settings:
-    """Return the settings that run one strategy: an ensemble strategy, or CORG."""
-    if name == CORG:
-        organize = settings.organize.model_copy(update={"strategy": CORG})
-        ensemble = settings.ensemble.model_copy(update={"strategy": CORG_ENSEMBLE})
-        return settings.model_copy(update={"organize": organize, "ensemble": ensemble})
-    ensemble = settings.ensemble.model_copy(update={"strategy": name})
-    return settings.model_copy(update={"ensemble": ensemble})
 
 
 def planted_settings(settings: Settings, base_url: str) -> Settings:
@@ -122,94 +115,11 @@ def reader_settings(base_url: str) -> dict[str, Any]:
         return json.loads(response.read())
 
 
-def top_answer(state: dict[str, Any]) -> str:
-    """Return the graph's answer: the first exact candidate (empty when it gave none)."""
-    answer = state.get("answer") or {}
-    exact = answer.get("exact") or []
-    while isinstance(exact, list) and exact:
-        exact = exact[0]
-    return exact if isinstance(exact, str) else ""
-
-
-def position_weights(state: dict[str, Any]) -> list[list[float]]:
-    """Return every MoI fit's position weights recorded in the decision or the votes."""
-    found: list[list[float]] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if key == "position_weights" and isinstance(item, list) and item:
-                    weights = [float(w) for w in item]
-                    if weights not in found:
-                        found.append(weights)
-                else:
-                    walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(state.get("decision"))
-    walk(state.get("votes"))
-    return found
-
-
-def curve_spearman(weights: Sequence[float], curve: Callable[[int], list[float]]) -> float:
-    """Return Spearman's rho of recovered weights against the planted curve (flat: 0)."""
-    if len(weights) < 2 or len(set(weights)) < 2:
-        return 0.0
-    rho = spearmanr(weights, curve(len(weights))).statistic
-    return 0.0 if rho is None or math.isnan(rho) else float(rho)
-
-
-def corg_measures(case: MethodCase, state: dict[str, Any]) -> dict[str, Any]:
-    """Return how CORG handled a case's planted pairs, and its relation calls and pairs."""
-    groups = [g.get("pmids") or [] for g in state.get("groups") or []]
-    split, collapsed = pair_outcomes(groups, case.pairs("counterfactual"), case.pairs("duplicate"))
-    graph = state.get("relation_graph") or {}
-    n = len(state.get("contexts") or [])
-    return {
-        "duplicates_collapsed": collapsed,
-        "counterfactuals_split": split,
-        "relation_calls": int(graph.get("calls", 0)),
-        "pairs": int(graph.get("naive_calls", n * (n - 1) // 2)),
-        "groups": [sorted(set(g)) for g in groups],
-    }
-
-
-def score(case: MethodCase, name: str, state: dict[str, Any]) -> Row:
-    """Score one strategy's final state on a case."""
-    answer = top_answer(state)
-    decision = state.get("decision")
-    decided = None
-    if isinstance(decision, dict):
-        best = (decision.get("answers") or [{}])[0]
-        decided = {
-            "strategy": decision.get("strategy"),
-            "answer": best.get("answer"),
-            "support": best.get("support"),
-            "source": decision.get("source"),
-            "why": decision.get("why"),
-        }
-    weights = position_weights(state)
-    return Row(
-        strategy=name,
-        id=case.id,
-        answer=answer,
-        gold=list(case.gold),
-        correct=is_correct(case, answer),
-        decision=decided,
-        calls=len(state.get("calls") or []),
-        overrode=bool((state.get("answer") or {}).get("overrode_decision")),
-        moi_position_weights=weights or None,
-        corg=corg_measures(case, state) if name == CORG else None,
-    )
-
-
-async def _run_strategy(
+async def _run_arm(
     graph: Any,
     ctx: Context,
     cases: list[MethodCase],
-    name: str,
+    arm: Arm,
     progress: Callable[[str], None],
 ) -> list[Row]:
     gate = asyncio.Semaphore(CONCURRENCY)
@@ -224,53 +134,67 @@ async def _run_strategy(
             try:
                 await graph.ainvoke(inputs, config, context=ctx)
                 state = dict((await graph.aget_state(config)).values)
-                row = score(case, name, state)
+                row = score(case, arm, state)
             except Exception as exc:  # one failing case is scored wrong, never sinks the run
                 first = (str(exc).splitlines() or [""])[0][:300]
-                row = Row(name, case.id, "", list(case.gold), False, None, 0)
+                row = Row(arm.label, case.id, "", list(case.gold), False, None, 0)
                 row.error = f"{type(exc).__name__}: {first}"
             finally:
                 await graph.checkpointer.adelete_thread(thread)
         done += 1
         if done % 10 == 0 or done == len(cases):
-            progress(f"{name}: {done}/{len(cases)} questions")
+            progress(f"{arm.label}: {done}/{len(cases)} questions")
         return row
 
     return list(await asyncio.gather(*(one(case) for case in cases)))
 
 
 def summarize(
-    cases: list[MethodCase],
+    arms: list[Arm],
     rows: dict[str, list[Row]],
+    strategies: Sequence[str],
     curve: Callable[[int], list[float]] | None,
 ) -> dict[str, Any]:
-    """Return the report's measures from every strategy's rows."""
-    strategies = {}
-    for name, got in rows.items():
-        right = sum(r.correct for r in got)
-        strategies[name] = {
-            "accuracy": round(right / len(got), 4) if got else None,
-            "ci95": wilson(right, len(got)),
+    """Return the report's measures from every run's rows."""
+    by_label = {arm.label: arm for arm in arms}
+    correct = {label: [r.correct for r in got] for label, got in rows.items()}
+    strategies_report = {}
+    for name in strategies:
+        got = rows[name]
+        strategies_report[name] = measured(by_label[name], correct[name]) | {
             "llm_calls": round(float(np.mean([r.calls for r in got])), 2) if got else None,
         }
-        if errors := [r.error for r in got if r.error is not None]:
+    for name, got in strategies_report.items():
+        if errors := [r.error for r in rows[name] if r.error is not None]:
             # Failed questions count as wrong; the first error says why.
-            strategies[name] |= {"failed": len(errors), "error": errors[0]}
+            got |= {"failed": len(errors), "error": errors[0]}
     fits = [w for r in rows.get("moi", []) for w in r.moi_position_weights or []]
     spearman = None
     if curve is not None and fits:
         spearman = round(float(np.mean([curve_spearman(w, curve) for w in fits])), 4)
-    measured = [r.corg for r in rows.get(CORG, []) if r.corg is not None]
-    collapsed = [c for m in measured for c in m["duplicates_collapsed"]]
-    split = [s for m in measured for s in m["counterfactuals_split"]]
+    measures = [r.corg for r in rows.get(CORG, []) if r.corg is not None]
+    collapsed = [c for m in measures for c in m["duplicates_collapsed"]]
+    split = [s for m in measures for s in m["counterfactuals_split"]]
+    plural = [m["plural_or_below_gate"] for m in measures if m["conflict"]]
+    alone = rows.get(f"{CORG}/{WITHOUT_COUNTERFACTUAL}", [])
+    confident = [r.corg["confident"] for r in alone if r.corg is not None]
+    recall = {label: [r.recalled for r in got] for label, got in rows.items()}
     return {
-        "strategies": strategies,
+        "strategies": strategies_report,
+        "controls": controls_report(by_label, correct, strategies),
+        "ablations": ablations_report(by_label, correct, recall, strategies),
         "moi_position_spearman": spearman,
-        "corg_counterfactual_split": round(float(np.mean(split)), 4) if split else None,
-        "corg_duplicate_collapse": round(float(np.mean(collapsed)), 4) if collapsed else None,
-        "corg_relation_calls": _mean([m["relation_calls"] for m in measured]),
-        "corg_pairs": _mean([m["pairs"] for m in measured]),
+        "corg_counterfactual_split": _share(split),
+        "corg_duplicate_collapse": _share(collapsed),
+        "corg_plural_on_conflict": _share(plural),
+        "corg_confident_without_conflict": _share(confident),
+        "corg_relation_calls": _mean([m["relation_calls"] for m in measures]),
+        "corg_pairs": _mean([m["pairs"] for m in measures]),
     }
+
+
+def _share(flags: list[bool]) -> float | None:
+    return round(float(np.mean(flags)), 4) if flags else None
 
 
 def _mean(values: list[int]) -> float | None:
@@ -282,68 +206,101 @@ async def evaluate_methods(
     cases: list[MethodCase],
     strategies: Sequence[str],
     *,
+    ablations: bool = False,
     embedder: Embedder | None = None,
     curve: Callable[[int], list[float]] | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> tuple[dict[str, Any], dict[str, list[Row]]]:
-    """Answer every case with every strategy through the phase-B graph; return (report, rows).
+    """Answer every case with every strategy and its controls; return (report, rows).
 
     Args:
-        settings: The models and every setting (strategies change only their own).
+        settings: The models and every setting (a run changes only its own).
         cases: The cases (graphs/eval/datasets.py).
-        strategies: Ensemble strategy names and/or "corg".
-        embedder: Shared by every strategy; loaded from settings when None.
+        strategies: Ensemble strategy names and/or "corg"; each one's controls run beside it.
+        ablations: Also run the papers' ablation tables (graphs/eval/controls.py).
+        embedder: Shared by every run; loaded from settings when None.
         curve: The planted reader's position curve by the number of positions shown (for
             MoI's Spearman); None against real models.
         progress: Called with one line of progress at a time.
     """
     embedder = embedder or BackgroundEmbedder(settings.embeddings)
     graph = build_graph(checkpointer=InMemorySaver(), phase="B")
+    arms = plan_arms(settings, strategies, ablations=ablations)
+    variants = {
+        "all": cases,
+        WITHOUT_COUNTERFACTUAL: [
+            without_counterfactual(c) for c in cases if c.pairs("counterfactual")
+        ],
+    }
     rows: dict[str, list[Row]] = {}
-    for name in strategies:
-        chosen = strategy_settings(settings, name)
+    done: list[Arm] = []
+    for arm in arms:
+        # An ablation at the method's own settings (CCV at its K, MoI's own scheme) is the
+        # method's run: its rows are shared, never run twice.
+        same = next((d for d in done if (d.settings, d.cases) == (arm.settings, arm.cases)), None)
+        if same is not None:
+            rows[arm.label] = rows[same.label]
+            continue
         ctx = Context(
-            settings=chosen, search=NoSearch(), embedder=embedder, models=ModelPool(chosen)
+            settings=arm.settings,
+            search=NoSearch(),
+            embedder=embedder,
+            models=ModelPool(arm.settings),
         )
         started = time.perf_counter()
-        rows[name] = await _run_strategy(graph, ctx, cases, name, progress)
-        right = sum(r.correct for r in rows[name])
-        progress(f"{name}: accuracy {right}/{len(cases)} ({time.perf_counter() - started:.1f} s)")
-    return summarize(cases, rows, curve), rows
+        got = variants[arm.cases]
+        rows[arm.label] = await _run_arm(graph, ctx, got, arm, progress)
+        right = sum(r.correct for r in rows[arm.label])
+        took = time.perf_counter() - started
+        progress(f"{arm.label}: accuracy {right}/{len(got)} ({took:.1f} s)")
+        done.append(arm)
+    return summarize(arms, rows, strategies, curve), rows
 
 
 def write_rows(path: Path, rows: dict[str, list[Row]]) -> None:
-    """Write one JSON line per (strategy, case), for audit."""
+    """Write one JSON line per (run, case), for audit; a run shared by two labels once."""
+    written: set[int] = set()
     with path.open("w", encoding="utf-8") as fh:
         for got in rows.values():
+            if id(got) in written:
+                continue
+            written.add(id(got))
             for row in got:
                 fh.write(json.dumps(dataclasses.asdict(row), ensure_ascii=False) + "\n")
 
 
 def table(report: dict[str, Any]) -> list[str]:
-    """Return the report as the lines of a compact text table."""
+    """Return the report as the lines of a compact text table, each method's controls beside it."""
     reader = report.get("reader") or {}
     shown = ("mode", "curve", "strength", "seed")
     told = ", ".join(f"{k} {reader[k]}" for k in shown if k in reader)
     lines = [
         f"{report['dataset']}: {report['questions']} questions; reader: {told or 'configured'}",
-        f"{'strategy':<18}{'accuracy':>9}{'95% CI':>17}{'calls/q':>9}{'failed':>8}",
+        f"{'strategy':<18}{'accuracy':>9}{'95% CI':>17}{'K':>4}{'m':>4}{'calls/q':>9}{'failed':>8}",
     ]
+    controls = report.get("controls") or {}
     for name, got in report["strategies"].items():
         lo, hi = got["ci95"]
         accuracy = "—" if got["accuracy"] is None else f"{got['accuracy']:.3f}"
         calls = "—" if got["llm_calls"] is None else f"{got['llm_calls']:.1f}"
         interval = f"[{lo:.3f}, {hi:.3f}]"
-        lines.append(f"{name:<18}{accuracy:>9}{interval:>17}{calls:>9}{got.get('failed', 0):>8}")
+        lines.append(
+            f"{name:<18}{accuracy:>9}{interval:>17}{got['members']:>4}{got['contexts']:>4}"
+            f"{calls:>9}{got.get('failed', 0):>8}"
+        )
+        lines += control_lines({"controls": {name: controls[name]}} if name in controls else {})
+    lines += control_lines({"ablations": report.get("ablations") or {}})
     for key in (
         "moi_position_spearman",
         "corg_counterfactual_split",
         "corg_duplicate_collapse",
+        "corg_plural_on_conflict",
+        "corg_confident_without_conflict",
         "corg_relation_calls",
         "corg_pairs",
     ):
         value = report.get(key)
-        lines.append(f"{key:<26}{'—' if value is None else value}")
+        lines.append(f"{key:<32}{'—' if value is None else value}")
     return lines
 
 
@@ -359,6 +316,7 @@ def run_methods(
     *,
     dataset: str,
     planted: ReaderSettings | None = None,
+    ablations: bool = False,
     embedder: Embedder | None = None,
     progress: Callable[[str], None] = progress_line,
 ) -> tuple[dict[str, Any], dict[str, list[Row]]]:
@@ -369,7 +327,14 @@ def run_methods(
         roles = {role: spec.model for role, spec in settings.models.by_role()}
         head = {"reader": {"mode": "configured", "models": roles}, **head}
         report, rows = asyncio.run(
-            evaluate_methods(settings, cases, strategies, embedder=embedder, progress=progress)
+            evaluate_methods(
+                settings,
+                cases,
+                strategies,
+                ablations=ablations,
+                embedder=embedder,
+                progress=progress,
+            )
         )
         return head | report, rows
     with SimulatedEndpoint(0.0, planted=[c.plant() for c in cases], reader=planted) as endpoint:
@@ -384,6 +349,7 @@ def run_methods(
                 planted_settings(settings, endpoint.base_url),
                 cases,
                 strategies,
+                ablations=ablations,
                 embedder=embedder,
                 curve=None if planted.curve == "flat" else curve,
                 progress=progress,
