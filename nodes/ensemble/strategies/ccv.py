@@ -188,7 +188,7 @@ class CCV(Strategy):
         if ctx.settings.ensemble.ccv.vote == "answer_count":
             # CCV's control (§4.1, "MoA Majority Vote"): the same K cited answers, counted as
             # strings; the citation vote is only reported, so the trace shows what it changed.
-            winner = cited["ccv"]["winner"]
+            winner = cited["ranked"][0] if cited["ranked"] else None
             plan.diagnostics["ccv"] = (
                 f"answer_count: the members' answers counted, citations unread (CCV's control, "
                 f"the paper's MoA majority vote); the citation vote would pick {winner!r}"
