@@ -317,17 +317,30 @@ def eval_methods(
         str | None,
         typer.Option(
             "--reader",
-            help="planted: a simulated reader with planted biases answers every model role "
-            "(default: the configured models).",
+            help="planted: a simulated reader with planted biases answers every model role; "
+            "local: the local provider's default (demo) model plays every role (default: the "
+            "configured models).",
         ),
     ] = None,
     reader_seed: Annotated[
-        int | None, typer.Option("--reader-seed", help="Planted reader's seed (default 0).")
+        int | None,
+        typer.Option("--reader-seed", help="Planted reader's seed (--reader-set seed=N)."),
     ] = None,
     reader_curve: Annotated[
         str | None,
         typer.Option(
-            "--reader-curve", help="Planted reader's position curve: u (default), primacy, recency."
+            "--reader-curve",
+            help="Planted reader's position curve: liu (default, measured), u, primacy, "
+            "recency or flat (--reader-set curve=NAME).",
+        ),
+    ] = None,
+    reader_set: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reader-set",
+            metavar="KEY=VALUE",
+            help="Any planted reader setting, repeatable, e.g. --reader-set override=0 "
+            "--reader-set sample_agreement=0.9 (keys: infra/simulate/bias.py ReaderSettings).",
         ),
     ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only N questions.")] = None,
@@ -349,7 +362,8 @@ def eval_methods(
     """Each paper's method answering through the graph (phase B): accuracy, calls, MoI, CORG."""
     from graphs.eval.datasets import load_cases
     from graphs.eval.methods import CORG, run_methods, table, write_rows
-    from infra.simulate.reader import ReaderSettings
+    from infra.settings import ModelSpec
+    from infra.simulate.reader import CURVES, settings_from_pairs
 
     chosen = [s.strip() for s in strategies.split(",") if s.strip()]
     known = (*ENSEMBLE_STRATEGIES, CORG)
@@ -357,12 +371,20 @@ def eval_methods(
         raise CliError("--strategies names no strategy")
     if bad := [s for s in chosen if s not in known]:
         raise CliError(f"unknown strategy {bad[0]!r}; choose from {', '.join(known)}")
-    if reader not in (None, "planted"):
-        raise CliError(f"unknown --reader {reader!r}; the only reader is 'planted'")
-    if reader is None and (reader_seed is not None or reader_curve is not None):
-        raise CliError("--reader-seed and --reader-curve need --reader planted")
-    if reader_curve not in (None, "u", "primacy", "recency", "flat"):
-        raise CliError(f"unknown --reader-curve {reader_curve!r}; choose u, primacy or recency")
+    if reader not in (None, "planted", "local"):
+        raise CliError(f"unknown --reader {reader!r}; choose planted or local")
+    if reader != "planted" and (reader_seed is not None or reader_curve is not None or reader_set):
+        raise CliError("--reader-seed, --reader-curve and --reader-set need --reader planted")
+    if reader_curve is not None and reader_curve not in CURVES:
+        raise CliError(f"unknown --reader-curve {reader_curve!r}; choose {', '.join(CURVES)}")
+    planted = None
+    if reader == "planted":
+        named = {"seed": reader_seed, "curve": reader_curve}
+        pairs = [f"{k}={v}" for k, v in named.items() if v is not None] + list(reader_set or [])
+        try:
+            planted = settings_from_pairs(pairs)
+        except ValueError as exc:
+            raise CliError(f"--reader-set: {exc}") from None
     if not dataset.is_file():
         raise CliError(f"{dataset}: no such file")
     if rows is not None and not rows.parent.is_dir():
@@ -370,11 +392,15 @@ def eval_methods(
     cases = load_cases(dataset, limit=limit, offset=offset)
     if not cases:
         raise CliError(f"{dataset}: no usable questions (after --offset {offset})")
-    planted = None
-    if reader == "planted":
-        planted = ReaderSettings(curve=reader_curve or "u", seed=reader_seed or 0)
+    if reader == "local":
+        # Every role played by ModelSpec's default: provider local, the demo model.
+        demo = ModelSpec().model_dump()
+        roles = {"query": demo, "refine": None, "organize": None, "synthesis": None}
+        settings = settings_for(models={**roles, "ensemble": [demo]})
+    else:
+        settings = settings_for()
     report, answered = run_methods(
-        settings_for(), cases, list(dict.fromkeys(chosen)), dataset=dataset.name, planted=planted
+        settings, cases, list(dict.fromkeys(chosen)), dataset=dataset.name, planted=planted
     )
     if rows is not None:
         write_rows(rows, answered)
@@ -383,3 +409,106 @@ def eval_methods(
         return
     for line in table(report):
         out.print(line, markup=False)
+
+
+@eval_app.command("likelihoods")
+def eval_likelihoods(
+    dataset: Annotated[
+        Path,
+        typer.Option(
+            "--dataset",
+            help="NaturalQuestions-open .jsonl(.gz) with gold passages (nq-open-oracle).",
+        ),
+    ],
+    limit: Annotated[int | None, typer.Option(help="Only N questions.")] = None,
+    offset: Annotated[int, typer.Option(help="Skip the first N usable questions.")] = 0,
+    passages: Annotated[
+        int,
+        typer.Option(
+            help="Passages per question: the gold, the hard distractor, the closest irrelevant."
+        ),
+    ] = 5,
+    orders_per_question: Annotated[
+        int | None,
+        typer.Option(
+            "--orders-per-question",
+            help="Orders scored per question: MoI's 3N random orders to fit, the rest held out "
+            "(default 5N).",
+        ),
+    ] = None,
+    observation: Annotated[
+        str | None,
+        typer.Option(
+            help="joint: log P(passages, question) (MoI's Eq. 3); question: log P(question | "
+            "passages) (default: ensemble.moi.observation)."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """MoI's position x utility model on the configured model's likelihoods, vs its parts."""
+    import math
+
+    from graphs.cli.common import err
+
+    if limit is not None and limit < 1:
+        raise CliError(f"--limit {limit}: give at least 1")
+    if offset < 0:
+        raise CliError(f"--offset {offset}: give 0 or more")
+    if not 4 <= passages <= 20:
+        raise CliError(
+            f"--passages {passages}: give 4 to 20 (below 4, MoI's 3N orders are all the orders "
+            "there are, none is left to hold out; a case has 20 passages)"
+        )
+    fitting = 3 * passages
+    orders = 5 * passages if orders_per_question is None else orders_per_question
+    most = min(math.factorial(passages), fitting + 1000)
+    if not fitting + 2 <= orders <= most:
+        raise CliError(
+            f"--orders-per-question {orders}: give {fitting + 2} to {most} (the first {fitting} "
+            f"are MoI's fitting orders for {passages} passages, the rest are held out)"
+        )
+    if observation not in (None, "joint", "question"):
+        raise CliError(f"unknown --observation {observation!r}; choose joint or question")
+    if not dataset.is_file():
+        raise CliError(f"{dataset}: no such file")
+    from graphs.eval.datasets import load_cases
+    from graphs.eval.likelihoods import SCOPE, measure, table
+    from infra.models import LikelihoodUnavailable, ModelPool
+
+    cases = load_cases(dataset, limit=limit, offset=offset)
+    if not cases:
+        raise CliError(f"{dataset}: no usable questions (after --offset {offset})")
+    if cases[0].kind != "nq":
+        raise CliError(f"{dataset}: not NaturalQuestions-open (questions with a gold passage)")
+    settings = settings_for()
+    models = list({m.name: m for m in ModelPool(settings).role("ensemble")}.values())
+    joint = (observation or settings.ensemble.moi.observation) == "joint"
+    reports = []
+    for model in models:
+        err.print(
+            f"{model.name}: {len(cases)} questions, {orders} orders + {passages} positions each"
+        )
+        try:
+            reports.append(
+                asyncio.run(
+                    measure(
+                        model,
+                        cases,
+                        passages=passages,
+                        held_out=orders - fitting,
+                        joint=joint,
+                        progress=lambda line: err.print(line, markup=False),
+                    )
+                )
+            )
+        except LikelihoodUnavailable as exc:
+            raise CliError(str(exc)) from None
+    result = {"dataset": dataset.name, "scope": SCOPE, "models": reports}
+    if as_json:
+        write_json(result)
+        return
+    for report in reports:
+        for line in table(report):
+            out.print(line, markup=False)
+        out.print("")
+    out.print(SCOPE, markup=False)
