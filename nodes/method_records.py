@@ -222,8 +222,8 @@ class DecidedAnswer(TypedDict):
     answer: str | list[str]
     """The answer as members (or groups) wrote it; a list question's items as a list."""
     support: float
-    """What ranked it: votes (majority, CoBag, MoI), the citation score (CCV), the group
-    weight (CORG's aggregator); the decision's `why` names the measure."""
+    """What ranked it: votes (majority, CoBag, MoI), the citation score (CCV), the share of
+    the contexts carrying it (CORG's aggregator); the decision's `why` names the measure."""
     cited: list[str]
     """PMIDs its supporters cited (CCV: its modal passage first)."""
 

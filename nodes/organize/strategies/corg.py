@@ -2,7 +2,8 @@
 
 SEE: Lee et al., "Generating Answers from Complex, Interrelated Contexts": the graph
 constructor is relations.py, the reranker grouping.py, the aggregator answers.py (each group
-answered on its own) and aggregate.py (their answers with citations make the decision).
+answered on its own) and aggregate.py (every answer with the contexts carrying it makes the
+decision). organize.corg_relations "none" is its control: no relation graph at all.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Corg(OrganizeStrategy):
         )
 
     def settings(self, ctx: Context, model: ChatModel) -> dict[str, Any]:
-        """Return CORG's settings: the budget of each prompt, concurrency, reformulation."""
+        """Return CORG's settings: prompt budgets, concurrency, reformulation, relations."""
         top_k = ctx.settings.organize.top_k
         return super().settings(ctx, model) | {
             "relation_chars": passage_chars(model, 2, top_k),
