@@ -273,3 +273,29 @@ async def test_factoid_synonyms_vote_together_and_cite_together(make_context, se
     assert table[1]["votes"] == 2  # TNF and its expansion are one candidate
     answers = update["decision"]["answers"]
     assert set(answers[0]["cited"]) == {"101", "102", "105"} and answers[1]["cited"] == ["103"]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "changes", "k", "m"),
+    [
+        ("single", {"contexts": 3}, 1, 3),
+        ("self_consistency", {"members": 2, "contexts": 3}, 2, 3),
+        ("permute_vote", {"members": 3, "contexts": 4}, 3, 4),
+        ("cobag", {"cobag": {"members": 3, "contexts": 4, "core": 2, "pool": 6}}, 3, 4),
+        ("ccv", {"ccv": {"members": 3, "contexts": 5}}, 3, 5),
+    ],
+)
+async def test_the_decision_records_k_m_and_which_abstracts_reached_the_members(
+    make_context, settings, strategy, changes, k, m
+):
+    # Issue 26: the trace shows which reranked abstracts reached the members (`shown`) and
+    # which reach synthesis (the decision's order), with the K and m the strategy ran with.
+    model = script(ensemble={"answer": "yes", "pmids": [], "passage": 1, "quote": "q"})
+    update = await run(make_context, settings, model, strategy=strategy, **changes)
+    recorded = update["decision"]["settings"]
+    assert (recorded["members"], recorded["contexts"]) == (k, m)
+    assert len({m_["view"] for m_ in update["members"]}) == k
+    seen = {p for member in update["members"] for p in member["order"]}
+    assert set(recorded["shown"]) == seen
+    assert recorded["shown"] == [p for p in PMIDS if p in seen]  # in rank order
+    assert set(update["decision"]["order"]) <= seen

@@ -127,6 +127,8 @@ async def test_moi_recovers_the_planted_bias_and_answers_from_its_order(settings
     settings_ = update["decision"]["settings"]
     assert settings_["permutations"] == "random" and settings_["observed_orders"] == 18
     assert settings_["observation"] == "joint" and settings_["order"] == "paired"
+    assert (settings_["members"], settings_["contexts"], settings_["weights"]) == (1, 6, "fitted")
+    assert settings_["shown"] == SHOWN  # every passage reached the member, listed in rank order
     assert fit["orientation"] == "retriever prior"
 
 

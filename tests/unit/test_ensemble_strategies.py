@@ -16,6 +16,7 @@ from nodes.ensemble.strategies import (
     ccv_select,
     cobag_views,
     mean_relevance,
+    moi_flat,
     moi_permutations,
     moi_solve,
     orient,
@@ -92,9 +93,33 @@ def test_a_small_tau_lets_the_top_non_core_context_dominate():
     assert all(set(view) == {0, 4, 2} for view in extreme)
 
 
+def test_noshuffle_keeps_rank_order_and_draws_the_same_bags():
+    # CoBag-NoShuffle (Table 2) removes step 3 only: the same contexts, never reordered.
+    kwargs = {"members": 12, "size": 4, "core": 1, "tau": 0.5, "seed": 9}
+    shuffled = cobag_views(RELEVANCE, **kwargs)
+    ranked = cobag_views(RELEVANCE, shuffle=False, **kwargs)
+    assert [sorted(v) for v in shuffled] == ranked
+    assert any(v != sorted(v) for v in shuffled)
+    small = cobag_views([0.3, 0.1, 0.2], members=3, size=5, core=1, tau=1.0, seed=0, shuffle=False)
+    assert small == [[0, 1, 2]] * 3
+
+
+def test_uniform_sampling_ignores_relevance_but_keeps_the_core():
+    # CoBag-Uniform (Table 2): the m - r non-core contexts drawn with equal probability.
+    tau = 0.05  # relevance sampling would all but always draw context 4 (0.8) here
+    draws = cobag_views(
+        RELEVANCE, members=20_000, size=2, core=1, tau=tau, seed=5, sampling="uniform"
+    )
+    assert all(0 in view for view in draws)
+    sampled = [next(i for i in view if i != 0) for view in draws]
+    counts = np.bincount(sampled, minlength=len(RELEVANCE))[1:]
+    assert np.abs(counts / counts.sum() - 1 / 7).max() < 0.02
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
+        ({"members": 2, "size": 3, "core": 1, "tau": 1.0, "sampling": "softmax"}, "sampling"),
         ({"members": 0, "size": 3, "core": 1, "tau": 1.0}, "members"),
         ({"members": 2, "size": 3, "core": 4, "tau": 1.0}, "core"),
         ({"members": 2, "size": 3, "core": -1, "tau": 1.0}, "core"),
@@ -469,3 +494,22 @@ def test_order_fills_positions_beyond_the_weights_by_utility():
 def test_moi_solve_rejects_bad_input(perms, obs, message):
     with pytest.raises(ValueError, match=message):
         moi_solve(perms, obs, 2)
+
+
+def test_flat_weights_over_full_orders_tie_every_passage_and_keep_the_rank_order():
+    # MoI's control: a = 1/N, u = the mean observation of the orders showing the passage.
+    # Every full order shows every passage, so nothing separates them.
+    weights, utilities = planted(5)
+    perms = moi_permutations(5, "random", seed=2)
+    fit = moi_flat(perms, observe(perms, weights, utilities), 5)
+    assert np.allclose(fit.weights, 0.2)
+    assert len(set(fit.utilities.tolist())) == 1
+    assert fit.order("descending") == [0, 1, 2, 3, 4]
+
+
+def test_flat_weights_over_prefix_orders_are_plain_mean_likelihoods():
+    perms = [[0, 1], [1, 2], [2, 0]]
+    obs = [1.0, 3.0, 5.0]
+    fit = moi_flat(perms, obs, 4)
+    assert fit.utilities.tolist() == [3.0, 2.0, 4.0, 3.0]  # passage 3 unseen: the mean
+    assert fit.order("descending") == [2, 0, 3, 1]
