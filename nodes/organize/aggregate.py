@@ -12,12 +12,14 @@ The rule here:
   the reranker dropped in their favour (`supported_by`, which CORG writes); a CORG group that
   cites none is carried by its counterfactual side; a group with neither counts as one
   unreferenced voice. An answer's support is its carriers' share of every answer's carriers.
-- groups agree (one distinct answer): one confident answer, share = answering groups / groups.
+- groups agree (one distinct first answer): one confident answer; share = the share of groups
+  that answered (a failed group's side is unknown).
 - groups conflict (different first answers; yes/no and factoid): the decision is plural
   (`plural`, `conflict`) and keeps every answer with its references, best supported first;
   `why` states the conflict. A yes/no conflict claims neither side: share 0, below any gate,
   so synthesis.mode "vote" never makes it a confident yes or no. A plural factoid keeps every
-  distinct answer (BioASQ takes five); its share is the first answer's support.
+  distinct answer (BioASQ takes five); its share is the first answer's support (times the
+  share of groups that answered).
 - list: the union of the groups' items; summary: the groups' answers, joined.
 """
 
