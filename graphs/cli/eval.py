@@ -409,3 +409,106 @@ def eval_methods(
         return
     for line in table(report):
         out.print(line, markup=False)
+
+
+@eval_app.command("likelihoods")
+def eval_likelihoods(
+    dataset: Annotated[
+        Path,
+        typer.Option(
+            "--dataset",
+            help="NaturalQuestions-open .jsonl(.gz) with gold passages (nq-open-oracle).",
+        ),
+    ],
+    limit: Annotated[int | None, typer.Option(help="Only N questions.")] = None,
+    offset: Annotated[int, typer.Option(help="Skip the first N usable questions.")] = 0,
+    passages: Annotated[
+        int,
+        typer.Option(
+            help="Passages per question: the gold, the hard distractor, the closest irrelevant."
+        ),
+    ] = 5,
+    orders_per_question: Annotated[
+        int | None,
+        typer.Option(
+            "--orders-per-question",
+            help="Orders scored per question: MoI's 3N random orders to fit, the rest held out "
+            "(default 5N).",
+        ),
+    ] = None,
+    observation: Annotated[
+        str | None,
+        typer.Option(
+            help="joint: log P(passages, question) (MoI's Eq. 3); question: log P(question | "
+            "passages) (default: ensemble.moi.observation)."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """MoI's position x utility model on the configured model's likelihoods, vs its parts."""
+    import math
+
+    from graphs.cli.common import err
+
+    if limit is not None and limit < 1:
+        raise CliError(f"--limit {limit}: give at least 1")
+    if offset < 0:
+        raise CliError(f"--offset {offset}: give 0 or more")
+    if not 4 <= passages <= 20:
+        raise CliError(
+            f"--passages {passages}: give 4 to 20 (below 4, MoI's 3N orders are all the orders "
+            "there are, none is left to hold out; a case has 20 passages)"
+        )
+    fitting = 3 * passages
+    orders = 5 * passages if orders_per_question is None else orders_per_question
+    most = min(math.factorial(passages), fitting + 1000)
+    if not fitting + 2 <= orders <= most:
+        raise CliError(
+            f"--orders-per-question {orders}: give {fitting + 2} to {most} (the first {fitting} "
+            f"are MoI's fitting orders for {passages} passages, the rest are held out)"
+        )
+    if observation not in (None, "joint", "question"):
+        raise CliError(f"unknown --observation {observation!r}; choose joint or question")
+    if not dataset.is_file():
+        raise CliError(f"{dataset}: no such file")
+    from graphs.eval.datasets import load_cases
+    from graphs.eval.likelihoods import SCOPE, measure, table
+    from infra.models import LikelihoodUnavailable, ModelPool
+
+    cases = load_cases(dataset, limit=limit, offset=offset)
+    if not cases:
+        raise CliError(f"{dataset}: no usable questions (after --offset {offset})")
+    if cases[0].kind != "nq":
+        raise CliError(f"{dataset}: not NaturalQuestions-open (questions with a gold passage)")
+    settings = settings_for()
+    models = list({m.name: m for m in ModelPool(settings).role("ensemble")}.values())
+    joint = (observation or settings.ensemble.moi.observation) == "joint"
+    reports = []
+    for model in models:
+        err.print(
+            f"{model.name}: {len(cases)} questions, {orders} orders + {passages} positions each"
+        )
+        try:
+            reports.append(
+                asyncio.run(
+                    measure(
+                        model,
+                        cases,
+                        passages=passages,
+                        held_out=orders - fitting,
+                        joint=joint,
+                        progress=lambda line: err.print(line, markup=False),
+                    )
+                )
+            )
+        except LikelihoodUnavailable as exc:
+            raise CliError(str(exc)) from None
+    result = {"dataset": dataset.name, "scope": SCOPE, "models": reports}
+    if as_json:
+        write_json(result)
+        return
+    for report in reports:
+        for line in table(report):
+            out.print(line, markup=False)
+        out.print("")
+    out.print(SCOPE, markup=False)
