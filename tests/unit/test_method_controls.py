@@ -52,6 +52,11 @@ def first_answer(update) -> str:
     return update["decision"]["answers"][0]["answer"]
 
 
+def answers_yes(update) -> bool:
+    """The check of the yes/no cases below, whose planted right answer is yes."""
+    return first_answer(update) == "yes"
+
+
 def views_of(update) -> list[list[str]]:
     """Return the member views by view number: what a run paid for."""
     return [m["order"] for m in sorted(update["members"], key=lambda m: m["view"])]
@@ -262,11 +267,8 @@ async def test_cobag_outvotes_a_hard_distractor_at_the_end_and_noshuffle_does_no
         views = views_of(update)
         return sum(v[-1] == DISTRACTOR for v in views) <= len(views) // 2
 
-    def answers_right(update) -> bool:
-        return first_answer(update) == "yes"
-
-    assert distractor_rarely_last(method) and answers_right(method)
-    assert not distractor_rarely_last(control) and not answers_right(control)
+    assert distractor_rarely_last(method) and answers_yes(method)
+    assert not distractor_rarely_last(control) and not answers_yes(control)
     rank = {c["pmid"]: k for k, c in enumerate(bag_contexts())}
     assert all(v == sorted(v, key=rank.__getitem__) for v in views_of(control))  # rank order
     assert method["decision"]["settings"]["shuffle"] is True
@@ -331,38 +333,18 @@ async def test_permute_vote_outvotes_the_first_position_and_one_order_is_single(
     make_context, settings, index
 ):
     state = {"question": QUESTION, "qtype": "yesno", "organized": index.fetch(PMIDS)}
-    method = await run(
-        make_context,
-        settings,
-        primacy_members(),
-        state,
-        strategy="permute_vote",
-        members=5,
-        contexts=8,
-    )
-    control = await run(
-        make_context,
-        settings,
-        primacy_members(),
-        state,
-        strategy="permute_vote",
-        members=1,
-        contexts=8,
-    )
-    single = await run(
-        make_context, settings, primacy_members(), state, strategy="single", contexts=8
-    )
 
-    def answers_right(update) -> bool:
-        return first_answer(update) == "yes"
+    async def ask(**changes):
+        return await run(make_context, settings, primacy_members(), state, contexts=8, **changes)
 
-    assert answers_right(method)
-    assert not answers_right(control)
+    method = await ask(strategy="permute_vote", members=5)
+    control = await ask(strategy="permute_vote", members=1)
+    single = await ask(strategy="single")
+    assert answers_yes(method)
+    assert not answers_yes(control)
     # K = 1 shows the rank order once: single's one view and single's decision.
     assert views_of(control) == views_of(single) == [PMIDS]
-    assert control["decision"]["answers"] == single["decision"]["answers"]
-    assert control["decision"]["order"] == single["decision"]["order"]
-    assert method["decision"]["settings"]["members"] == 5
-    assert (
-        control["decision"]["settings"]["members"] == 1 == single["decision"]["settings"]["members"]
-    )
+    for key in ("answers", "order"):
+        assert control["decision"][key] == single["decision"][key]
+    k = [u["decision"]["settings"]["members"] for u in (method, control, single)]
+    assert k == [5, 1, 1]
