@@ -223,10 +223,9 @@ def ablations_report(
                 "answer_count": compared(arms[count], correct[count], correct[citation]),
             }
     if "moi/permutations/random" in arms:
+        labels = {p: f"moi/permutations/{p}" for p in MOI_PERMUTATIONS}
         report["moi"] = {
-            p: compared(arms[label], correct[label], correct["moi"])
-            for p in MOI_PERMUTATIONS
-            if (label := f"moi/permutations/{p}")
+            p: compared(arms[label], correct[label], correct["moi"]) for p, label in labels.items()
         }
     if "corg/baselines/base" in arms:
         runs = {CORG: CORG} | {b: f"corg/baselines/{b}" for b in CORG_BASELINES}

@@ -135,6 +135,9 @@ def score(case: MethodCase, arm: Arm, state: dict[str, Any]) -> Row:
             "support": best.get("support"),
             "source": decision.get("source"),
             "why": decision.get("why"),
+            # The K and m the strategy ran with, as it recorded them.
+            "members": (decision.get("settings") or {}).get("members"),
+            "contexts": (decision.get("settings") or {}).get("contexts"),
         }
     weights = position_weights(state)
     return Row(

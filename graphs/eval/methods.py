@@ -235,11 +235,13 @@ async def evaluate_methods(
     rows: dict[str, list[Row]] = {}
     done: list[Arm] = []
     for arm in arms:
-        # An ablation at the method's own settings (CCV at its K, MoI's own scheme) is the
-        # method's run: its rows are shared, never run twice.
+        # A run with the settings of one already made (CCV's ablation at its own K, CoBag's
+        # permute_vote control where ensemble.members/contexts are CoBag's) is that run: its
+        # rows are copied under the new label, never answered twice.
         same = next((d for d in done if (d.settings, d.cases) == (arm.settings, arm.cases)), None)
         if same is not None:
-            rows[arm.label] = rows[same.label]
+            rows[arm.label] = [dataclasses.replace(r, strategy=arm.label) for r in rows[same.label]]
+            progress(f"{arm.label}: the run of {same.label}")
             continue
         ctx = Context(
             settings=arm.settings,
@@ -258,13 +260,9 @@ async def evaluate_methods(
 
 
 def write_rows(path: Path, rows: dict[str, list[Row]]) -> None:
-    """Write one JSON line per (run, case), for audit; a run shared by two labels once."""
-    written: set[int] = set()
+    """Write one JSON line per (run, case), for audit."""
     with path.open("w", encoding="utf-8") as fh:
         for got in rows.values():
-            if id(got) in written:
-                continue
-            written.add(id(got))
             for row in got:
                 fh.write(json.dumps(dataclasses.asdict(row), ensure_ascii=False) + "\n")
 
