@@ -357,9 +357,18 @@ def eval_methods(
         Path | None,
         typer.Option("--rows", help="Write one JSON line per strategy and question here."),
     ] = None,
+    ablations: Annotated[
+        bool,
+        typer.Option(
+            "--ablations",
+            help="Also run the papers' ablation tables: CCV at K = 5/10/15/20 against "
+            "answer_count, MoI's permutation schemes, CORG's baselines (organize.strategy) by "
+            "answer recall; about 8 CCV, 3 MoI and 6 CORG runs more per question.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
-    """Each paper's method answering through the graph (phase B): accuracy, calls, MoI, CORG."""
+    """Each paper's method answering through the graph (phase B): each beside its controls."""
     from graphs.eval.datasets import load_cases
     from graphs.eval.methods import CORG, run_methods, table, write_rows
     from infra.settings import ModelSpec
@@ -400,7 +409,12 @@ def eval_methods(
     else:
         settings = settings_for()
     report, answered = run_methods(
-        settings, cases, list(dict.fromkeys(chosen)), dataset=dataset.name, planted=planted
+        settings,
+        cases,
+        list(dict.fromkeys(chosen)),
+        dataset=dataset.name,
+        planted=planted,
+        ablations=ablations,
     )
     if rows is not None:
         write_rows(rows, answered)
