@@ -233,6 +233,36 @@ async def test_different_orders_read_different_passages_reproducibly():
     assert other != read  # the seed is part of every draw
 
 
+def test_sampled_requests_depart_from_the_greedy_reading_over_http():
+    order = ["d1", "g", "d2", "irr", "dup"]
+    schema = {"type": "json_schema", "json_schema": {"schema": Cited.model_json_schema()}}
+    prompt = f"{passages(docs(*order), 6000)}\n\nQuestion: {QUESTION}"
+    settings = ReaderSettings(sample_agreement=0.5, cite_mismatch=0.0)
+    with SimulatedEndpoint(0.0, planted=[plant()], reader=settings) as endpoint:
+        client = openai.OpenAI(base_url=endpoint.base_url, api_key="x", max_retries=0)
+
+        def answers(**extra) -> list[str]:
+            return [
+                json.loads(
+                    client.chat.completions.create(
+                        model="reader",
+                        messages=[{"role": "user", "content": prompt}],
+                        response_format=schema,
+                        **extra,
+                    )
+                    .choices[0]
+                    .message.content
+                )["answer"]
+                for _ in range(12)
+            ]
+
+        greedy, zero, sampled = answers(), answers(temperature=0), answers(temperature=1.0)
+    assert len(set(greedy)) == 1 and zero == greedy  # no temperature, or 0: greedy
+    assert len(set(sampled)) > 1 and greedy[0] in sampled
+    temperatures = {r.get("temperature") for r in endpoint.reader.records}
+    assert temperatures == {None, 1.0}
+
+
 async def loglikelihood(endpoint: SimulatedEndpoint, context: str, continuation: str) -> float:
     value, tokens = await chat_model(endpoint).loglikelihood(context, continuation)
     assert tokens > 0
@@ -569,6 +599,10 @@ def test_the_command_line_serves_a_planted_reader(tmp_path, capsys):
         "primacy",
         "--reader-seed",
         "3",
+        "--reader-set",
+        "sample_agreement=0.9",
+        "--reader-set",
+        "interaction=0",
     ]
     thread = threading.Thread(target=main, args=(argv,), kwargs={"stop": stop})
     thread.start()
@@ -583,4 +617,8 @@ def test_the_command_line_serves_a_planted_reader(tmp_path, capsys):
         stop.set()
         thread.join(5)
     assert started["reader"]["curve"] == "primacy" and started["reader"]["seed"] == 3
+    assert started["reader"]["strength"] == 0.8  # primacy's own default, not liu's
+    assert (started["reader"]["sample_agreement"], started["reader"]["interaction"]) == (0.9, 0)
     assert main(["--planted", str(tmp_path / "missing.json")]) == 2
+    assert main(["--planted", str(path), "--reader-set", "colour=1"]) == 2
+    assert "keys: curve, strength" in capsys.readouterr().err
