@@ -12,12 +12,15 @@ from graphs.eval.likelihood_fits import MODELS
 from tests.support.cli import quorum_env, run_quorum
 
 NQ = Path(__file__).resolve().parents[1] / "fixtures" / "eval_methods" / "nq_open_sample.jsonl.gz"
+# The default local model shown 200 characters of each passage (the least allowed) instead of
+# 500: the same calls on under half the tokens, so the test stays under a minute on 2 cores.
+SHORT = json.dumps([{"provider": "local", "context_chars": 200}])
 
 
 @pytest.mark.slow
 def test_fits_and_curve_from_the_local_models_likelihoods(quorum_home):
     proc = run_quorum(
-        quorum_env(quorum_home),
+        quorum_env(quorum_home) | {"QUORUM_MODELS__ENSEMBLE": SHORT},
         "eval",
         "likelihoods",
         "--dataset",
