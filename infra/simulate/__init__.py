@@ -5,7 +5,13 @@
 - `planted.py`: the plant format — per question its gold answer, per passage (by the id shown
   after "PMID") its role, answer and utility; CORG relations follow from them.
 - `reader.py`: the position-biased reader — weights utility × position curve, one seeded
-  reading per prompt, log-probabilities from the same weights.
+  greedy reading per prompt, log-probabilities from the same weights (with a saturating
+  interaction term and per-prompt noise).
+- `bias.py`: `ReaderSettings` and the position curves; `calibration.py`: the published
+  measurements of real models its defaults come from (Lost in the Middle's curve,
+  self-consistency's agreement, citation precision, CCV's valid quotes).
+- `sampling.py`: where a reading departs from the greedy one — sampled calls (temperature
+  > 0), citing another passage, misquoting.
 - `replies.py`: what each prompt kind gets back (member, cited member, synthesis, group,
   relation, duplicates, plural question).
 - `python -m infra.simulate --planted FILE …` serves it from the command line.

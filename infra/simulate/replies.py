@@ -11,7 +11,8 @@ The kind comes from the requested schema's top-level fields, the passages from t
 - reading (any other prompt showing numbered passages of a planted question): the reader
   draws ONE passage (see `reader.py`; at a temperature above 0 perhaps another, see
   `sampling.py`) and answers with that passage's answer, citing its number and PMID and
-  quoting it verbatim (a member may cite and quote another shown passage, `cite_mismatch`),
+  quoting it verbatim (a member may cite and quote another shown passage, `cite_mismatch`, or
+  misquote it, `misquote`),
   with the answer's weight share as confidence.
   A synthesis prompt (fields ideal_answer or exact_answer) that states a decision follows it
   (unless the `override` draw says otherwise) and cites the shown passages supporting it. A
@@ -33,7 +34,7 @@ from infra.simulate.planted import PlantedPassage
 from infra.simulate.prompt_text import decision_of, numbered_passages, pair_passages, quote
 from infra.simulate.prompt_text import question_of as asked_question
 from infra.simulate.reader import PlantedReader, Reading, Seen
-from infra.simulate.sampling import cited, sampled
+from infra.simulate.sampling import cited, misquoted, sampled
 from infra.simulate.schema_instance import MISSING, fitted, resolved, schema_instance
 
 ANSWER_FIELDS = ("answer", "exact_answer", "exact", "answers")
@@ -146,6 +147,9 @@ def _reading(
         cites = fields & {*PMID_FIELDS, *NUMBER_FIELDS, *QUOTE_FIELDS}
         shown = cited(reader, reading, read, salt) if kind == "member" and cites else read
         values = _one(reading, read, limit, shown)
+        if kind == "member" and fields & set(QUOTE_FIELDS):
+            said = misquoted(reader, reading, values["quote"], values["answer"], salt)
+            values["misquoted"], values["quote"] = said != values["quote"], said
     read_pmids = values.pop("_read")
     reader.record(
         {
@@ -156,6 +160,7 @@ def _reading(
             "answer": values["answer"],
             "share": values["confidence"],
             **({"cited": values["pmids"]} if values["pmids"] != read_pmids else {}),
+            **({"misquoted": True} if values.pop("misquoted", False) else {}),
             **({"temperature": temperature} if temperature else {}),
             **({"decision": decided} if decided is not None else {}),
         }

@@ -8,7 +8,9 @@ whichever request comes first; greedy calls (T = 0 or none sent) never depart.
 
 A member asked to cite (its schema has a PMID, passage-number or quote field) cites the passage
 it read, except at rate `cite_mismatch`, when it cites another shown passage, drawn by weight:
-a misattribution that may still support its answer (a duplicate of the passage read).
+a misattribution that may still support its answer (a duplicate of the passage read). A
+member asked to quote misquotes at rate `misquote`: one word of its quote outside the answer
+is dropped (else a few words are added), so the quote no longer stands in the passage.
 """
 
 from __future__ import annotations
@@ -42,6 +44,24 @@ def cited(reader: PlantedReader, reading: Reading, read: Seen, salt: str = "") -
     if not others or rng.random() >= reader.settings.cite_mismatch:
         return read
     return _by_weight(others, rng)
+
+
+def misquoted(
+    reader: PlantedReader, reading: Reading, said: str, answer: list[str], salt: str
+) -> str:
+    """Return the quote a member gives: verbatim, or at `misquote` one word short of it."""
+    rng = reader.view_rng(reading, f"quote {salt}")
+    if not said or rng.random() >= reader.settings.misquote:
+        return said
+    words = said.split()
+    kept = {w.lower() for a in answer for w in a.split()}
+    # An inner word: without its first or last word a quote would still stand in the passage.
+    inner = range(1, len(words) - 1)
+    droppable = [k for k in inner if words[k].lower().strip(".,;:") not in kept]
+    if len(words) < 3 or not droppable:
+        return f"{said} (as reported)"
+    dropped = rng.choice(droppable)
+    return " ".join(w for k, w in enumerate(words) if k != dropped)
 
 
 def _by_weight(options: list[Seen], rng: random.Random) -> Seen:

@@ -70,6 +70,7 @@ UNCALIBRATED = {
     "strength": 0.8,
     "override": 0.0,
     "cite_mismatch": 0.0,
+    "misquote": 0.0,
     "interaction": 0.0,
     "logprob_noise": 0.0,
 }
@@ -172,7 +173,7 @@ async def test_a_quote_keeps_the_answer_within_a_tight_bound():
     short = create_model(
         "Short", answer=(str, ...), passage=(int, ...), quote=(str, Field(max_length=30))
     )
-    with SimulatedEndpoint(0.0, planted=[plant()]) as endpoint:
+    with SimulatedEndpoint(0.0, planted=[plant()], reader=ReaderSettings(misquote=0)) as endpoint:
         reply = await ask(chat_model(endpoint), short, ["g"])
     assert reply.answer == GOLD and GOLD in reply.quote and reply.quote in TEXTS["g"][1]
 
@@ -237,7 +238,7 @@ def test_sampled_requests_depart_from_the_greedy_reading_over_http():
     order = ["d1", "g", "d2", "irr", "dup"]
     schema = {"type": "json_schema", "json_schema": {"schema": Cited.model_json_schema()}}
     prompt = f"{passages(docs(*order), 6000)}\n\nQuestion: {QUESTION}"
-    settings = ReaderSettings(sample_agreement=0.5, cite_mismatch=0.0)
+    settings = ReaderSettings(sample_agreement=0.5, cite_mismatch=0.0, misquote=0.0)
     with SimulatedEndpoint(0.0, planted=[plant()], reader=settings) as endpoint:
         client = openai.OpenAI(base_url=endpoint.base_url, api_key="x", max_retries=0)
 
@@ -529,6 +530,7 @@ def test_settings_are_reported_and_no_plants_changes_nothing(tmp_path):
         "override": 0.1,
         "sample_agreement": 0.85,
         "cite_mismatch": 0.255,
+        "misquote": 0.169,
         "interaction": 0.5,
         "logprob_noise": 0.1,
         "plants": None,

@@ -148,7 +148,7 @@ def test_samples_are_reproducible_and_the_greedy_reading_stays_put():
 @pytest.mark.parametrize("rate", [ReaderSettings().cite_mismatch, 0.5])
 def test_members_cite_another_passage_at_the_set_rate_and_quote_it(rate):
     assert ReaderSettings().cite_mismatch == pytest.approx(1 - 0.745)
-    reader = PlantedReader(plants(), ReaderSettings(cite_mismatch=rate))
+    reader = PlantedReader(plants(), ReaderSettings(cite_mismatch=rate, misquote=0.0))
     other = 0
     for order in EVERY_ORDER:
         answer = reply(reader, order)
@@ -160,10 +160,24 @@ def test_members_cite_another_passage_at_the_set_rate_and_quote_it(rate):
             other += 1
             assert record["cited"] == [cited]
     assert near(other / len(EVERY_ORDER), rate, len(EVERY_ORDER)), other / len(EVERY_ORDER)
-    untold = PlantedReader(plants(), ReaderSettings(cite_mismatch=0.0))
+    untold = PlantedReader(plants(), ReaderSettings(cite_mismatch=0.0, misquote=0.0))
     for order in ORDERS[:50]:
         answer = reply(untold, order)
         assert order[answer.passage - 1] == untold.records[-1]["read"][0]
+
+
+@pytest.mark.parametrize("rate", [ReaderSettings().misquote, 0.5])
+def test_members_misquote_at_the_set_rate_keeping_the_answer(rate):
+    assert ReaderSettings().misquote == pytest.approx(1 - 4.12 / 4.96, abs=1e-3)
+    reader = PlantedReader(plants(), ReaderSettings(cite_mismatch=0.0, misquote=rate))
+    misquoted = 0
+    for order in EVERY_ORDER:
+        answer = reply(reader, order)
+        shown = body(order[answer.passage - 1])
+        if answer.quote not in shown:
+            misquoted += 1
+            assert reader.records[-1]["misquoted"] and answer.answer in answer.quote
+    assert near(misquoted / len(EVERY_ORDER), rate, len(EVERY_ORDER)), misquoted
 
 
 @pytest.mark.parametrize("rate", [ReaderSettings().override, 0.4, 0.0])
