@@ -38,6 +38,16 @@ CCV_VALID_RUNS = {"with_quote": 4.12, "no_quote": 4.96}
 required, and with valid document numbers only. SEE: Citation-Consistent Voting, Table 3.
 Of the runs citing a valid document, 1 − 4.12/4.96 = 0.169 fail the quote check: `misquote`."""
 
+PERMUTE_VOTE_AGREEMENT = 0.7199
+"""Agreement of K = 5 greedy readings over orders (Context Bagging, Table 3); not a default."""
+CCV_UNSTABLE = 0.194
+"""Share of queries with >= 3 unique answers across permutations (Citation-Consistent Voting,
+§4.5); not a default.
+NOTE: at the defaults, `eval methods`' NQ cases (1 gold, 1 hard distractor, 18 irrelevant)
+give agreement 0.52 over 5 orders of 12 and 0.77 unstable over 20 orders of 5 (60 cases): the
+irrelevant passages' utility (0.05, not measured) makes readings scatter more than these
+models did; irrelevant_utility 0.01 with distractor_strength 0.4 gives 0.71 and 0.40."""
+
 OVERRIDE_ASSUMED = 0.1
 """ASSUMPTION, no published measurement found: how often a synthesizer told an ensemble's
 decision answers from its own reading instead. Sweep it with --reader-set override=…"""
