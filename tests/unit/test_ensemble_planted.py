@@ -54,6 +54,7 @@ def exact_reader(**changes) -> ReaderSettings:
         "override": 0.0,
         "sample_agreement": 1.0,
         "cite_mismatch": 0.0,
+        "misquote": 0.0,
         "interaction": 0.0,
         "logprob_noise": 0.0,
     }
