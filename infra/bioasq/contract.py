@@ -1,0 +1,125 @@
+"""The answer contract: what counts as an answer at all, decided in this one place.
+
+An exact answer has its type's shape and is not empty; an ideal answer is prose (at least one
+sentence of three words or more, mostly words, not JSON or markup debris) and does not say
+yes where the exact answer says no. Anything else is a failed answer, never a result: the
+synthesizer that gave it is asked again, then the ensemble's decision stands in, then quorum
+says plainly that the evidence is insufficient (`insufficient_answer`). The validator of
+submissions holds files to the same rules, so what quorum refuses to give it also refuses to
+pass.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+INSUFFICIENT_PREFIX = "Insufficient evidence:"
+"""How an honest insufficient-evidence result begins (it is prose, so it passes the contract)."""
+MIN_WORDS = 3
+"""Words an ideal answer of quorum's needs at least: "Yes." or "Milk" answers no question.
+Submissions are checked at one word (`SUBMISSION_MIN_WORDS`): the golden files themselves hold
+39 ideal answers of one or two words ("Yes.", "MTH1") among 2,310."""
+SUBMISSION_MIN_WORDS = 1
+"""Words an ideal answer in a submission needs: "][{" or "} {{" has none."""
+MIN_LETTER_SHARE = 0.5
+"""Share of an ideal answer's non-space characters that must be letters or digits: prose, not
+debris."""
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+"""A word: a run of letters or digits ("MTH1", "20", "β-catenin" is two)."""
+_YES_NO = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
+
+
+def is_insufficient(ideal: Any) -> bool:
+    """Tell whether an ideal answer is quorum's insufficient-evidence statement."""
+    return isinstance(ideal, str) and ideal.strip().startswith(INSUFFICIENT_PREFIX)
+
+
+def ideal_problem(ideal: Any, *, min_words: int = MIN_WORDS) -> str | None:
+    """Return why an ideal answer is not prose, or None when it is."""
+    if isinstance(ideal, list):  # BioASQ files may hold a list of ideal answers
+        problems = [ideal_problem(item, min_words=min_words) for item in ideal]
+        return next((p for p in problems if p), None) if problems else "no ideal answer"
+    if not isinstance(ideal, str) or not ideal.strip():
+        return "the ideal answer is empty"
+    text = ideal.strip()
+    words = _WORD.findall(text)
+    if len(words) < min_words:
+        return f"the ideal answer {_shown(text)} is not a sentence ({len(words)} word(s))"
+    visible = [c for c in text if not c.isspace()]
+    letters = sum(c.isalnum() for c in visible)
+    if letters < MIN_LETTER_SHARE * len(visible):
+        return f"the ideal answer {_shown(text)} is mostly symbols, not prose"
+    if _is_json(text):
+        return f"the ideal answer {_shown(text)} is JSON, not prose"
+    return None
+
+
+def exact_problem(qtype: str, exact: Any) -> str | None:
+    """Return why an exact answer (BioASQ's shape for the type) is missing or empty, else None."""
+    if qtype == "summary":
+        return None
+    if qtype == "yesno":
+        if _yes_no(exact) is None:
+            return f"the yes/no exact answer is {_shown(exact)}, not 'yes' or 'no'"
+        return None
+    if not isinstance(exact, list) or not exact:
+        return f"the {qtype} exact answer is empty"
+    items = [i for entry in exact for i in (entry if isinstance(entry, list) else [entry])]
+    if not any(isinstance(i, str) and _WORD.search(i) for i in items):
+        return f"the {qtype} exact answer {_shown(exact)} names nothing"
+    return None
+
+
+def contradiction(qtype: str, exact: Any, ideal: Any) -> str | None:
+    """Return how a yes/no ideal answer contradicts its exact answer, or None."""
+    wanted = _yes_no(exact)
+    if qtype != "yesno" or wanted is None or not isinstance(ideal, str):
+        return None
+    said = _YES_NO.match(ideal)
+    if said and (word := said.group(1).lower()) != wanted:
+        return f"the ideal answer says {word!r} where the exact answer says {wanted!r}"
+    return None
+
+
+def answer_problem(qtype: str, exact: Any, ideal: Any, *, min_words: int = MIN_WORDS) -> str | None:
+    """Return the first way an answer breaks the contract, or None when it is an answer.
+
+    `exact` is BioASQ's shape (infra.bioasq.exact_answer_shape); an insufficient-evidence
+    statement is an honest answer, so its (empty) exact answer is not held against it.
+    """
+    if is_insufficient(ideal):
+        return None
+    return (
+        ideal_problem(ideal, min_words=min_words)
+        or exact_problem(qtype, exact)
+        or contradiction(qtype, exact, ideal)
+    )
+
+
+def insufficient_answer(reason: str) -> str:
+    """Return the ideal answer that says the evidence is insufficient, and why."""
+    reason = " ".join(reason.split()).rstrip(".")
+    return f"{INSUFFICIENT_PREFIX} {reason}."
+
+
+def _is_json(text: str) -> bool:
+    if text[0] not in "[{":
+        return False
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _yes_no(exact: Any) -> str | None:
+    word = exact.strip().lower() if isinstance(exact, str) else None
+    return word if word in ("yes", "no") else None
+
+
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return repr(text[:40] + ("…" if len(text) > 40 else ""))
