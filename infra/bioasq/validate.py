@@ -5,6 +5,12 @@ JSON file shares, and the organisers' own golden files (7B-11B) pass it: they li
 relevant document and snippet (often more than 10) and carry a few slips (one yes/no answer
 "Yes", empty synonyms such as ["PITX1", ""], two title snippets at offset -1). Once the round
 is known (`phase` or `testset` given) the file is a submission and those are problems too.
+
+At both levels the answers' content is held to the answer contract (infra/bioasq/contract.py)
+at a submission's one word: an ideal answer that is not prose ("][{", JSON, symbols), an empty
+factoid or list answer, or an ideal answer saying no to an exact "yes" is a problem. An
+insufficient-evidence statement is an honest answer: it passes, and so does its empty exact
+answer. Every golden file of 7B-11B passes these checks.
 """
 
 from __future__ import annotations
@@ -15,6 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.bioasq.contract import (
+    SUBMISSION_MIN_WORDS,
+    contradiction,
+    exact_problem,
+    ideal_problem,
+    is_insufficient,
+)
 from infra.bioasq.formats import FormatError
 from infra.bioasq.types import PHASES, QUESTION_TYPES
 from infra.bioasq.urls import PUBMED_URL, pubmed_url, written_form_problem
@@ -196,12 +209,33 @@ class _Checker:
             self.documents(where, item["documents"])
         if item.get("snippets") is not None:
             self.snippets(where, item["snippets"])
-        if item.get("exact_answer") is not None:
-            self.exact_answer(where, qtype, item["exact_answer"])
-        if item.get("ideal_answer") is not None:
-            self.ideal_answer(where, item["ideal_answer"])
+        exact, ideal = item.get("exact_answer"), item.get("ideal_answer")
+        shape_problems = len(self.problems)
+        if exact is not None:
+            self.exact_answer(where, qtype, exact)
+        if ideal is not None:
+            self.ideal_answer(where, ideal)
+        if len(self.problems) == shape_problems:  # content is judged once the shape is right
+            self.content(where, qtype, exact, ideal)
         self.phase_rules(where, qtype, item)
         return qid
+
+    def content(self, where: str, qtype: str | None, exact: Any, ideal: Any) -> None:
+        """Hold a well-shaped answer to the answer contract (a submission's one word)."""
+        ideals = ideal if isinstance(ideal, list) else [ideal] if ideal is not None else []
+        if any(is_insufficient(text) for text in ideals):
+            return  # an honest insufficient-evidence answer: its empty exact answer is allowed
+        if ideals and (problem := ideal_problem(ideal, min_words=SUBMISSION_MIN_WORDS)):
+            self.add(where, problem)
+        if exact is None:
+            return
+        if qtype is None:  # no type to go by: judge by the shape given
+            qtype = "yesno" if isinstance(exact, str) else "list"
+        if qtype in ("factoid", "list") and (problem := exact_problem(qtype, exact)):
+            self.add(where, problem)
+        # A list of ideal answers is several experts' (golden files): they may disagree.
+        if problem := contradiction(qtype, exact, ideal):
+            self.add(where, problem)
 
     def question_type(self, where: str, qid: str, item: dict) -> str | None:
         given = item.get("type")

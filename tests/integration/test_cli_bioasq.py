@@ -43,6 +43,30 @@ def test_validate_accepts_a_golden_file(tmp_path):
     assert proc.returncode == 0 and proc.stdout == "" and "valid" in proc.stderr
 
 
+def test_validate_refuses_junk_and_passes_a_clean_and_an_insufficient_submission(tmp_path):
+    testset = ("--input", str(FIXTURES / "testset.json"), "--phase", "A+", "--no-texts")
+    junk = tmp_path / "junk.json"
+    submission = json.loads((FIXTURES / "valid.json").read_text())
+    submission["questions"][2]["ideal_answer"] = "][{"
+    submission["questions"][1]["exact_answer"] = []
+    junk.write_text(json.dumps(submission))
+    proc = quorum(tmp_path, "bioasq", "validate", str(junk), *testset)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"{junk}: questions[1] (id 6415a2c1690f196b51000002): the factoid exact answer is empty",
+        f"{junk}: questions[2] (id 6415a2c1690f196b51000003): the ideal answer '][{{' is not a "
+        "sentence (0 word(s))",
+    ]
+    submission["questions"][2]["ideal_answer"] = "Insufficient evidence: no model could answer."
+    submission["questions"][1]["ideal_answer"] = "Insufficient evidence: no model could answer."
+    honest = tmp_path / "honest.json"
+    honest.write_text(json.dumps(submission))
+    for path in (honest, FIXTURES / "valid.json"):
+        proc = quorum(tmp_path, "bioasq", "validate", str(path), *testset)
+        assert proc.returncode == 0 and proc.stdout == "", proc.stdout
+        assert "valid" in proc.stderr
+
+
 def test_bioasq_bad_input_is_one_line_and_exit_2(tmp_path):
     for args, message in (
         (["validate", "nope.json"], "nope.json: no such file"),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from infra.bioasq.answers import exact_answer_shape
+from infra.bioasq.contract import insufficient_answer
 from infra.bioasq.formats import FormatError, load_questions
 from infra.bioasq.urls import pubmed_url
 from infra.bioasq.validate import Problem, validate_file, validate_submission
@@ -176,6 +177,60 @@ def test_several_mistakes_are_all_reported_in_order():
         "questions[0].documents[0] (id 6415a2c1690f196b51000001)",
         "questions[0].documents[1] (id 6415a2c1690f196b51000001)",
         "questions[2].exact_answer[1] (id 6415a2c1690f196b51000003)",
+    ]
+
+
+# --- content: the answer contract at a submission's one word -----------------------------------
+
+
+@pytest.mark.parametrize("phase", [None, "B"])
+@pytest.mark.parametrize(
+    ("index", "changes", "problem"),
+    [
+        (2, {"ideal_answer": "][{"}, "the ideal answer '][{' is not a sentence (0 word(s))"),
+        (2, {"ideal_answer": "} {{"}, "is not a sentence"),
+        (3, {"ideal_answer": "%% -- ** ## !! a"}, "is mostly symbols, not prose"),
+        (1, {"ideal_answer": '{"exact": ["protease"]}'}, "is JSON, not prose"),
+        (1, {"exact_answer": []}, "the factoid exact answer is empty"),
+        (2, {"exact_answer": []}, "the list exact answer is empty"),
+        (0, {"exact_answer": "no"}, "the ideal answer says 'yes' where the exact answer says 'no'"),
+    ],
+)
+def test_junk_answers_are_problems_at_both_levels(index, changes, problem, phase):
+    submission = valid()
+    submission["questions"][index].update(changes)
+    testset = TESTSET if phase else None
+    [found] = validate_submission(submission, testset=testset, phase=phase)
+    assert problem in found.message
+    assert found.where == f"questions[{index}] (id {VALID['questions'][index]['id']})"
+
+
+@pytest.mark.parametrize("index", [0, 1, 2, 3])
+def test_an_insufficient_evidence_answer_passes_with_its_empty_exact_answer(index):
+    submission = valid()
+    question = submission["questions"][index]
+    question["ideal_answer"] = insufficient_answer("no model could answer from the evidence found")
+    if question["type"] in ("factoid", "list"):
+        question["exact_answer"] = []
+    elif question["type"] == "yesno":
+        question["exact_answer"] = "no"
+    assert validate_submission(submission, testset=TESTSET, phase="A+", texts=TEXTS) == []
+
+
+def test_one_word_ideal_answers_pass_as_the_golden_files_hold_them():
+    submission = valid()
+    submission["questions"][0]["ideal_answer"] = "Yes."
+    submission["questions"][1]["ideal_answer"] = ["MTH1"]
+    assert validate_submission(submission, testset=TESTSET, phase="B") == []
+
+
+def test_a_shape_problem_is_not_reported_again_as_content():
+    submission = valid()
+    submission["questions"][1]["exact_answer"] = [["serine protease"], []]
+    submission["questions"][2]["ideal_answer"] = ""
+    assert [p.message for p in validate_submission(submission, testset=TESTSET, phase="B")] == [
+        "empty list of synonyms; give at least one name or drop the item",
+        "ideal_answer is an empty string",
     ]
 
 
