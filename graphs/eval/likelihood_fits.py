@@ -113,6 +113,9 @@ class Judged:
 
     sse: dict[str, float]
     sst: float
+    train_sse: dict[str, float]
+    """Errors on the fitting orders themselves: the gap to `sse` is what the fit overfits."""
+    train_sst: float
 
     def r2(self, model: str) -> float:
         """Return this question's held-out R² for one model."""
@@ -132,10 +135,12 @@ def judge(
     """Fit the three models on the training orders; return their errors on the held-out ones."""
     fitted = fit_all(train, train_scores, n, gold, seed=seed)
     sse: dict[str, float] = {}
-    sst = 0.0
+    train_sse: dict[str, float] = {}
+    sst = train_sst = 0.0
     for name, model in fitted.items():
         sse[name], sst = squared_errors(test_scores, model.predict(test))
-    return Judged(sse, sst)
+        train_sse[name], train_sst = squared_errors(train_scores, model.predict(train))
+    return Judged(sse, sst, train_sse, train_sst)
 
 
 def summarize(judged: Sequence[Judged]) -> dict[str, dict[str, float | None]]:
@@ -143,9 +148,11 @@ def summarize(judged: Sequence[Judged]) -> dict[str, dict[str, float | None]]:
 
     Pooled: 1 − ΣSSE/ΣSST with each question's SST around its own held-out mean, so the
     spread between questions (some questions are just likelier) counts for no model.
+    `r2_fitting_pooled` is the same on the fitting orders (in-sample).
     """
     rows: dict[str, dict[str, float | None]] = {}
     sst = sum(j.sst for j in judged)
+    train_sst = sum(j.train_sst for j in judged)
     for name in MODELS:
         per = np.array([j.r2(name) for j in judged], dtype=float)
         per = per[np.isfinite(per)]
@@ -154,6 +161,9 @@ def summarize(judged: Sequence[Judged]) -> dict[str, dict[str, float | None]]:
             "r2_mean": _round(float(per.mean())) if len(per) else None,
             "r2_median": _round(float(np.median(per))) if len(per) else None,
             "best_on": int(sum(1 for j in judged if _winner(j) == name)),
+            "r2_fitting_pooled": _round(1.0 - sum(j.train_sse[name] for j in judged) / train_sst)
+            if train_sst > 0
+            else None,
         }
     return rows
 

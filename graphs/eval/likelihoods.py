@@ -190,6 +190,7 @@ def report(
             if len(rows) > 1
             else None,
             "best_position": int(np.argmax(curve.mean(axis=0))),
+            "minus_position_0": _paired(curve),
         },
         "likelihood_calls": calls,
         "seconds": round(seconds, 1),
@@ -205,13 +206,14 @@ def table(result: dict[str, Any]) -> list[str]:
         f"(MoI's 3N random), {result['held_out_orders']} held out; "
         f"{result['likelihood_calls']} likelihood calls, {result['seconds']} s",
         "",
-        "model          held-out R²: pooled    mean  median  best on",
+        "model          held-out R²: pooled    mean  median  best on  fitting R²",
     ]
     for name in MODELS:
         row = result["fits"][name]
         lines.append(
             f"{name:<14} {_cell(row['r2_pooled']):>19} {_cell(row['r2_mean']):>7} "
-            f"{_cell(row['r2_median']):>7} {row['best_on']:>8}"
+            f"{_cell(row['r2_median']):>7} {row['best_on']:>8} "
+            f"{_cell(row['r2_fitting_pooled']):>11}"
         )
     lines += [
         f"best: {result['best_fit']}",
@@ -219,13 +221,31 @@ def table(result: dict[str, Any]) -> list[str]:
         f"gold passage has MoI's top utility (primacy orientation): "
         f"{result['moi_gold_top_utility']}",
         "",
-        f"gold position  {result['gold_position_curve']['measure']}",
+        f"gold position  {result['gold_position_curve']['measure']}  (minus position 0, paired)",
     ]
     curve = result["gold_position_curve"]
-    errors = curve["stderr"] or [None] * len(curve["mean"])
-    for position, (mean, error) in enumerate(zip(curve["mean"], errors, strict=True)):
-        lines.append(f"{position:>13}  {mean:>8.3f}" + (f" ± {error:.3f}" if error else ""))
+    count = len(curve["mean"])
+    errors = curve["stderr"] or [None] * count
+    paired = curve["minus_position_0"] or {"mean": [None] * count, "stderr": [None] * count}
+    for position in range(count):
+        line = f"{position:>13}  {curve['mean'][position]:>8.3f}"
+        if errors[position] is not None:
+            line += f" ± {errors[position]:.3f}"
+        if position and paired["mean"][position] is not None:
+            line += f"   {paired['mean'][position]:+.3f} ± {paired['stderr'][position]:.3f}"
+        lines.append(line)
     return lines
+
+
+def _paired(curve: np.ndarray) -> dict[str, list[float | None]] | None:
+    """Return each position's mean paired difference to position 0, and its standard error."""
+    if len(curve) < 2:
+        return None
+    gaps = curve - curve[:, :1]
+    return {
+        "mean": [_round(v) for v in gaps.mean(axis=0)],
+        "stderr": [_round(v) for v in gaps.std(axis=0, ddof=1) / np.sqrt(len(curve))],
+    }
 
 
 def _cell(value: float | None) -> str:
