@@ -81,7 +81,8 @@ def load_run(path: Path) -> Run:
                 continue
             if number == 0:
                 phase = record.get("phase", phase)
-            elif record.get("status") == "ok":
+            elif record.get("status") in ("ok", "insufficient") and record.get("id"):
+                # An insufficient-evidence answer is in the submission too: it is scored.
                 records[record["id"]] = record
     name = submission_path.parent.name if path.is_dir() else submission_path.stem
     return Run(name=name, submission=submission, records=records, phase=phase)

@@ -6,6 +6,12 @@ holds, so a batch killed at any point (kill -9 included) and started again answe
 once. The submission is written from the journal at the end, atomically (temp file + rename).
 Failures are retried; those that persist are journalled, reported, and make the exit non-zero —
 a re-run tries them again.
+
+A question quorum could not answer from the evidence is journalled with its honest answer
+("Insufficient evidence: <why>.") as `"status": "insufficient"`; a re-run tries it again unless
+told to keep it (`keep_insufficient`). The answer contract (infra/bioasq/contract.py) is applied
+here too, so an answer that breaks it (empty, debris, a contradiction) is never journalled ok,
+whatever a node let through: it is tried again, then journalled insufficient.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from tqdm import tqdm
 
 from graphs.inputs import load_testset
 from graphs.qa import build_graph
+from infra.bioasq.contract import answer_problem, insufficient_answer
 from infra.bioasq.formats import Question
 from infra.bioasq.types import ANSWERING_PHASES, RETRIEVING_PHASES
 from infra.bioasq.urls import pubmed_url
@@ -45,10 +52,14 @@ class JournalMismatch(UserError):
 
 @dataclass
 class BatchReport:
-    """What a batch did: answered now, taken from the journal, failed, and what it cost."""
+    """What a batch did: answered now, taken from the journal, insufficient, failed, the cost."""
 
     answered: int = 0
+    """Questions answered (status ok) by this run."""
     resumed: int = 0
+    """Questions taken from the journal instead of run again."""
+    insufficient: dict[str, str] = field(default_factory=dict)
+    """Questions whose answer in the submission says the evidence is insufficient, and why."""
     failed: dict[str, str] = field(default_factory=dict)
     llm_calls: int = 0
     tokens: int = 0
@@ -67,15 +78,21 @@ def _fingerprint(input_path: Path, phase: str) -> dict[str, Any]:
 
 
 class Journal:
-    """Append-only JSON lines: a header, then one record per finished (or failed) question."""
+    """Append-only JSON lines: a header, then one record per finished (or failed) question.
+
+    A record's status is "ok" (answered), "insufficient" (an honest insufficient-evidence
+    answer, with its entry) or "failed" (an error; older journals also kept an entry there).
+    """
 
     def __init__(self, path: Path, header: dict[str, Any]):
         self.path = path
         self.done: dict[str, dict[str, Any]] = {}
+        self.insufficient: dict[str, dict[str, Any]] = {}
+        """Questions whose latest outcome is an insufficient-evidence answer: their records."""
         self.failed: dict[str, str] = {}
         self.stand_ins: dict[str, dict[str, Any]] = {}
-        """Failed questions' explicit 'insufficient evidence' entries, kept in the file until
-        a later run answers them."""
+        """Unanswered questions' explicit 'insufficient evidence' entries, kept in the file
+        until a later run answers them."""
         if path.exists():
             self._read(header)
         self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for the batch
@@ -104,13 +121,27 @@ class Journal:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut short by a kill: that question runs again
-            if record.get("status") == "ok":
-                self.done[record["id"]] = record
-                self.failed.pop(record["id"], None)
-            elif record.get("status") == "failed" and record["id"] not in self.done:
-                self.failed[record["id"]] = record.get("error", "")
-                if record.get("entry"):
-                    self.stand_ins[record["id"]] = record["entry"]
+            if isinstance(record, dict) and record.get("id"):
+                self._apply(record)
+
+    def _apply(self, record: dict[str, Any]) -> None:
+        qid, status = record["id"], record.get("status")
+        if status == "ok":
+            self.done[qid] = record
+            for held in (self.insufficient, self.failed, self.stand_ins):
+                held.pop(qid, None)
+        elif qid in self.done:
+            return
+        elif status == "insufficient":
+            self.insufficient[qid] = record
+            self.failed.pop(qid, None)
+            if record.get("entry"):
+                self.stand_ins[qid] = record["entry"]
+        elif status == "failed":
+            self.failed[qid] = record.get("error", "")
+            self.insufficient.pop(qid, None)  # the latest try failed: a re-run tries again
+            if record.get("entry"):
+                self.stand_ins[qid] = record["entry"]
 
     def _append(self, record: dict[str, Any]) -> None:
         self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -120,14 +151,7 @@ class Journal:
     def record(self, record: dict[str, Any]) -> None:
         """Durably append a question's outcome."""
         self._append(record)
-        if record.get("status") == "ok":
-            self.done[record["id"]] = record
-            self.failed.pop(record["id"], None)
-            self.stand_ins.pop(record["id"], None)
-        else:
-            self.failed[record["id"]] = record.get("error", "")
-            if record.get("entry"):
-                self.stand_ins[record["id"]] = record["entry"]
+        self._apply(record)
 
     def close(self) -> None:
         """Close the file."""
@@ -157,8 +181,8 @@ def write_submission(
 ) -> int:
     """Write the answered questions, in test-set order, atomically; return how many.
 
-    A question that failed with an explicit 'insufficient evidence' answer is written with it
-    (so the file stays complete) until a later run answers it.
+    A question answered 'insufficient evidence' (or failed after such an answer) is written
+    with that answer, so the file stays complete, until a later run answers it.
     """
     stand_ins = stand_ins or {}
     entries = [
@@ -179,15 +203,24 @@ async def run_batch(
     concurrency: int = 1,
     limit: int | None = None,
     attempts: int = 2,
+    keep_insufficient: bool = False,
     progress: bool | None = None,
     on_question: Callable[[str], None] | None = None,
 ) -> BatchReport:
-    """Answer a test set's questions into `output`, resuming from its journal."""
+    """Answer a test set's questions into `output`, resuming from its journal.
+
+    Questions the journal holds as answered are skipped; those it holds as insufficient are
+    tried again unless `keep_insufficient`.
+    """
     questions = load_testset(input_path, phase=phase, limit=limit)
     output.parent.mkdir(parents=True, exist_ok=True)
     journal = Journal(journal_path(output), _fingerprint(input_path, phase))
-    report = BatchReport(resumed=sum(q.id in journal.done for q in questions), output=output)
-    todo = [q for q in questions if q.id not in journal.done]
+
+    def kept(qid: str) -> bool:
+        return qid in journal.done or (keep_insufficient and qid in journal.insufficient)
+
+    report = BatchReport(resumed=sum(kept(q.id) for q in questions), output=output)
+    todo = [q for q in questions if not kept(q.id)]
     started = time.perf_counter()
     bar = tqdm(
         total=len(questions),
@@ -218,7 +251,7 @@ async def run_batch(
                 finished.append(question.id)
                 if bar.disable:  # not a terminal: one line per question, for logs and pipes
                     done = report.resumed + len(finished)
-                    status = record["status"] if record["status"] == "ok" else "failed"
+                    status = record["status"]
                     seconds = f"{record['seconds']:.1f} s, " if "seconds" in record else ""
                     print(
                         f"[{done}/{len(questions)}] {question.id} {status} ({seconds}"
@@ -227,6 +260,7 @@ async def run_batch(
                         flush=True,
                     )
                 bar.set_postfix(
+                    insufficient=len([q for q in questions if q.id in journal.insufficient]),
                     failed=len([q for q in questions if q.id in journal.failed]),
                     calls=report.llm_calls,
                     tokens=report.tokens,
@@ -238,6 +272,11 @@ async def run_batch(
         bar.close()
         journal.close()
     report.failed = {q.id: journal.failed[q.id] for q in questions if q.id in journal.failed}
+    report.insufficient = {
+        q.id: journal.insufficient[q.id].get("reason") or ""
+        for q in questions
+        if q.id in journal.insufficient
+    }
     write_submission(output, questions, journal.done, journal.stand_ins)
     report.seconds = time.perf_counter() - started
     return report
@@ -251,7 +290,7 @@ async def _answer(
         inputs["given"] = {"documents": question.documents, "snippets": question.snippets}
     error = ""
     calls = tokens = 0
-    stand_in: dict[str, Any] | None = None
+    honest: dict[str, Any] | None = None  # the latest insufficient-evidence outcome
     began = time.perf_counter()
     for attempt in range(1, attempts + 1):
         thread_id = f"bioasq-{uuid.uuid4().hex}"
@@ -269,25 +308,57 @@ async def _answer(
         calls += len(made)
         tokens += sum(c.get("input_tokens", 0) + c.get("output_tokens", 0) for c in made)
         result = final.get("result") or {}
-        if result.get("insufficient"):
-            # Every model failed: keep the explicit answer, but journal it as failed so the
-            # next run tries the question again.
-            why = result.get("insufficient_reason") or ALL_FAILED
-            error = f"attempt {attempt}: insufficient evidence ({why})"
-            stand_in = submission_entry(question, phase, result)
-            continue
-        return {
-            "status": "ok",
+        entry = submission_entry(question, phase, result)
+        record = {
             "id": question.id,
             "thread_id": thread_id,
             "attempt": attempt,
-            "entry": submission_entry(question, phase, result),
+            "entry": entry,
             "confidence": result.get("confidence"),
             "llm_calls": calls,
             "tokens": tokens,
             "seconds": round(time.perf_counter() - began, 3),
         }
-    failed = {"status": "failed", "id": question.id, "error": error, "llm_calls": calls}
-    if stand_in is not None:
-        failed |= {"entry": stand_in, "thread_id": thread_id}
-    return failed
+        reason = _why_insufficient(question, phase, result, entry)
+        if reason is None:
+            return {"status": "ok", "insufficient": False, **record}
+        honest = {"status": "insufficient", "insufficient": True, **record, "reason": reason}
+        if not _worth_retrying(result):
+            break
+        error = f"attempt {attempt}: insufficient evidence ({reason})"
+    if honest is not None:
+        return honest
+    return {"status": "failed", "id": question.id, "error": error, "llm_calls": calls}
+
+
+def _why_insufficient(
+    question: Question, phase: str, result: dict[str, Any], entry: dict[str, Any]
+) -> str | None:
+    """Return why a result is no answer (an honest insufficient one, or junk), else None.
+
+    Junk (an answer that breaks the contract) is rewritten in `entry` into the honest answer,
+    so that it is never submitted as if it were one.
+    """
+    if phase not in ANSWERING_PHASES:
+        return None
+    if result.get("insufficient"):
+        return result.get("insufficient_reason") or ALL_FAILED
+    problem = answer_problem(question.type, entry.get("exact_answer"), entry.get("ideal_answer"))
+    if problem is None:
+        return None
+    reason = f"the answer broke the answer contract: {problem}"
+    entry["ideal_answer"] = insufficient_answer(reason)
+    if question.type in ("factoid", "list"):
+        entry["exact_answer"] = []
+    return reason
+
+
+def _worth_retrying(result: dict[str, Any]) -> bool:
+    """Tell whether another run of the question may do better within this batch.
+
+    When every model call failed (an endpoint down) or the answer was junk, yes; when the
+    graph itself concluded the evidence is insufficient, running it again costs as much and
+    a later `bioasq run` retries it anyway.
+    """
+    reason = result.get("insufficient_reason") or ""
+    return not result.get("insufficient") or reason.startswith(ALL_FAILED)

@@ -31,6 +31,14 @@ def bioasq_run(
             "question), relaxed by rule.",
         ),
     ] = False,
+    keep_insufficient: Annotated[
+        bool,
+        typer.Option(
+            "--keep-insufficient",
+            help="On a re-run, keep the journal's insufficient-evidence answers instead of "
+            "trying those questions again.",
+        ),
+    ] = False,
 ) -> None:
     """Answer a test set; killed and re-run, it resumes where its journal ends."""
     from graphs.inputs import load_testset
@@ -65,6 +73,7 @@ def bioasq_run(
                 phase=phase,
                 concurrency=concurrency,
                 limit=limit,
+                keep_insufficient=keep_insufficient,
             )
         )
     except JournalMismatch as exc:
@@ -76,10 +85,13 @@ def bioasq_run(
         )
         raise typer.Exit(130) from None
     err.print(
-        f"{report.answered} answered, {report.resumed} from the journal, {len(report.failed)} "
-        f"failed; {report.llm_calls} LLM calls, {report.tokens:,} tokens, {report.seconds:.1f} s "
+        f"{report.answered} answered, {report.resumed} from the journal, "
+        f"{len(report.insufficient)} insufficient, {len(report.failed)} failed; "
+        f"{report.llm_calls} LLM calls, {report.tokens:,} tokens, {report.seconds:.1f} s "
         f"→ {output}"
     )
+    for qid, why in report.insufficient.items():
+        err.print(f"insufficient {qid}: {why}", markup=False)
     for qid, why in report.failed.items():
         err.print(f"failed {qid}: {why}")
     if report.failed:

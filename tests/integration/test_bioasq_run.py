@@ -7,10 +7,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from graphs.bioasq.run import JournalMismatch, journal_path, run_batch
+from graphs.bioasq.run import Journal, JournalMismatch, _answer, journal_path, run_batch
+from infra.bioasq.formats import Question
+from infra.bioasq.validate import validate_submission
 from infra.simulate.server import SimulatedEndpoint
 from tests.support.cli import simulated_env
 from tests.support.fakes import pmids_in, script
@@ -330,6 +333,10 @@ async def test_report_scores_by_type_plots_and_compares_two_runs(make_context, t
     assert comparison["list_f1_bootstrap"]["difference"] == 0.0
 
 
+def journal_records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in journal_path(out).read_text().splitlines()[1:]]
+
+
 async def test_when_every_model_fails_the_answer_says_so_and_the_rerun_retries(
     make_context, tmp_path
 ):
@@ -341,10 +348,102 @@ async def test_when_every_model_fails_the_answer_says_so_and_the_rerun_retries(
     )
     t, out = write_testset(tmp_path / "t.json", count=1), tmp_path / "sub.json"
     report = await run_batch(make_context(broken), t, out, phase="A+", progress=False)
-    assert "insufficient evidence (no model could answer" in report.failed["q1-0"]
+    assert report.answered == 0 and not report.failed  # an honest answer, not an error
+    assert list(report.insufficient) == ["q1-0"] and report.insufficient["q1-0"]
+    (record,) = journal_records(out)
+    assert record["status"] == "insufficient" and record["insufficient"] is True
+    assert record["entry"]["ideal_answer"].startswith("Insufficient evidence")
     (entry,) = json.loads(out.read_text())["questions"]
-    assert entry["ideal_answer"].startswith("Insufficient evidence")  # explicit, not a guess
+    assert entry == record["entry"]  # explicit in the submission, not a guess
+    kept = answering_model()
+    report = await run_batch(
+        make_context(kept), t, out, phase="A+", keep_insufficient=True, progress=False
+    )
+    assert kept.calls == [] and report.resumed == 1 and list(report.insufficient) == ["q1-0"]
     again = await run_batch(make_context(answering_model()), t, out, phase="A+", progress=False)
-    assert again.answered == 1 and not again.failed
+    assert again.answered == 1 and not again.failed and not again.insufficient
+    assert journal_records(out)[-1]["status"] == "ok"
+    assert journal_records(out)[-1]["insufficient"] is False
     (entry,) = json.loads(out.read_text())["questions"]
     assert entry["exact_answer"] == "yes" and entry["ideal_answer"] == "Mitochondria act early."
+
+
+class StubGraph:
+    """A compiled graph's two calls, answering each run with the next canned result."""
+
+    def __init__(self, *results: dict):
+        self.results = list(results)
+        self.runs = 0
+
+    async def ainvoke(self, inputs, config, context=None):
+        self.runs += 1
+        return {"result": self.results.pop(0)}
+
+    async def aget_state(self, config):
+        return SimpleNamespace(values={"calls": [{"input_tokens": 3, "output_tokens": 2}]})
+
+
+FACTOID = Question(id="f1", body="What forms the perforations?", type="factoid")
+
+
+@pytest.mark.parametrize(
+    ("exact", "ideal", "problem"),
+    [
+        ([], "][{", "is not a sentence"),
+        ([], "Programmed cell death forms them.", "the factoid exact answer is empty"),
+        ([["PCD"]], '{"answer": "programmed cell death"}', "is JSON, not prose"),
+    ],
+)
+async def test_junk_is_never_journalled_ok_whatever_a_node_let_through(exact, ideal, problem):
+    junk = {"type": "factoid", "exact_answer": exact, "ideal_answer": ideal, "insufficient": False}
+    graph = StubGraph(junk, dict(junk))
+    record = await _answer(graph, None, FACTOID, "B", attempts=2)
+    assert graph.runs == 2  # junk is a failed synthesis: tried again first
+    assert record["status"] == "insufficient" and record["insufficient"] is True
+    assert problem in record["reason"] and record["attempt"] == 2
+    entry = record["entry"]
+    assert entry["ideal_answer"].startswith("Insufficient evidence: the answer broke the answer")
+    assert entry["exact_answer"] == []
+    assert validate_submission({"questions": [entry]}, phase="B") == []
+
+
+async def test_a_good_second_try_is_journalled_ok():
+    junk = {"type": "factoid", "exact_answer": [], "ideal_answer": "} {{"}
+    good = {"type": "factoid", "exact_answer": [["PCD"]], "ideal_answer": "Cell death does."}
+    record = await _answer(StubGraph(junk, good), None, FACTOID, "B", attempts=2)
+    assert record["status"] == "ok" and record["insufficient"] is False
+    assert record["attempt"] == 2 and record["tokens"] == 10
+    assert record["entry"]["exact_answer"] == [["PCD"]]
+
+
+async def test_the_graphs_own_insufficient_verdict_is_not_rerun_in_the_same_batch():
+    honest = {
+        "type": "factoid",
+        "exact_answer": [],
+        "ideal_answer": "Insufficient evidence: no passage names the cells.",
+        "insufficient": True,
+        "insufficient_reason": "no passage names the cells",
+    }
+    graph = StubGraph(honest)
+    record = await _answer(graph, None, FACTOID, "B", attempts=2)
+    assert graph.runs == 1 and record["status"] == "insufficient"
+    assert record["reason"] == "no passage names the cells"
+    assert record["entry"]["ideal_answer"] == honest["ideal_answer"]
+
+
+def test_the_journal_reads_back_statuses_in_order(tmp_path):
+    path, header = tmp_path / "j.jsonl", {"journal": 1, "input_sha256": "x", "phase": "A+"}
+    entry = {"id": "a", "ideal_answer": "Insufficient evidence: none."}
+    journal = Journal(path, header)
+    journal.record({"status": "insufficient", "id": "a", "entry": entry, "reason": "none"})
+    journal.record({"status": "failed", "id": "b", "error": "boom"})
+    journal.record({"status": "insufficient", "id": "b", "entry": entry, "reason": "none"})
+    journal.record({"status": "insufficient", "id": "c", "entry": entry, "reason": "none"})
+    journal.record({"status": "failed", "id": "c", "error": "boom"})
+    journal.record({"status": "ok", "id": "d", "entry": {"id": "d"}})
+    journal.close()
+    again = Journal(path, header)
+    again.close()
+    for read in (journal, again):
+        assert set(read.insufficient) == {"a", "b"} and set(read.failed) == {"c"}
+        assert set(read.done) == {"d"} and set(read.stand_ins) == {"a", "b", "c"}
