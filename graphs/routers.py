@@ -20,10 +20,19 @@ def needs_refinement(state: QAState) -> Literal["refine_query", "rerank"]:
 
 
 def needs_resynthesis(state: QAState) -> bool:
-    """Tell whether to synthesize again at temperature 0: low confidence and attempts left."""
+    """Tell whether to synthesize again at temperature 0: low confidence and attempts left.
+
+    The gate reads the synthesizer's own confidence, as the BioASQ ensemble paper's does (an
+    attempt that failed or broke the answer contract counts 0); what the evidence earns is
+    reported, and decides a fallback search.
+    """
     limits = state["limits"]
     this_round = [a for a in state.get("attempts", []) if a["round"] == evidence_round(state)]
-    confidence = (state.get("answer") or {}).get("confidence", 0.0)
+    answer = state.get("answer") or {}
+    if answer.get("source") in ("decision", "vote", "insufficient"):
+        return False  # the rule step answered: no model to ask again, it would answer the same
+    own = answer.get("model_confidence", answer.get("confidence", 0.0))
+    confidence = 0.0 if own is None else own
     return confidence < limits["min_confidence"] and len(this_round) < limits["max_attempts"]
 
 

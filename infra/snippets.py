@@ -207,6 +207,33 @@ def best_snippets(
     return choose_snippets(scored, limit=limit, per_doc=per_doc, min_score=min_score, merge=merge)
 
 
+def supporting_sentences(
+    question: str,
+    answer: str,
+    docs: Sequence[dict[str, Any]],
+    embedder: Embedder,
+) -> dict[str, ScoredSentence]:
+    """Return, per document, the sentence that best supports this answer to the question.
+
+    A sentence holding the answer's words (normalised, whole words) beats one that does not;
+    among equals, cosine with "question answer" decides. What an answer's citation rests on,
+    shown beside it.
+    """
+    scored = score_sentences(f"{question} {answer}".strip(), docs, embedder)
+    wanted = " ".join(_norm(answer).split())
+    best: dict[str, tuple[tuple[bool, float], ScoredSentence]] = {}
+    for sentence in scored:
+        holds = bool(wanted) and f" {wanted} " in f" {_norm(sentence.text)} "
+        key = (holds, sentence.score)
+        if sentence.pmid not in best or key > best[sentence.pmid][0]:
+            best[sentence.pmid] = (key, sentence)
+    return {pmid: sentence for pmid, (_, sentence) in best.items()}
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^\w%+.-]+", " ", text.casefold()).split())
+
+
 def load_scorer(settings: SnippetSettings) -> Reranker | None:
     """Load the sentence scorer named by snippets.scorer_path; None when none is configured."""
     if settings.scorer_path is None:

@@ -8,53 +8,65 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from infra.bioasq import exact_answer_shape
-from infra.snippets import best_snippets
+from infra.bioasq.contract import answer_problem, insufficient_answer
+from infra.embeddings import Embedder
+from infra.snippets import best_snippets, supporting_sentences
 from nodes.context import Context
-from nodes.state import QAState
+from nodes.state import Evidence, QAState
 
 MAX_DOCUMENTS = 10
-ALL_FAILED = "no model could answer this question from the evidence found"
-INSUFFICIENT = f"Insufficient evidence: {ALL_FAILED}."
+ALL_FAILED = "no ensemble member could answer this question from the evidence found"
 
 
 async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Shape the answer by question type; documents are the cited PMIDs, then the ranking."""
+    """Shape the answer by type: cited evidence beside it, retrieved documents in rank order."""
     ctx = runtime.context
     qtype = state["qtype"]
     answer = state.get("answer") or {"exact": [], "ideal": "", "confidence": 0.0, "cited": []}
     contexts = state.get("organized") or state.get("contexts") or []
     known = {c["pmid"]: c for c in state.get("contexts", [])}
-    cited = [p for p in answer.get("cited", []) if p in known]
-    ranked = [p for p, _ in state.get("ranked", [])]
-    documents = list(dict.fromkeys([*cited, *ranked]))[:MAX_DOCUMENTS]
     by_pmid = {c["pmid"]: c for c in contexts} | known
+    # What BioASQ scores in phase A: the retrieved documents in retrieval order, never
+    # re-ordered by what the answer cites (the cited ones ride beside it, as evidence).
+    ranked = [p for p, _ in state.get("ranked", [])] or [c["pmid"] for c in contexts]
+    documents = list(dict.fromkeys(ranked))[:MAX_DOCUMENTS]
     chosen = ctx.settings.snippets
     snippet_docs = [by_pmid[p] for p in documents if p in by_pmid][: chosen.documents]
-    snippets = await asyncio.to_thread(
-        best_snippets,
-        state["question"],
-        snippet_docs,
-        ctx.embedder,
-        limit=chosen.limit,
-        per_doc=chosen.per_document,
-        scorer=ctx.snippet_scorer,
-        min_score=chosen.min_score,
-        merge=chosen.merge,
+    exact = exact_answer_shape(qtype, answer.get("exact", []))
+    ideal = (answer.get("ideal") or "").strip()
+    reason = _why_unanswered(state, answer, qtype, exact, ideal)
+    cited = [p for p in answer.get("cited", []) if p in by_pmid] if reason is None else []
+    snippets, evidence = await asyncio.gather(
+        asyncio.to_thread(
+            best_snippets,
+            state["question"],
+            snippet_docs,
+            ctx.embedder,
+            limit=chosen.limit,
+            per_doc=chosen.per_document,
+            scorer=ctx.snippet_scorer,
+            min_score=chosen.min_score,
+            merge=chosen.merge,
+        ),
+        asyncio.to_thread(
+            cited_evidence, state["question"], answer, [by_pmid[p] for p in cited], ctx.embedder
+        ),
     )
-    ideal = (answer.get("ideal") or "").strip() or "; ".join(answer.get("exact", []))
-    reason = _why_unanswered(state, answer, ideal)
     if reason:
-        # Say so in the answer itself rather than pass an empty answer off as a result.
-        ideal = f"Insufficient evidence: {reason}."
+        # Say so in the answer itself rather than pass junk or nothing off as a result.
+        ideal = insufficient_answer(reason)
     return {
         "result": {
             "insufficient": reason is not None,
             "insufficient_reason": reason,
             "question": state["question"],
             "type": qtype,
-            "exact_answer": exact_answer_shape(qtype, answer.get("exact", [])),
+            "exact_answer": exact,
             "ideal_answer": ideal,
-            "confidence": answer.get("confidence", 0.0),
+            "confidence": 0.0 if reason else answer.get("confidence", 0.0),
+            "model_confidence": answer.get("model_confidence"),
+            "confidence_parts": answer.get("confidence_parts") or {},
+            "evidence": evidence,
             "documents": documents,
             "snippets": snippets,
             "titles": {p: by_pmid[p].get("title", "") for p in documents if p in by_pmid},
@@ -62,20 +74,46 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-def _why_unanswered(state: QAState, answer: dict[str, Any], ideal: str) -> str | None:
+def cited_evidence(
+    question: str, answer: dict[str, Any], docs: list[dict[str, Any]], embedder: Embedder
+) -> list[Evidence]:
+    """Return each cited passage with the sentence of it that best supports the answer."""
+    if not docs:
+        return []
+    text = "; ".join(answer.get("exact") or []) or (answer.get("ideal") or "")
+    found = supporting_sentences(question, text, docs, embedder)
+    out: list[Evidence] = []
+    for doc in docs:
+        sentence = found.get(doc["pmid"])
+        out.append(
+            {
+                "pmid": doc["pmid"],
+                "title": doc.get("title", ""),
+                "sentence": sentence.text if sentence else "",
+                "section": sentence.section if sentence else "",
+                "offset": sentence.begin if sentence else 0,
+            }
+        )
+    return out
+
+
+def _why_unanswered(
+    state: QAState, answer: dict[str, Any], qtype: str, exact: Any, ideal: str
+) -> str | None:
     """Return why a question that was to be answered has no answer, or None when it has one."""
     members = state.get("members") or []
     if state.get("answer") is None and not members:
         return None  # phase A retrieves only: nothing was to be answered
-    if (
-        members
-        and all(m.get("error") for m in members)
-        and answer.get("source") != "synthesis"
-        and not answer.get("exact")
-    ):
-        # The server's own words, so whoever reads the answer knows what to fix.
-        return f"{ALL_FAILED} (last error: {members[-1]['error'][:500]})"
-    if ideal:
-        return None
-    errors = [a["error"] for a in state.get("attempts", []) if a.get("error")]
-    return f"the model gave no answer ({errors[-1] if errors else 'an empty reply'})"
+    if answer.get("insufficient"):
+        return str(answer["insufficient"])
+    if members and not any(m.get("error") is None and m.get("answer") for m in members):
+        # Nobody answered: no answer can be confident, whatever synthesis made of it. The
+        # server's own words, so whoever reads the answer knows what to fix.
+        errors = [m["error"] for m in members if m.get("error")]
+        last = f" (last error: {errors[-1][:500]})" if errors else ""
+        return f"{ALL_FAILED}{last}"
+    problem = answer_problem(qtype, exact, ideal)
+    if problem is not None:  # the contract, held once more where the result is made
+        errors = [a["error"] for a in state.get("attempts", []) if a.get("error")]
+        return f"{problem}{f' ({errors[-1]})' if errors else ''}"
+    return None

@@ -146,12 +146,23 @@ class Answer(TypedDict):
     ideal: str
     """The ideal (paragraph) answer; "" when the vote stands in."""
     confidence: float
-    """Probability the answer is correct (0 when the vote stands in)."""
+    """The confidence the evidence earns (nodes/synthesize/confidence.py): the model's word
+    capped by members answering, their agreement and the citations backing the answer."""
     cited: list[str]
     """PMIDs the answer cites (shown contexts only)."""
-    source: NotRequired[Literal["synthesis", "vote", "decision"]]
-    """Who answered: the synthesis model; the vote when it failed; "decision": the strategy's
-    decision, final in synthesis.mode "vote"."""
+    source: NotRequired[Literal["synthesis", "vote", "decision", "insufficient"]]
+    """Who answered: the synthesis model; "vote": the decision by the rule step, standing in
+    when every synthesis attempt of the round failed; "decision": the strategy's decision,
+    final in synthesis.mode "vote"; "insufficient": nothing that keeps the answer contract."""
+    model_confidence: NotRequired[float | None]
+    """The synthesizer's own confidence (0 for an attempt that failed or broke the contract):
+    what the paper's gate reads; None when no model answered."""
+    confidence_parts: NotRequired[dict[str, float | None]]
+    """What the confidence was earned from: model, answered, agreement, citations, evidence."""
+    failed: NotRequired[str]
+    """Why this attempt is not an answer (the call failed, or the answer broke the contract)."""
+    insufficient: NotRequired[str]
+    """Why the evidence is insufficient: the answer is the insufficient-evidence statement."""
     overrode_decision: NotRequired[bool]
     """synthesis (mode "llm"): whether its first exact answer differs from the decision's."""
     extracted: NotRequired[list[str]]
@@ -216,6 +227,21 @@ def call_tokens(call: Call) -> int:
     return int(call.get("input_tokens") or 0) + int(call.get("output_tokens") or 0)
 
 
+class Evidence(TypedDict):
+    """One cited passage and the sentence of it that supports the answer."""
+
+    pmid: str
+    """The cited document."""
+    title: str
+    """Its title."""
+    sentence: str
+    """Its sentence that best supports the answer ("" when none could be chosen)."""
+    section: str
+    """Where the sentence is: "title" or "abstract"."""
+    offset: int
+    """The sentence's first character in that section."""
+
+
 class Result(TypedDict):
     """The final BioASQ-shaped answer finalize writes."""
 
@@ -232,9 +258,16 @@ class Result(TypedDict):
     ideal_answer: str
     """The ideal answer."""
     confidence: float
-    """The answer's confidence."""
+    """The confidence the evidence earns (the model's word capped by the evidence)."""
+    model_confidence: float | None
+    """The synthesizer's own confidence; None when no model gave one."""
+    confidence_parts: dict[str, float | None]
+    """What the confidence was earned from (nodes/synthesize/confidence.py)."""
+    evidence: list[Evidence]
+    """Cited evidence: the passages the answer rests on, each with its supporting sentence."""
     documents: list[str]
-    """PMIDs, cited first, then by rank (at most 10)."""
+    """Retrieved documents: PMIDs in retrieval (rerank) order, never re-ordered by what the
+    answer cites (at most 10; what BioASQ phase A scores)."""
     snippets: list[Snippet]
     """The sentences of those documents closest to the question."""
     titles: dict[str, str]

@@ -347,7 +347,8 @@ async def test_a_yesno_conflict_is_never_a_confident_answer_in_vote_mode(make_co
     answer = (await synthesize(state, Runtime(context=ctx)))["answer"]
     assert answer["confidence"] < GATE and answer["source"] == "decision"
     assert answer["cited"] == ["10", "11"]  # both sides, each with its reference
-    assert answer["ideal"] == "The abstracts conflict: 'yes' (PMIDs 10); 'no' (PMIDs 11)."
+    # Plain prose: the references ride beside it (cited), never inside the ideal answer.
+    assert answer["ideal"] == "The abstracts conflict on this question: they answer 'yes', 'no'."
 
 
 async def test_without_relations_no_pair_is_asked_and_no_conflict_split(make_context, settings):

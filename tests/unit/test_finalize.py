@@ -37,9 +37,9 @@ async def test_a_summary_whose_model_gave_nothing_is_insufficient_with_the_reaso
     result = await run(make_context, s)
     assert result["insufficient"] is True
     assert result["ideal_answer"] == (
-        "Insufficient evidence: the model gave no answer (unparseable output)."
+        "Insufficient evidence: the ideal answer is empty (unparseable output)."
     )
-    assert result["insufficient_reason"] == "the model gave no answer (unparseable output)"
+    assert result["insufficient_reason"] == "the ideal answer is empty (unparseable output)"
 
 
 @pytest.mark.parametrize("qtype", ["factoid", "list"])

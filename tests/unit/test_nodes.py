@@ -251,7 +251,7 @@ async def test_synthesize_cites_only_context_pmids_and_records_the_attempt(make_
     model = script(
         synthesize={
             "exact_answer": "yes",
-            "ideal_answer": "Yes, early.",
+            "ideal_answer": "Yes, early in the process.",
             "confidence": 0.8,
             "cited_pmids": ["101"],
             "rationale": "Both abstracts report mitochondrial changes.",
@@ -274,8 +274,17 @@ async def test_synthesize_cites_only_context_pmids_and_records_the_attempt(make_
     assert update["answer"] == {
         "extracted": ["yes"],
         "exact": ["yes"],
-        "ideal": "Yes, early.",
+        "ideal": "Yes, early in the process.",
+        # The model's 0.8, which the evidence allows: every decided vote, its citation backed.
         "confidence": 0.8,
+        "model_confidence": 0.8,
+        "confidence_parts": {
+            "model": 0.8,
+            "answered": 1.0,
+            "agreement": 1.0,
+            "citations": 1.0,
+            "evidence": 1.0,
+        },
         "cited": ["101"],
         "rationale": "Both abstracts report mitochondrial changes.",
         "source": "synthesis",
@@ -290,7 +299,7 @@ async def test_synthesize_removes_and_records_a_citation_it_was_not_shown(make_c
     model = script(
         synthesize={
             "exact_answer": "yes",
-            "ideal_answer": "x",
+            "ideal_answer": "Yes, it does so.",
             "confidence": 0.9,
             "cited_pmids": ["555", "101"],
         }
@@ -336,7 +345,9 @@ async def test_fallback_without_client_records_unavailable(make_context):
     assert update["fallbacks"][0]["added"] == 0
 
 
-async def test_finalize_shapes_a_factoid_and_puts_cited_documents_first(make_context, index):
+async def test_finalize_keeps_retrieval_order_and_shows_cited_evidence_beside_it(
+    make_context, index
+):
     contexts = index.fetch(["101", "102", "103"])
     state = {
         "question": QUESTION,
@@ -346,15 +357,21 @@ async def test_finalize_shapes_a_factoid_and_puts_cited_documents_first(make_con
         "ranked": [("101", 0.9), ("102", 0.8), ("103", 0.7)],
         "answer": {
             "exact": ["cytochrome c", "Cytochrome C", "caspase"],
-            "ideal": "",
+            "ideal": "Cytochrome c is released first.",
             "confidence": 0.6,
             "cited": ["103", "777"],
         },
     }
     result = (await finalize(state, ctx_runtime(make_context)))["result"]
     assert result["exact_answer"] == [["cytochrome c"], ["caspase"]]
-    assert result["documents"] == ["103", "101", "102"]  # unknown citation 777 dropped
-    assert result["ideal_answer"] == "cytochrome c; Cytochrome C; caspase"
+    # Retrieved documents in retrieval order, never re-ordered by what the answer cites.
+    assert result["documents"] == ["101", "102", "103"]
+    assert result["insufficient"] is False and result["confidence"] == 0.6
+    [cited] = result["evidence"]  # the unknown citation 777 dropped
+    doc = contexts[2]
+    assert cited["pmid"] == "103" and cited["title"] == doc["title"]
+    section = doc[cited["section"]]
+    assert section[cited["offset"] : cited["offset"] + len(cited["sentence"])] == cited["sentence"]
     for snippet in result["snippets"]:
         doc = next(c for c in contexts if snippet["document"].endswith("/" + c["pmid"]))
         section = doc[snippet["beginSection"]]

@@ -94,37 +94,97 @@ async def test_vote_mode_makes_the_decision_final_without_a_model_call(
 
 
 @pytest.mark.parametrize(
-    ("qtype", "decided", "exact", "ideal"),
+    ("qtype", "decided", "exact", "lead"),
     [
-        ("yesno", decision(("no", 3.0, ["101"]), ("yes", 2.0, [])), ["no"], ""),
-        ("list", decision((["ENaC", "CFTR"], 0.8, ["101"])), ["ENaC", "CFTR"], ""),
-        ("summary", decision(("Both matter.", 1.0, [])), [], "Both matter."),
+        ("yesno", decision(("no", 3.0, ["101"]), ("yes", 2.0, [])), ["no"], "No. "),
+        ("list", decision((["ENaC", "CFTR"], 0.8, ["101"])), ["ENaC", "CFTR"], "ENaC; CFTR. "),
+        ("summary", decision(("Both channels matter.", 1.0, [])), [], "Both channels matter."),
     ],
 )
 async def test_vote_mode_by_question_type(
-    make_context, settings, index, qtype, decided, exact, ideal
+    make_context, settings, index, qtype, decided, exact, lead
 ):
+    # The rule step writes prose: the answer, then the sentence of the abstract behind it
+    # (101 here), never a bare "no" (infra/bioasq/contract.py).
     ctx = make_context(script(), settings_=with_mode(settings, "vote"))
     update = await synthesize(state_for(index, qtype, decided), Runtime(context=ctx))
-    assert update["answer"]["exact"] == exact and update["answer"]["ideal"] == ideal
+    answer = update["answer"]
+    assert answer["exact"] == exact and answer["ideal"].startswith(lead)
+    if qtype != "summary":
+        doc = index.fetch(["101"])[0]
+        assert answer["ideal"][len(lead) :] in f"{doc['title']} {doc['abstract']}"
 
 
-async def test_vote_mode_confidence_is_the_support_share_when_none_is_given(
+async def test_vote_mode_confidence_is_the_support_share_capped_by_what_is_cited(
     make_context, settings, index
 ):
     decided = decision(("ENaC", 3.0, []), ("CFTR", 1.0, []))
     del decided["share"]  # organize's aggregate may not give one
     ctx = make_context(script(), settings_=with_mode(settings, "vote"))
     update = await synthesize(state_for(index, decided=decided), Runtime(context=ctx))
-    assert update["answer"]["confidence"] == 0.75
+    # The share is 3 of 4, but nobody cited an abstract: the evidence keeps its floor, 0.4.
+    assert update["answer"]["confidence"] == 0.3
+    assert update["answer"]["confidence_parts"]["agreement"] == 0.75
 
 
-async def test_a_failed_synthesis_falls_back_on_the_decision(make_context, index):
+async def test_a_failed_synthesis_is_tried_again_then_the_decision_stands_in(make_context, index):
     model = script(synthesize="not json at all")
     update = await synthesize(state_for(index), Runtime(context=make_context(model)))
+    first = update["answer"]
+    assert first["source"] == "synthesis" and first["failed"] == update["attempts"][0]["error"]
+    assert first["confidence"] == first["model_confidence"] == 0.0  # the gate asks again
+    state = state_for(index) | {"attempts": update["attempts"]}
+    update = await synthesize(state, Runtime(context=make_context(model)))
     answer = update["answer"]
     assert answer["source"] == "vote" and answer["exact"] == ["ENaC", "CFTR"]
-    assert answer["confidence"] == 0.0  # so the router tries again or searches elsewhere
+    assert answer["ideal"].startswith("ENaC; CFTR. ") and answer["cited"] == ["103"]
+    assert update["attempts"][0]["temperature"] == 0.0
+    assert "synthesize: the vote answer stands in" in update["notes"]
+
+
+@pytest.mark.parametrize(
+    ("ideal", "exact", "broken"),
+    [
+        ('"][{"', ["ENaC"], "not a sentence"),
+        ("} {{", ["ENaC"], "not a sentence"),
+        ("It is the ENaC channel.", [], "exact answer is empty"),
+    ],
+)
+async def test_junk_from_the_synthesizer_is_a_failed_attempt_never_an_answer(
+    make_context, index, ideal, exact, broken
+):
+    reply = synthesis_reply(exact, confidence=0.0) | {"ideal_answer": ideal}
+    model = script(synthesize=reply)
+    update = await synthesize(state_for(index), Runtime(context=make_context(model)))
+    assert broken in update["attempts"][0]["error"] and update["answer"]["failed"]
+    state = state_for(index) | {"attempts": update["attempts"]}
+    update = await synthesize(state, Runtime(context=make_context(model)))
+    assert update["answer"]["source"] == "vote" and update["answer"]["exact"] == ["ENaC", "CFTR"]
+
+
+async def test_junk_with_no_decision_behind_it_says_the_evidence_is_insufficient(
+    make_context, index
+):
+    reply = synthesis_reply([], confidence=1.0) | {"ideal_answer": "][{"}
+    model = script(synthesize=reply)
+    state = state_for(index, decided=decision()) | {
+        "attempts": [{"round": 0, "temperature": 0.1, "answer": {}, "error": "earlier"}]
+    }
+    update = await synthesize(state, Runtime(context=make_context(model)))
+    answer = update["answer"]
+    assert answer["source"] == "insufficient" and answer["confidence"] == 0.0
+    assert answer["ideal"].startswith("Insufficient evidence: the ensemble reached no answer")
+    assert "synthesis failed: the answer broke the contract" in answer["insufficient"]
+
+
+async def test_a_yes_no_answer_that_contradicts_itself_is_not_an_answer(make_context, index):
+    yes_no = decision(("yes", 4.0, ["101"]), ("no", 1.0, []), share=0.8)
+    reply = {"exact_answer": "no", "ideal_answer": "Yes, they clearly do so.", "confidence": 0.9}
+    model = script(synthesize=reply | {"cited_pmids": ["101"]})
+    update = await synthesize(
+        state_for(index, "yesno", yes_no), Runtime(context=make_context(model))
+    )
+    assert "says 'yes' where the exact answer says 'no'" in update["attempts"][0]["error"]
 
 
 async def test_without_a_decision_synthesis_reads_the_top_contexts(make_context, index):

@@ -17,7 +17,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, create_model
 
-from infra.bioasq import format_exact, normalize_answer
+from infra.bioasq import exact_answer_shape, format_exact, normalize_answer
+from infra.bioasq.contract import answer_problem
 from infra.snippets import prefetch_sentences
 from nodes.context import Context
 from nodes.evidence import (
@@ -28,8 +29,9 @@ from nodes.evidence import (
     passages,
     pmid_type,
 )
-from nodes.organize.aggregate import stated
 from nodes.state import Answer, Attempt, Decision, Passage, QAState
+from nodes.synthesize.confidence import earned_confidence
+from nodes.synthesize.rule import decided, rule_answer
 from prompts import render
 
 
@@ -85,27 +87,6 @@ def evidence_for(state: QAState, decision: Decision | None, m: int) -> list[Pass
     return (state.get("organized") or state.get("contexts") or [])[:m]
 
 
-def decided(qtype: str, decision: Decision | None) -> list[str]:
-    """Return the decision as exact answers before formatting: what mode "vote" answers."""
-    answers = (decision or {}).get("answers") or []
-    if not answers:
-        return []
-    if qtype == "factoid":  # BioASQ takes up to five candidates, best first
-        return [str(a["answer"]) for a in answers[:5]]
-    top = answers[0]["answer"]
-    return [str(i) for i in top] if isinstance(top, list) else [str(top)]
-
-
-def decision_share(decision: Decision | None) -> float:
-    """Return the first answer's share of the support: the decision's own confidence."""
-    if not decision or not decision.get("answers"):
-        return 0.0
-    if "share" in decision:
-        return float(decision["share"])
-    total = sum(max(0.0, a["support"]) for a in decision["answers"])
-    return decision["answers"][0]["support"] / total if total > 0 else 0.0
-
-
 def overrides(qtype: str, decision: Decision | None, extracted: list[str]) -> bool:
     """Tell whether the synthesizer's exact answer departs from the decision's first answer."""
     if qtype == "summary" or not decision or not decision.get("answers"):
@@ -140,15 +121,28 @@ def decision_lines(decision: Decision | None, groups: list[list[Any]]) -> str:
 
 
 async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Answer from the decision; a repeat attempt in the same round runs at temperature 0."""
+    """Answer from the decision; a repeat attempt in the same round runs at temperature 0.
+
+    An answer that breaks the contract (infra/bioasq/contract.py) is a failed attempt: the
+    next attempt runs, and after the round's last one the decision stands in, formatted by the
+    rule step, or the answer says the evidence is insufficient.
+    """
     ctx = runtime.context
     qtype = state["qtype"]
     decision = state.get("decision")
     contexts = evidence_for(state, decision, ctx.settings.ensemble.contexts)
     this_round = evidence_round(state)
     if ctx.settings.synthesis.mode == "vote":
-        return _final_decision(qtype, decision, contexts, this_round)
+        answer = await _standing_in(state, decision, contexts, ctx, why_failed=None)
+        attempt: Attempt = {
+            "round": this_round,
+            "temperature": 0.0,
+            "answer": answer,
+            "error": None,
+        }
+        return {"answer": answer, "attempts": [attempt]}
     earlier = [a for a in state.get("attempts", []) if a["round"] == this_round]
+    last = len(earlier) + 1 >= ctx.settings.synthesis.max_attempts
     temperature = ctx.settings.synthesis.temperature if not earlier else 0.0
     model = ctx.models.first("synthesis")
     groups = [
@@ -174,46 +168,30 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
         asyncio.to_thread(prefetch_sentences, contexts, ctx.embedder),
     )
     notes: list[str] = []
+    error = reply.error
+    answer: Answer | None = None
     if reply.value is not None:
-        value = reply.value
-        cited, notes = checked_citations(
-            list(value.cited_pmids), [c["pmid"] for c in contexts], "synthesize"
-        )
-        extracted = as_answers(qtype, getattr(value, "exact_answer", None))
-        answer: Answer = {
-            # Extraction (the model) and BioASQ formatting (a cheap rule step) are separate, so
-            # each can be judged, and changed, on its own.
-            "extracted": extracted,
-            "exact": format_exact(qtype, extracted),
-            "ideal": value.ideal_answer.strip(),
-            "confidence": round(float(value.confidence), 3),
-            "cited": cited,
-            "rationale": value.rationale.strip(),
-            "source": "synthesis",
-        }
-        if decision and decision.get("answers") and qtype != "summary":
-            answer["overrode_decision"] = overrides(qtype, decision, extracted)
-            if answer["overrode_decision"]:
-                notes.append(
-                    f"synthesize: answered {'; '.join(extracted) or '(nothing)'!r} over the "
-                    f"{decision['strategy']} decision {'; '.join(decided(qtype, decision))!r}"
-                )
-    else:
-        # The decision stands in; zero confidence sends the question to another attempt or
-        # a fallback search.
-        answer = {
-            "exact": format_exact(qtype, decided(qtype, decision)),
-            "ideal": "",
-            "confidence": 0.0,
-            "cited": [],
-            "source": "vote",
-        }
-    attempt: Attempt = {
-        "round": this_round,
-        "temperature": temperature,
-        "answer": answer,
-        "error": reply.error,
-    }
+        answer, notes = _from_reply(qtype, reply.value, decision, contexts)
+        problem = answer_problem(qtype, exact_answer_shape(qtype, answer["exact"]), answer["ideal"])
+        if problem is not None:
+            error = f"the answer broke the contract: {problem}"
+        else:
+            answer |= _earned(state, answer, contexts, model=float(reply.value.confidence))
+    if error is not None:
+        notes.append(f"synthesize: attempt {len(earlier) + 1} failed: {error}")
+        if last:
+            # The round's last attempt failed too: the decision stands in, by the rule step.
+            answer = await _standing_in(state, decision, contexts, ctx, why_failed=error)
+            notes.append(f"synthesize: the {answer['source']} answer stands in")
+        else:
+            answer = {
+                **(answer or {"exact": [], "ideal": "", "cited": []}),
+                "confidence": 0.0,
+                "model_confidence": 0.0,
+                "source": "synthesis",
+                "failed": error,
+            }
+    attempt = {"round": this_round, "temperature": temperature, "answer": answer, "error": error}
     return {
         "answer": answer,
         "attempts": [attempt],
@@ -222,28 +200,73 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
     }
 
 
-def _final_decision(
-    qtype: str, decision: Decision | None, contexts: list[Passage], this_round: int
-) -> dict[str, Any]:
-    """Return the decision as the answer (synthesis.mode "vote"): no model call."""
-    extracted = decided(qtype, decision)
-    answers = (decision or {}).get("answers") or []
-    plural = bool((decision or {}).get("plural"))
-    shown = {c["pmid"] for c in contexts}
-    # A plural decision (CORG's groups conflict) answers with every side and its references.
-    backing = [p for a in (answers if plural else answers[:1]) for p in a["cited"]]
-    cited = list(dict.fromkeys(p for p in backing if p in shown))
+def _from_reply(
+    qtype: str, value: Any, decision: Decision | None, contexts: list[Passage]
+) -> tuple[Answer, list[str]]:
+    """Return the synthesizer's reply as an answer (confidence not yet earned), and notes."""
+    cited, notes = checked_citations(
+        list(value.cited_pmids), [c["pmid"] for c in contexts], "synthesize"
+    )
+    extracted = as_answers(qtype, getattr(value, "exact_answer", None))
     answer: Answer = {
+        # Extraction (the model) and BioASQ formatting (a cheap rule step) are separate, so
+        # each can be judged, and changed, on its own.
         "extracted": extracted,
-        "exact": [] if qtype == "summary" else format_exact(qtype, extracted),
-        "ideal": extracted[0] if qtype == "summary" and extracted else "",
-        "confidence": round(decision_share(decision), 3),
+        "exact": format_exact(qtype, extracted),
+        "ideal": value.ideal_answer.strip(),
+        "confidence": 0.0,
         "cited": cited,
-        "rationale": (decision or {}).get("why", "no decision"),
-        "source": "decision",
+        "rationale": value.rationale.strip(),
+        "source": "synthesis",
     }
-    if plural and qtype != "summary":
-        # CORG's aggregator hands the reader every answer with its references (§4).
-        answer["ideal"] = f"The abstracts conflict: {stated(answers)}."
-    attempt: Attempt = {"round": this_round, "temperature": 0.0, "answer": answer, "error": None}
-    return {"answer": answer, "attempts": [attempt]}
+    if decision and decision.get("answers") and qtype != "summary":
+        answer["overrode_decision"] = overrides(qtype, decision, extracted)
+        if answer["overrode_decision"]:
+            notes.append(
+                f"synthesize: answered {'; '.join(extracted) or '(nothing)'!r} over the "
+                f"{decision['strategy']} decision {'; '.join(decided(qtype, decision))!r}"
+            )
+    return answer, notes
+
+
+def _earned(
+    state: QAState, answer: Answer, contexts: list[Passage], *, model: float | None
+) -> dict[str, Any]:
+    """Return the answer's confidence fields, earned from the evidence."""
+    earned = earned_confidence(
+        state["qtype"],
+        model=model,
+        given=answer["exact"],
+        cited=answer["cited"],
+        decision=state.get("decision"),
+        members=state.get("members") or [],
+        passages=contexts,
+    )
+    return {
+        "confidence": earned["confidence"],
+        "model_confidence": None if model is None else round(model, 3),
+        "confidence_parts": earned["parts"],
+    }
+
+
+async def _standing_in(
+    state: QAState,
+    decision: Decision | None,
+    contexts: list[Passage],
+    ctx: Context,
+    *,
+    why_failed: str | None,
+) -> Answer:
+    """Return the decision formatted by the rule step, its confidence earned from the evidence."""
+    answer = await asyncio.to_thread(
+        rule_answer,
+        state["qtype"],
+        state["question"],
+        decision,
+        contexts,
+        ctx.embedder,
+        why_failed=why_failed,
+    )
+    if answer["source"] == "insufficient":
+        return answer | {"model_confidence": None}
+    return answer | _earned(state, answer, contexts, model=None)

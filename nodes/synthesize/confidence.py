@@ -1,0 +1,143 @@
+"""Confidence earned from the evidence, not taken from the model's word.
+
+The synthesizer's own confidence still drives the BioASQ ensemble paper's gate (below 0.5,
+synthesize again at temperature 0: graphs/routers.py). What quorum reports, and what decides
+a fallback search, is that word capped by what the evidence shows:
+
+    evidence = answered × agreement × (0.4 + 0.6 × citations)
+    confidence = min(model, evidence)            (synthesis.mode "vote": evidence alone)
+
+- answered: the share of ensemble members that gave an answer (0 when none did: then no
+  answer is confident, whatever the synthesizer says);
+- agreement: the decision's support behind the answer given — its share when the answer is
+  the decision's first, the share of the answer among the decision's answers when synthesis
+  chose another, 0 when it chose one nobody decided (for a summary: the members who answered);
+- citations: the share of the cited abstracts that back the answer — cited by a member or a
+  group giving it, or holding it in their text — over the abstracts the answer cites (none
+  cited counts 0). Citations pointing only at abstracts that say nothing of the answer leave
+  at most 0.4 of the evidence: below the 0.5 gate.
+
+No paper gives this formula; it is a judgement, each factor tested on planted cases
+(tests/unit/test_earned_confidence.py): agreement, disagreement, nobody answered, citations
+pointing at irrelevant passages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from infra.bioasq import normalize_answer
+from nodes.state import Decision, Member, Passage
+
+CITATION_FLOOR = 0.4
+"""The share of the evidence an answer keeps when none of its citations backs it."""
+
+
+def _keys(answer: str | Sequence[str]) -> set[str]:
+    items = [answer] if isinstance(answer, str) else list(answer)
+    return {k for k in (normalize_answer(str(i)) for i in items) if k}
+
+
+def answered_share(members: Sequence[Member]) -> float | None:
+    """Return the share of members that answered; None when the question had no members."""
+    if not members:
+        return None
+    done = [m for m in members if m.get("error") is None and m.get("answer")]
+    return len(done) / len(members)
+
+
+def agreement(qtype: str, decision: Decision | None, given: Sequence[str]) -> float:
+    """Return the decision's support behind the answer given (its first exact answer).
+
+    A list answer agrees with the decision's items in proportion to their overlap (Jaccard).
+    """
+    answers = (decision or {}).get("answers") or []
+    if not answers:
+        return 0.0
+    total = sum(max(0.0, float(a["support"])) for a in answers)
+    share = float((decision or {}).get("share", answers[0]["support"] / total if total else 0.0))
+    if qtype == "summary":
+        return share
+    if not given:
+        return 0.0
+    if qtype == "list":
+        first, wanted = _keys(answers[0]["answer"]), _keys(given)
+        return share * len(first & wanted) / len(first | wanted) if first | wanted else 0.0
+    wanted = _keys(given[0])
+    for rank, row in enumerate(answers):
+        if _keys(row["answer"]) & wanted:
+            if rank == 0:
+                return share
+            return max(0.0, float(row["support"])) / total if total else 0.0
+    return 0.0
+
+
+def backing(
+    qtype: str,
+    given: Sequence[str],
+    decision: Decision | None,
+    members: Sequence[Member],
+    passages: Sequence[Passage],
+) -> set[str]:
+    """Return the PMIDs that back the answer given: cited for it, or holding it in their text."""
+    wanted = _keys(given if qtype == "list" else given[:1])
+    found: set[str] = set()
+    for row in (decision or {}).get("answers") or []:
+        if _keys(row["answer"]) & wanted:
+            found.update(row.get("cited") or [])
+    for member in members:
+        if _keys(member.get("answer") or []) & wanted:
+            found.update(member.get("pmids") or [])
+    if qtype in ("factoid", "list"):
+        for passage in passages:
+            body = f"{passage.get('title') or ''} {passage.get('abstract') or ''}"
+            text = f" {normalize_answer(body)} "
+            if any(f" {key} " in text for key in wanted):
+                found.add(passage["pmid"])
+    return found
+
+
+def earned_confidence(
+    qtype: str,
+    *,
+    model: float | None,
+    given: Sequence[str],
+    cited: Sequence[str],
+    decision: Decision | None,
+    members: Sequence[Member],
+    passages: Sequence[Passage],
+) -> dict[str, Any]:
+    """Return the confidence the evidence allows, with its parts (for the trace and --json).
+
+    Args:
+        qtype: The question type.
+        model: The synthesizer's own confidence; None when no model gave one (mode "vote").
+        given: The exact answers given, best first (a summary: []).
+        cited: The PMIDs the answer cites.
+        decision: The strategy's decision.
+        members: The ensemble's member calls.
+        passages: The passages the answer was made from.
+    """
+    answered = answered_share(members)
+    if answered is None:  # no ensemble ran (organize's groups decided): the decision answered
+        answered = 1.0 if (decision or {}).get("answers") else 0.0
+    agreed = agreement(qtype, decision, given)
+    if qtype == "summary":  # no answer to compare: who answered, and what they cited
+        agreed = agreed if (decision or {}).get("answers") else answered
+        backed = {p for m in members if not m.get("error") for p in m.get("pmids") or []}
+    else:
+        backed = backing(qtype, given, decision, members, passages)
+    citations = sum(p in backed for p in cited) / len(cited) if cited else 0.0
+    evidence = answered * agreed * (CITATION_FLOOR + (1.0 - CITATION_FLOOR) * citations)
+    value = evidence if model is None else min(model, evidence)
+    return {
+        "confidence": round(value, 3),
+        "parts": {
+            "model": None if model is None else round(model, 3),
+            "answered": round(answered, 3),
+            "agreement": round(agreed, 3),
+            "citations": round(citations, 3),
+            "evidence": round(evidence, 3),
+        },
+    }

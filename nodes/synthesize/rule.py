@@ -1,0 +1,114 @@
+"""The rule step: the decision as an answer with no model call, and the honest last resort.
+
+In synthesis.mode "vote" the strategy's decision is the answer (the papers' own setting); in
+mode "llm" it stands in when every synthesis attempt of a round failed or broke the answer
+contract. Either way the ideal answer is prose made from the evidence — the answer, then the
+sentence of the best supporting abstract that backs it — never a bare "yes". When the decision
+gives nothing that keeps the contract, the answer says the evidence is insufficient and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infra.bioasq import exact_answer_shape, format_exact
+from infra.bioasq.contract import answer_problem, insufficient_answer
+from infra.embeddings import Embedder
+from infra.snippets import supporting_sentences
+from nodes.state import Answer, Decision, Passage
+
+
+def decided(qtype: str, decision: Decision | None) -> list[str]:
+    """Return the decision as exact answers before formatting: what the rule step answers."""
+    answers = (decision or {}).get("answers") or []
+    if not answers:
+        return []
+    if qtype == "factoid":  # BioASQ takes up to five candidates, best first
+        return [str(a["answer"]) for a in answers[:5]]
+    top = answers[0]["answer"]
+    return [str(i) for i in top] if isinstance(top, list) else [str(top)]
+
+
+def backing_pmids(decision: Decision | None, shown: Sequence[str]) -> list[str]:
+    """Return the PMIDs behind the decision's answer (every side's, when it is plural)."""
+    answers = (decision or {}).get("answers") or []
+    plural = bool((decision or {}).get("plural"))
+    backing = [p for a in (answers if plural else answers[:1]) for p in a["cited"]]
+    allowed = set(shown)
+    return list(dict.fromkeys(p for p in backing if p in allowed))
+
+
+def rule_ideal(
+    qtype: str,
+    question: str,
+    exact: Sequence[str],
+    decision: Decision | None,
+    contexts: Sequence[Passage],
+    embedder: Embedder,
+) -> str:
+    """Return prose stating the decided answer and the sentence of the abstract behind it."""
+    if (decision or {}).get("plural") and qtype != "summary":
+        sides = [a["answer"] for a in (decision or {}).get("answers") or []]
+        named = ", ".join(repr(s if isinstance(s, str) else "; ".join(s)) for s in sides[:5])
+        return f"The abstracts conflict on this question: they answer {named}."
+    if qtype == "summary":  # the members' own summary: it is prose already
+        return " ".join(exact)
+    if not exact:
+        return ""
+    shown = [c["pmid"] for c in contexts]
+    cited = backing_pmids(decision, shown) or shown[:1]
+    docs = [c for c in contexts if c["pmid"] in cited[:3]]
+    answer = "; ".join(exact)
+    found = supporting_sentences(question, answer, docs, embedder) if docs else {}
+    sentence = next((found[p].text for p in cited if p in found), "")
+    lead = exact[0].capitalize() if qtype == "yesno" else answer
+    if sentence:
+        return f"{lead}. {sentence}"
+    return f"{lead}: so the ensemble's readers answered from the abstracts."
+
+
+def rule_answer(
+    qtype: str,
+    question: str,
+    decision: Decision | None,
+    contexts: Sequence[Passage],
+    embedder: Embedder,
+    *,
+    why_failed: str | None = None,
+) -> Answer:
+    """Return the decision as the answer, or the insufficient-evidence answer when it has none.
+
+    Args:
+        qtype: The question type.
+        question: The question (its words choose the supporting sentence).
+        decision: The strategy's decision.
+        contexts: The passages synthesis reads, in the decision's order.
+        embedder: Scores the sentences of the supporting abstracts.
+        why_failed: What went wrong before the rule step stood in (synthesis's failure).
+    """
+    extracted = decided(qtype, decision)
+    exact = [] if qtype == "summary" else format_exact(qtype, extracted)
+    ideal = rule_ideal(qtype, question, exact or extracted, decision, contexts, embedder)
+    problem = answer_problem(qtype, exact_answer_shape(qtype, exact), ideal)
+    if problem is not None:
+        reason = "the ensemble reached no answer" if not extracted else problem
+        if why_failed:
+            reason = f"{reason}; synthesis failed: {why_failed}"
+        return {
+            "exact": [],
+            "ideal": insufficient_answer(reason),
+            "confidence": 0.0,
+            "cited": [],
+            "source": "insufficient",
+            "insufficient": reason,
+            "rationale": (decision or {}).get("why", "no decision"),
+        }
+    return {
+        "extracted": extracted,
+        "exact": exact,
+        "ideal": ideal,
+        "confidence": 0.0,  # earned from the evidence by the caller
+        "cited": backing_pmids(decision, [c["pmid"] for c in contexts]),
+        "rationale": (decision or {}).get("why", "no decision"),
+        "source": "decision" if why_failed is None else "vote",
+    }
