@@ -56,6 +56,23 @@ async def test_an_answer_with_text_is_not_insufficient(make_context, index):
     assert result["ideal_answer"] == "Yes, they do."
 
 
+async def test_an_answer_nobody_in_the_ensemble_gave_is_insufficient_whatever_it_says(
+    make_context, index
+):
+    failed = {"model": "m", "answer": [], "pmids": [], "error": "Connection error."}
+    fluent = {"exact": ["yes"], "ideal": "Yes, it does so.", "confidence": 1.0, "cited": ["101"]}
+    result = await run(make_context, state(index, "yesno", fluent, members=[failed] * 3))
+    assert result["insufficient"] is True and result["confidence"] == 0.0
+    assert result["insufficient_reason"].endswith("(last error: Connection error.)")
+    assert result["evidence"] == []  # nothing rests on citations of an answer not given
+
+
+async def test_junk_that_reached_finalize_is_still_not_an_answer(make_context, index):
+    junk = {"exact": ["CFTR"], "ideal": "} {{", "confidence": 0.9, "cited": []}
+    result = await run(make_context, state(index, "factoid", junk))
+    assert result["insufficient"] is True and "not a sentence" in result["insufficient_reason"]
+
+
 async def test_phase_a_answers_nothing_and_is_not_insufficient(make_context, index):
     s = state(index, "factoid", None)
     del s["answer"]
