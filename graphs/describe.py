@@ -7,6 +7,7 @@ never copied: a node added to graphs/qa.py needs a label here and nothing else.
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from langgraph.graph import END, START
 
@@ -32,6 +33,15 @@ DEMO_NOTICE = (
     "not answer quality. Point quorum at a real model: see README, 'Models'."
 )
 """Said wherever the demo model answers (the CLI, chat, the page)."""
+EXACT_ANSWER = "Exact answer"
+IDEAL_ANSWER = "Ideal answer"
+CONFIDENCE = "Confidence"
+CITED_EVIDENCE = "Cited evidence"
+"""The passages the answer rests on, each PMID with its title and supporting sentence."""
+RETRIEVED_DOCUMENTS = "Retrieved documents"
+"""The ranked list BioASQ scores in phase A: retrieval order, never re-ordered by citation."""
+RETRIEVAL_ORDER = "retrieval order"
+NO_EVIDENCE = "none: the answer cites no passage"
 
 
 @cache
@@ -292,3 +302,92 @@ DESCRIBERS = {
     "synthesize": (describe_synthesize, frozenset({"attempts", "answer"})),
 }
 """Nodes whose updates read better as lines than as raw JSON, and the keys the lines cover."""
+
+
+# The answer in the same words wherever it is shown: ask, chat, the page and the HTML export.
+
+
+def exact_text(exact: Any) -> str | None:
+    """Return an exact answer as words ("yes"; "TNF; IL-6"), or None for a summary."""
+    if exact is None:
+        return None
+    if isinstance(exact, list):
+        names = [item[0] if isinstance(item, list) and item else item for item in exact]
+        return "; ".join(str(n) for n in names if n) or "(none)"
+    return str(exact)
+
+
+def confidence_text(result: dict[str, Any]) -> str:
+    """Return the reported confidence, saying whose it is when the model's differs.
+
+    "0.40 from the evidence (model said 0.95)" once the result carries the synthesizer's own
+    word beside the confidence earned from the evidence; "0.90" for an older result.
+    """
+    confidence = float(result.get("confidence") or 0.0)
+    model = result.get("model_confidence")
+    if model is None:
+        return f"{confidence:.2f}"
+    return f"{confidence:.2f} from the evidence (model said {float(model):.2f})"
+
+
+def cited_evidence(result: dict[str, Any]) -> list[dict[str, str]]:
+    """Return the passages the answer rests on: pmid, title and the sentence that supports it."""
+    titles = result.get("titles") or {}
+    rows = []
+    for item in result.get("evidence") or []:
+        if not isinstance(item, dict) or not item.get("pmid"):
+            continue
+        pmid = str(item["pmid"])
+        title = item.get("title") or titles.get(pmid) or ""
+        rows.append({"pmid": pmid, "title": title, "sentence": item.get("sentence") or ""})
+    return rows
+
+
+def retrieved_documents(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return the retrieved documents in retrieval order: pmid, title, whether it is cited."""
+    titles = result.get("titles") or {}
+    cited = {row["pmid"] for row in cited_evidence(result)}
+    return [
+        {"pmid": str(p), "title": titles.get(p) or "", "cited": str(p) in cited}
+        for p in result.get("documents") or []
+    ]
+
+
+def answer_lines(result: dict[str, Any], *, documents: int | None = None) -> list[str]:
+    """Return the answer as plain lines: exact, ideal, confidence, cited evidence, retrieved.
+
+    Args:
+        result: The graph's final result.
+        documents: Show at most this many retrieved documents (all when None).
+    """
+    lines = []
+    exact = exact_text(result.get("exact_answer"))
+    qtype = result.get("type") or "?"
+    if exact is not None:
+        lines.append(f"{EXACT_ANSWER} ({qtype}): {exact}")
+    if result.get("ideal_answer"):
+        label = IDEAL_ANSWER if exact is not None else f"{IDEAL_ANSWER} ({qtype})"
+        lines.append(f"{label}: {result['ideal_answer']}")
+    lines.append(f"{CONFIDENCE}: {confidence_text(result)}")
+    evidence = cited_evidence(result)
+    if "evidence" not in result:
+        pass  # a result from before cited evidence was kept: nothing to say either way
+    elif evidence:
+        lines.append(f"{CITED_EVIDENCE}:")
+        for row in evidence:
+            lines.append(f"  [{row['pmid']}] {row['title'] or '(no title)'}")
+            if row["sentence"]:
+                lines.append(f'      "{row["sentence"]}"')
+    else:
+        lines.append(f"{CITED_EVIDENCE}: {NO_EVIDENCE}")
+    retrieved = retrieved_documents(result)
+    if retrieved:
+        shown = retrieved if documents is None else retrieved[:documents]
+        more = len(retrieved) - len(shown)
+        lines.append(f"{RETRIEVED_DOCUMENTS} ({RETRIEVAL_ORDER}):")
+        for rank, row in enumerate(shown, 1):
+            mark = " (cited)" if row["cited"] else ""
+            lines.append(f"  {rank}. [{row['pmid']}] {row['title'] or '(no title)'}{mark}")
+        if more:
+            lines.append(f"  … {more} more")
+    return lines

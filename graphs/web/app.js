@@ -173,24 +173,49 @@ class TurnView {
   }
 }
 
+// The same words as `quorum ask` and chat (graphs/describe.py).
+const WORDS = {
+  exact: "Exact answer",
+  ideal: "Ideal answer",
+  confidence: "Confidence",
+  evidence: "Cited evidence",
+  noEvidence: "none: the answer cites no passage",
+  retrieved: "Retrieved documents",
+  order: "retrieval order",
+};
+
 function renderAnswer(answer) {
-  const known = new Set(answer.citations.map((c) => c.pmid));
-  const box = el("div", { class: "answer", "data-thread": answer.thread_id });
+  const evidence = answer.evidence || [];
+  const documents = answer.documents || [];
+  const known = new Set([...evidence, ...documents].map((d) => d.pmid));
+  const box = el("div", { class: answer.insufficient ? "answer insufficient" : "answer",
+    "data-thread": answer.thread_id });
   if (answer.rewritten) {
     box.append(el("p", { class: "muted rewritten" }, "read as: ", el("i", {}, answer.question)));
   }
-  const exact = exactText(answer.exact_answer);
+  const exact = answer.exact_text ?? exactText(answer.exact_answer);
   if (exact !== null) {
-    box.append(el("p", { class: "exact" }, el("b", {}, exact),
+    box.append(el("p", { class: "exact" }, `${WORDS.exact}: `, el("b", {}, exact),
       el("span", { class: "muted" }, ` (${answer.type})`)));
   }
-  if (answer.ideal_answer) box.append(linkified(answer.ideal_answer, known));
-  box.append(el("p", { class: "muted" },
-    `confidence ${Number(answer.confidence || 0).toFixed(2)}`));
-  if (answer.citations.length) {
-    const list = el("ol", { class: "citations" });
-    for (const c of answer.citations) list.append(citation(c));
-    box.append(el("h4", {}, "Citations (best first)"), list);
+  if (answer.ideal_answer) {
+    box.append(el("p", { class: "ideal-label muted" }, `${WORDS.ideal}:`),
+      linkified(answer.ideal_answer, known));
+  }
+  box.append(el("p", { class: "confidence muted" },
+    `${WORDS.confidence}: ${answer.confidence_text ?? Number(answer.confidence || 0).toFixed(2)}`));
+  if (evidence.length) {
+    const list = el("ol", { class: "evidence" });
+    for (const e of evidence) list.append(evidenceItem(e));
+    box.append(el("h4", {}, WORDS.evidence), list);
+  } else if (answer.evidence_kept) {
+    box.append(el("h4", {}, WORDS.evidence), el("p", { class: "muted" }, WORDS.noEvidence));
+  }
+  if (documents.length) {
+    const list = el("ol", { class: "documents" });
+    for (const d of documents) list.append(documentItem(d));
+    box.append(el("h4", {}, WORDS.retrieved, el("span", { class: "muted" }, ` (${WORDS.order})`)),
+      list);
   }
   box.append(el("button", { type: "button", class: "open-trace",
     onclick: () => openTrace(answer.thread_id) }, "Trace"));
@@ -210,12 +235,22 @@ function linkified(text, known) {
   return p;
 }
 
-function citation(c) {
+function pmidButton(pmid, abstract) {
+  return el("button", { type: "button", class: "pmid", title: "show the abstract",
+    onclick: () => showAbstract(pmid, abstract) }, `[${pmid}]`);
+}
+
+function evidenceItem(e) {
   const abstract = el("div", { class: "abstract", hidden: "" });
-  const toggle = el("button", { type: "button", class: "pmid", title: "show the abstract",
-    onclick: () => showAbstract(c.pmid, abstract) }, `[${c.pmid}]`);
-  return el("li", { "data-pmid": c.pmid }, toggle, " ", c.title || "(no title)",
-    c.cited ? el("span", { class: "badge" }, "cited") : null, abstract);
+  return el("li", { "data-pmid": e.pmid }, pmidButton(e.pmid, abstract), " ",
+    e.title || "(no title)",
+    e.sentence ? el("blockquote", { class: "sentence" }, e.sentence) : null, abstract);
+}
+
+function documentItem(d) {
+  const abstract = el("div", { class: "abstract", hidden: "" });
+  return el("li", { "data-pmid": d.pmid }, pmidButton(d.pmid, abstract), " ",
+    d.title || "(no title)", d.cited ? el("span", { class: "badge" }, "cited") : null, abstract);
 }
 
 async function showAbstract(pmid, box) {

@@ -37,7 +37,17 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from graphs.chat.conversation import Conversations, Turn, run_turn
-from graphs.describe import DEMO_NOTICE, DESCRIBERS, LABELS, done_line, summarize
+from graphs.describe import (
+    DEMO_NOTICE,
+    DESCRIBERS,
+    LABELS,
+    cited_evidence,
+    confidence_text,
+    done_line,
+    exact_text,
+    retrieved_documents,
+    summarize,
+)
 from graphs.runtime import InputProblem, build_context, check_question
 from graphs.traces.read import Step, UnknownThread, node_updates
 from infra.settings import Settings, SettingsError, secret_from_env
@@ -196,7 +206,7 @@ def create_app(
     async def conversation_turns(conversation: str) -> Response:
         _check_id(conversation, "conversation")
         turns = await asyncio.to_thread(state.store.turns, conversation)
-        return state.json({"id": conversation, "turns": [_answer(t, None) for t in turns]})
+        return state.json({"id": conversation, "turns": [_answer(t) for t in turns]})
 
     @app.post("/api/conversations/{conversation}/turns")
     async def ask(conversation: str, body: Ask) -> StreamingResponse:
@@ -273,14 +283,11 @@ async def _run(
     queue: asyncio.Queue[str | None],
 ) -> None:
     # NOTE: the turn runs on even if the browser goes away, so the conversation stays whole.
-    cited: list[str] = []
 
     def on_start(node: str) -> None:
         emit("start", {"node": node})
 
     def on_event(node: str, update: QAState) -> None:
-        if node == "synthesize":
-            cited[:] = (update.get("answer") or {}).get("cited") or []
         emit(
             "node",
             {"node": node, "line": done_line(node, update), "summary": summarize(node, update)},
@@ -303,7 +310,7 @@ async def _run(
             on_progress=lambda p: emit("progress", p),
             on_token=on_token,
         )
-        emit("answer", _answer(turn, cited))
+        emit("answer", _answer(turn))
     except (InputProblem, SettingsError) as exc:
         emit("error", {"message": str(exc)})
     except Exception as exc:
@@ -314,10 +321,13 @@ async def _run(
         queue.put_nowait(None)
 
 
-def _answer(turn: Turn, cited: list[str] | None) -> dict[str, Any]:
+def _answer(turn: Turn) -> dict[str, Any]:
+    """Return a turn's answer as the page shows it, in the words of graphs/describe.py.
+
+    `evidence` is what the answer cites (each with its supporting sentence); `documents` is
+    what was retrieved, in retrieval order, each marked whether it is cited.
+    """
     result = turn.result
-    titles = result.get("titles") or {}
-    shown = set(cited or [])
     return {
         "turn": turn.number,
         "thread_id": turn.thread_id,
@@ -326,12 +336,16 @@ def _answer(turn: Turn, cited: list[str] | None) -> dict[str, Any]:
         "rewritten": turn.question != turn.asked,
         "type": result.get("type"),
         "exact_answer": result.get("exact_answer"),
+        "exact_text": exact_text(result.get("exact_answer")),
         "ideal_answer": result.get("ideal_answer"),
+        "insufficient": bool(result.get("insufficient")),
+        "insufficient_reason": result.get("insufficient_reason"),
         "confidence": result.get("confidence"),
-        "citations": [
-            {"pmid": p, "title": titles.get(p, ""), "cited": p in shown}
-            for p in result.get("documents") or []
-        ],
+        "model_confidence": result.get("model_confidence"),
+        "confidence_text": confidence_text(result),
+        "evidence": cited_evidence(result),
+        "evidence_kept": "evidence" in result,
+        "documents": retrieved_documents(result),
         "snippets": result.get("snippets") or [],
     }
 

@@ -16,15 +16,26 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
+from graphs.chat.conversation import Turn
 from graphs.cli import app as cli_app
 from graphs.cli.common import CliError
-from graphs.web.server import create_app, is_loopback
+from graphs.describe import (
+    CITED_EVIDENCE,
+    CONFIDENCE,
+    EXACT_ANSWER,
+    IDEAL_ANSWER,
+    NO_EVIDENCE,
+    RETRIEVAL_ORDER,
+    RETRIEVED_DOCUMENTS,
+)
+from graphs.web.server import _answer, create_app, is_loopback
 from infra.settings import load_settings
 from tests.support.data import ANSWERING_NODES
 from tests.support.fakes import pmids_in, script
 
 STANDALONE = "Do mitochondria drive lace plant programmed cell death?"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ANSWERS = Path(__file__).resolve().parents[1] / "fixtures" / "answers"
 
 
 def chat_model(delay_s: float = 0.0, ensemble=None, gate: threading.Event | None = None):
@@ -79,12 +90,14 @@ async def new_conversation(client: httpx.AsyncClient) -> str:
     return response.json()["id"]
 
 
-async def test_a_turn_streams_started_then_nodes_then_the_answer_with_citations(
+async def test_a_turn_streams_started_then_nodes_then_the_answer_with_its_evidence(
     make_context, settings
 ):
     async with client_for(create_app(settings, make_context(chat_model()))) as client:
         conversation = await new_conversation(client)
         events = await ask(client, conversation, "Do mitochondria matter in lace plants?")
+        thread = events[-1][1]["thread_id"]
+        steps = (await client.get(f"/api/threads/{thread}/steps")).json()["steps"]
     names = [name for name, _ in events]
     assert names[0] == "started" and events[0][1]["conversation"] == conversation
     assert [d["node"] for n, d in events if n == "node"] == ANSWERING_NODES
@@ -103,13 +116,44 @@ async def test_a_turn_streams_started_then_nodes_then_the_answer_with_citations(
     answer = events[-1][1]
     assert answer["exact_answer"] == "yes" and answer["confidence"] == 0.9
     assert answer["thread_id"].startswith(conversation) and not answer["rewritten"]
-    first = answer["citations"][0]
-    assert first == {
+    assert "citations" not in answer
+    result = next(s["update"]["result"] for s in steps if s["node"] == "finalize")
+    # Retrieved documents in the order retrieval gave them, each marked whether it is cited.
+    assert [d["pmid"] for d in answer["documents"]] == result["documents"]
+    assert {d["pmid"] for d in answer["documents"]} == {"101", "102", "103", "105", "108"}
+    assert {
         "pmid": "101",
         "title": "Mitochondria drive programmed cell death in lace plant leaves",
-        "cited": True,
-    }
-    assert {c["pmid"] for c in answer["citations"]} == {"101", "102", "103", "105", "108"}
+        "cited": any(e["pmid"] == "101" for e in answer["evidence"]),
+    } in answer["documents"]
+    assert answer["insufficient"] is False
+    assert answer["confidence_text"].startswith(f"{answer['confidence']:.2f}")
+    for cited in answer["evidence"]:  # each cited passage with the sentence it rests on
+        assert set(cited) == {"pmid", "title", "sentence"} and cited["sentence"]
+
+
+def test_the_answer_event_keeps_cited_evidence_apart_from_retrieval_order():
+    result = json.loads((ANSWERS / "cited.json").read_text())
+    answer = _answer(Turn(1, "Q?", "Q?", "t-1", result))
+    assert [d["pmid"] for d in answer["documents"]] == ["201", "202", "203", "204", "205", "206"]
+    assert [d["pmid"] for d in answer["documents"] if d["cited"]] == ["203", "205"]
+    assert answer["evidence"] == result["evidence"]
+    assert answer["confidence_text"] == "0.40 from the evidence (model said 0.95)"
+    assert answer["exact_text"] == "yes" and answer["insufficient"] is False
+    honest = _answer(
+        Turn(2, "Q?", "Q?", "t-2", json.loads((ANSWERS / "insufficient.json").read_text()))
+    )
+    assert honest["insufficient"] is True and honest["evidence"] == []
+    assert honest["ideal_answer"].startswith("Insufficient evidence: ")
+    assert honest["exact_text"] == "(none)"
+
+
+def test_the_page_uses_the_answer_words_of_the_cli():
+    script_text = (Path(create_app.__code__.co_filename).parent / "app.js").read_text()
+    for words in (EXACT_ANSWER, IDEAL_ANSWER, CONFIDENCE, CITED_EVIDENCE, RETRIEVED_DOCUMENTS):
+        assert f'"{words}"' in script_text
+    assert f'"{NO_EVIDENCE}"' in script_text and f'"{RETRIEVAL_ORDER}"' in script_text
+    assert "best first" not in script_text and "Citations" not in script_text
 
 
 async def test_a_follow_up_is_rewritten_and_the_conversation_lists_both_turns(
@@ -296,14 +340,17 @@ def test_the_page_answers_and_steps_through_the_trace(make_context, settings, tm
             assert shown == ANSWERING_NODES[:4]
             assert page.inner_text(".turn.running .status").startswith("ensemble answering")
             gate.set()
-            answer = page.wait_for_selector(".answer .citations li")
+            answer = page.wait_for_selector(".answer .documents li")
             assert answer is not None
-            assert page.inner_text(".answer .exact").startswith("yes")
-            citations = page.locator(".answer .citations li")
-            assert citations.count() == 5
-            assert "[101] Mitochondria drive programmed cell death" in citations.first.inner_text()
-            page.click(".citations li[data-pmid='101'] button.pmid")
-            page.wait_for_selector(".citations li[data-pmid='101'] .abstract >> text=Cyclosporin")
+            assert page.inner_text(".answer .exact").startswith("Exact answer: yes")
+            assert "Retrieved documents (retrieval order)" in page.inner_text(".answer")
+            documents = page.locator(".answer .documents li")
+            assert documents.count() == 5
+            assert "[101] Mitochondria drive programmed cell death" in page.inner_text(
+                ".answer .documents li[data-pmid='101']"
+            )
+            page.click(".documents li[data-pmid='101'] button.pmid")
+            page.wait_for_selector(".documents li[data-pmid='101'] .abstract >> text=Cyclosporin")
 
             page.fill("#question", "Which study said that?")
             page.keyboard.press("Enter")
