@@ -2,9 +2,10 @@
 
 Each line is a turn (graphs/chat/conversation.py): follow-ups are rewritten into standalone
 questions from the history, progress shows live while the graph runs ("searching… 8,412 hits",
-"ensemble 12/15"), the answer's text streams when the model streams it, citations come with
-titles. Commands: /open PMID, /trace, /new, /quit. Ctrl-C during a turn cancels that turn and
-keeps the conversation.
+"ensemble 12/15"), the answer's text streams when the model streams it, and the answer comes
+with the evidence it cites (each PMID's title and supporting sentence) apart from the documents
+retrieved, in retrieval order. Commands: /open PMID, /trace, /new, /quit. Ctrl-C during a turn
+cancels that turn and keeps the conversation.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from rich.markup import escape
 
 from graphs.chat.conversation import Conversations, Turn, run_turn
 from graphs.cli.live import LiveStatus
-from graphs.describe import DESCRIBERS, LABELS, done_line
+from graphs.describe import DESCRIBERS, LABELS, answer_lines, done_line
 from graphs.traces.read import node_updates
 from infra.settings import Settings
 from nodes.context import Context
@@ -149,23 +150,15 @@ class Chat:
         )
 
     def show_answer(self, turn: Turn) -> None:
-        """Print the answer, its citations with titles, and how to see every step."""
+        """Print the answer, the evidence it cites, what was retrieved, how to see every step."""
         result = turn.result
         if turn.question != turn.asked:
             self.console.print(f"[dim]asked as: {escape(turn.question)}[/dim]")
-        exact = result.get("exact_answer")
-        if isinstance(exact, list):
-            exact = "; ".join(item[0] for item in exact if item) or "(none)"
-        if exact is not None:
-            self.console.print(f"[bold]{escape(str(exact))}[/bold]")
-        if result.get("ideal_answer"):
-            self.console.print(escape(result["ideal_answer"]))
-        titles = result.get("titles", {})
-        for pmid in result.get("documents", [])[:5]:
-            self.console.print(f"  [cyan]\\[{pmid}][/cyan] {escape(titles.get(pmid, ''))}")
+        for line in answer_lines(result, documents=5):
+            self.console.print(line, markup=False, highlight=False)
         self.console.print(
-            f"[dim]confidence {result.get('confidence', 0):.2f} · thread {turn.thread_id} · "
-            "/trace for every step[/dim]"
+            f"[dim]thread {turn.thread_id} · /open PMID for an abstract · /trace for every "
+            "step[/dim]"
         )
 
     def open(self, pmid: str) -> None:

@@ -15,7 +15,6 @@ from graphs.cli.common import (
     checked_type,
     demo_notice,
     err,
-    fail,
     out,
     search_options,
     settings_for,
@@ -57,39 +56,44 @@ def ask(
             )
         )
     if as_json:
-        keys = (
-            "question",
-            "type",
-            "exact_answer",
-            "ideal_answer",
-            "confidence",
-            "documents",
-            "snippets",
-            "thread_id",
-        )
-        write_json({k: result.get(k) for k in keys})
+        write_json(answer_json(result))
     else:
         _print_answer(result)
-    if result.get("insufficient"):
-        # Every model failed (or none answered): not a result, so not exit 0.
-        fail(f"no answer: {result.get('insufficient_reason')}", 1)
+    # An insufficient-evidence result is an honest answer, not an error: exit 0 either way.
+
+
+ANSWER_KEYS = (
+    "question",
+    "type",
+    "exact_answer",
+    "ideal_answer",
+    "insufficient",
+    "insufficient_reason",
+    "confidence",
+    "model_confidence",
+    "confidence_parts",
+    "evidence",
+    "documents",
+    "snippets",
+    "titles",
+    "thread_id",
+)
+"""What `ask --json` prints, in this order; `insufficient` is always true or false."""
+
+
+def answer_json(result: dict[str, Any]) -> dict[str, Any]:
+    """Return the one JSON object `ask --json` prints for a result."""
+    shown = {k: result.get(k) for k in ANSWER_KEYS}
+    shown["insufficient"] = bool(result.get("insufficient"))
+    shown["evidence"] = result.get("evidence") or []
+    return shown
 
 
 def _print_answer(result: dict[str, Any]) -> None:
-    exact = result.get("exact_answer")
-    if isinstance(exact, list):
-        exact = "; ".join(item[0] for item in exact if item) or "(none)"
-    if exact is not None:
-        out.print(f"[bold]Exact answer[/bold] ({result['type']}): {escape(str(exact))}")
-    if result.get("ideal_answer"):
-        label = "Ideal answer" if exact is not None else f"Ideal answer ({result['type']})"
-        out.print(f"[bold]{label}[/bold]: {escape(result['ideal_answer'])}")
-    out.print(f"[bold]Confidence[/bold]: {result.get('confidence', 0):.2f}")
-    titles = result.get("titles", {})
-    if result.get("documents"):
-        out.print("[bold]Documents[/bold] (best first):")
-        for pmid in result["documents"]:
-            out.print(f"  [{pmid}] {titles.get(pmid, '')}", markup=False)
+    from graphs.describe import answer_lines
+
+    for line in answer_lines(result):
+        out.print(line, markup=False, highlight=False)
     out.print(
         f"[dim]thread {result['thread_id']} — every step: "
         f"quorum trace show {result['thread_id']}[/dim]"

@@ -1,11 +1,16 @@
 """`quorum chat` driven line by line with a scripted model: turns, follow-ups and commands."""
 
 import io
+import json
+from pathlib import Path
 
 from rich.console import Console
 
+from graphs.chat.conversation import Turn
 from graphs.chat.terminal import Chat, IdealStream, run_chat
 from tests.support.fakes import pmids_in, script
+
+ANSWERS = Path(__file__).resolve().parents[1] / "fixtures" / "answers"
 
 
 def chat_model():
@@ -60,6 +65,36 @@ def test_two_turns_a_follow_up_trace_open_and_new(make_context, settings):
     assert "Mitochondrial dynamics change early" in text  # /open 101
     assert "PMID 999999 is not in the index" in text
     assert "unknown command /frobnicate" in text and "new conversation chat-" in text
+
+
+def test_an_answer_shows_its_cited_evidence_apart_from_the_retrieved_documents(settings):
+    screen = console()
+    chat = Chat(settings, None, screen)
+    result = json.loads((ANSWERS / "cited.json").read_text())
+    chat.show_answer(Turn(1, "Does it?", "Does rivoparin cause thrombocytopenia?", "t-1", result))
+    text = screen.export_text()
+    assert "asked as: Does rivoparin cause thrombocytopenia?" in text
+    assert "Exact answer (yesno): yes" in text
+    assert "Confidence: 0.40 from the evidence (model said 0.95)" in text
+    evidence, retrieved = text.split("Cited evidence:")[1].split("Retrieved documents")
+    assert '[203] Thrombocytopenia after rivoparin: a cohort study\n      "Thrombocytopenia' in (
+        evidence
+    )
+    assert "Platelet counts fell below 100,000" in evidence
+    assert retrieved.startswith(" (retrieval order):\n  1. [201] Rivoparin")
+    assert "  3. [203] Thrombocytopenia after rivoparin: a cohort study (cited)" in retrieved
+    assert "… 1 more" in retrieved  # chat shows the first five
+    assert "best first" not in text and "Citations" not in text
+
+
+def test_an_insufficient_answer_is_shown_as_an_answer(settings):
+    screen = console()
+    chat = Chat(settings, None, screen)
+    result = json.loads((ANSWERS / "insufficient.json").read_text())
+    chat.show_answer(Turn(1, "Which?", "Which?", "t-2", result))
+    text = screen.export_text()
+    assert "Ideal answer: Insufficient evidence: no ensemble member could answer" in text
+    assert "Cited evidence: none: the answer cites no passage" in text
 
 
 def test_a_cancelled_turn_keeps_the_conversation(make_context, settings):

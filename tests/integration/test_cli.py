@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from graphs.cli.ask import ANSWER_KEYS
 from infra.ingest.corpus import DEMO_DOCS, read_jsonl
 from tests.support.cli import QUORUM, quorum_env, run_quorum
 from tests.support.data import ANSWERING_NODES
@@ -34,16 +35,8 @@ def asked(home: Path) -> dict:
 
 @pytest.mark.slow
 def test_ask_json_is_one_bioasq_shaped_object(asked):
-    assert set(asked) == {
-        "question",
-        "type",
-        "exact_answer",
-        "ideal_answer",
-        "confidence",
-        "documents",
-        "snippets",
-        "thread_id",
-    }
+    assert list(asked) == list(ANSWER_KEYS)
+    assert asked["insufficient"] in (True, False) and isinstance(asked["evidence"], list)
     assert asked["type"] == "yesno" and asked["exact_answer"] in ("yes", "no")
     assert 0.0 <= asked["confidence"] <= 1.0
     demo_pmids = {d["pmid"] for d in read_jsonl(DEMO_DOCS)}
@@ -73,6 +66,8 @@ def test_ask_human_output_names_answer_and_titles(home):
     proc = quorum(home, "ask", QUESTION, "--type", "yesno")
     assert proc.returncode == 0, proc.stderr
     assert "Exact answer (yesno):" in proc.stdout and "Ideal answer:" in proc.stdout
+    assert "Confidence: " in proc.stdout and "Retrieved documents (retrieval order):" in proc.stdout
+    assert "Citations" not in proc.stdout and "best first" not in proc.stdout
     # The same words as chat and the page, counted in the right number.
     assert "✓ query written" in proc.stderr and "✓ answer ready" in proc.stderr
     assert "✓ searched: " in proc.stderr and " 1 hits" not in proc.stderr

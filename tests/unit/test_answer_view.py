@@ -1,0 +1,97 @@
+"""The answer as ask, chat, the page and the export show it: one vocabulary, cited evidence apart."""
+
+import json
+from pathlib import Path
+
+from graphs.cli.ask import ANSWER_KEYS, answer_json
+from graphs.describe import (
+    answer_lines,
+    cited_evidence,
+    confidence_text,
+    exact_text,
+    retrieved_documents,
+)
+
+ANSWERS = Path(__file__).resolve().parents[1] / "fixtures" / "answers"
+CITED = json.loads((ANSWERS / "cited.json").read_text())
+INSUFFICIENT = json.loads((ANSWERS / "insufficient.json").read_text())
+
+
+def test_the_cited_evidence_comes_with_sentences_apart_from_the_retrieved_documents():
+    assert answer_lines(CITED) == [
+        "Exact answer (yesno): yes",
+        "Ideal answer: Yes. Thrombocytopenia followed rivoparin in 3% of treated patients [203].",
+        "Confidence: 0.40 from the evidence (model said 0.95)",
+        "Cited evidence:",
+        "  [203] Thrombocytopenia after rivoparin: a cohort study",
+        '      "Thrombocytopenia followed rivoparin in 3% of treated patients."',
+        "  [205] Platelet counts under low-molecular-weight heparins",
+        '      "Platelet counts fell below 100,000 in 11 of 360 patients given rivoparin."',
+        "Retrieved documents (retrieval order):",
+        "  1. [201] Rivoparin and heparin-induced thrombocytopenia: a review",
+        "  2. [202] Morvan-Kessler syndrome in two siblings",
+        "  3. [203] Thrombocytopenia after rivoparin: a cohort study (cited)",
+        "  4. [204] Morvan-Kessler syndrome: case report",
+        "  5. [205] Platelet counts under low-molecular-weight heparins (cited)",
+        "  6. [206] Anticoagulants in pregnancy",
+    ]
+
+
+def test_retrieved_documents_keep_retrieval_order_and_a_limit_says_how_many_more():
+    assert [d["pmid"] for d in retrieved_documents(CITED)] == CITED["documents"]
+    lines = answer_lines(CITED, documents=2)
+    assert lines[-3:] == [
+        "  1. [201] Rivoparin and heparin-induced thrombocytopenia: a review",
+        "  2. [202] Morvan-Kessler syndrome in two siblings",
+        "  … 4 more",
+    ]
+
+
+def test_an_insufficient_result_says_so_and_cites_nothing():
+    lines = answer_lines(INSUFFICIENT)
+    assert lines[:4] == [
+        "Exact answer (factoid): (none)",
+        "Ideal answer: Insufficient evidence: no ensemble member could answer this question "
+        "from the evidence found.",
+        "Confidence: 0.00",
+        "Cited evidence: none: the answer cites no passage",
+    ]
+    assert "Retrieved documents (retrieval order):" in lines
+
+
+def test_a_result_from_before_cited_evidence_shows_no_evidence_section():
+    older = {k: CITED[k] for k in ("type", "exact_answer", "ideal_answer", "documents", "titles")}
+    older["confidence"] = 0.9
+    lines = answer_lines(older)
+    assert "Confidence: 0.90" in lines and not any("Cited evidence" in x for x in lines)
+    assert cited_evidence(older) == [] and confidence_text(older) == "0.90"
+
+
+def test_a_summary_has_no_exact_answer_line_and_names_its_type():
+    summary = {**CITED, "type": "summary", "exact_answer": None}
+    assert answer_lines(summary)[0].startswith("Ideal answer (summary): Yes.")
+    assert exact_text(None) is None
+    assert exact_text([["TNF", "tumour necrosis factor"], ["IL-6"]]) == "TNF; IL-6"
+
+
+def test_evidence_titles_fall_back_to_the_titles_map():
+    result = {**CITED, "evidence": [{"pmid": "201", "sentence": "A review."}, {"title": "no pmid"}]}
+    assert cited_evidence(result) == [
+        {
+            "pmid": "201",
+            "title": "Rivoparin and heparin-induced thrombocytopenia: a review",
+            "sentence": "A review.",
+        }
+    ]
+
+
+def test_ask_json_always_says_whether_the_answer_is_insufficient():
+    for result, insufficient in ((CITED, False), (INSUFFICIENT, True)):
+        shown = answer_json(result)
+        assert list(shown) == list(ANSWER_KEYS) and shown["insufficient"] is insufficient
+        assert shown["evidence"] == result["evidence"]
+        assert shown["model_confidence"] == result["model_confidence"]
+    older = {k: v for k, v in CITED.items() if k not in ("insufficient", "evidence")}
+    shown = answer_json(older)
+    assert shown["insufficient"] is False and shown["evidence"] == []
+    assert shown["documents"] == CITED["documents"]  # retrieval order, as the graph gave it
