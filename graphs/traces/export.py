@@ -13,7 +13,20 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from graphs.describe import DESCRIBERS
+from graphs.describe import (
+    CITED_EVIDENCE,
+    CONFIDENCE,
+    DESCRIBERS,
+    EXACT_ANSWER,
+    IDEAL_ANSWER,
+    NO_EVIDENCE,
+    RETRIEVAL_ORDER,
+    RETRIEVED_DOCUMENTS,
+    cited_evidence,
+    confidence_text,
+    exact_text,
+    retrieved_documents,
+)
 from graphs.traces.read import Step
 from nodes.state import Call, QAState, RelationEdge, call_tokens
 
@@ -47,6 +60,8 @@ align-items:center;padding:.15rem 0}
 .key{display:inline-block;width:18px;vertical-align:middle;margin-right:4px}
 .bar-key{height:10px;background:#4c78a8;border-radius:2px}.tick-key{height:4px;background:#f58518}
 .docs{margin:0;padding-left:1.4rem}
+.sentence{margin:.15rem 0 .35rem;padding-left:.6rem;border-left:3px solid #2ca02c;font-style:italic}
+.cited{font-size:11px;color:#1a7f37;margin-left:.3rem}
 .dur{text-align:right;color:#555;font-variant-numeric:tabular-nums}
 .body{margin:.3rem 0 .8rem 1.2rem}
 .call{border-left:3px solid #f58518;padding-left:.6rem;margin:.4rem 0}
@@ -133,20 +148,38 @@ def _answer(steps: list[Step]) -> str:
     result = next((s["update"]["result"] for s in reversed(steps) if s["update"].get("result")), {})
     if not result:
         return '<p class="meta">No final answer: the run did not finish.</p>'
-    exact = result.get("exact_answer")
-    rows = [("exact answer", json.dumps(exact, ensure_ascii=False) if exact is not None else "-")]
-    rows += [
-        ("ideal answer", result.get("ideal_answer") or "-"),
-        ("confidence", result.get("confidence")),
-    ]
-    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
-    titles = result.get("titles") or {}
+    exact = exact_text(result.get("exact_answer"))
+    rows = [(f"{EXACT_ANSWER} ({result.get('type') or '?'})", _e(exact or "-"))]
+    ideal = _e(result.get("ideal_answer") or "-")
+    if result.get("insufficient"):
+        ideal += ' <span class="error">(insufficient evidence)</span>'
+    rows += [(IDEAL_ANSWER, ideal), (CONFIDENCE, _e(confidence_text(result)))]
+    if "evidence" in result:
+        evidence = "".join(
+            f"<li><code>{_e(row['pmid'])}</code> {_e(row['title'] or '(no title)')}"
+            + (
+                f'<blockquote class="sentence">{_e(row["sentence"])}</blockquote>'
+                if row["sentence"]
+                else ""
+            )
+            + "</li>"
+            for row in cited_evidence(result)
+        )
+        rows.append(
+            (
+                CITED_EVIDENCE,
+                f'<ol class="docs evidence">{evidence}</ol>' if evidence else _e(NO_EVIDENCE),
+            )
+        )
     documents = "".join(
-        f"<li><code>{_e(pmid)}</code> {_e(titles.get(pmid) or '(no title)')}</li>"
-        for pmid in result.get("documents") or []
+        f"<li><code>{_e(row['pmid'])}</code> {_e(row['title'] or '(no title)')}"
+        + (' <span class="cited">cited</span>' if row["cited"] else "")
+        + "</li>"
+        for row in retrieved_documents(result)
     )
     listed = f'<ol class="docs">{documents}</ol>' if documents else "<p>-</p>"
-    body += f"<tr><th>documents (best first)</th><td>{listed}</td></tr>"
+    rows.append((f"{RETRIEVED_DOCUMENTS} ({RETRIEVAL_ORDER})", listed))
+    body = "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows)
     return f"<h2>Answer</h2><table>{body}</table>"
 
 

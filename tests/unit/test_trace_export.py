@@ -1,14 +1,17 @@
 """The HTML trace export on hand-made steps: escaping, timeline, relation graph, votes, costs."""
 
 import html
+import json
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 from graphs.traces.export import export_html
 from infra.files import write_atomic
 
 EVIL = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+ANSWERS = Path(__file__).resolve().parents[1] / "fixtures" / "answers"
 
 
 def call(node, started, latency, *, raw='{"answer": "yes"}', tokens=(100, 20), **extra):
@@ -242,3 +245,34 @@ def test_documents_are_listed_with_their_titles_and_the_timeline_has_a_legend():
     assert "<code>101</code> Aspirin and colorectal cancer" in page
     assert "<code>202</code> " + html.escape(EVIL) in page
     assert "time in the node" in page and "one model call" in page
+
+
+def test_the_answer_shows_cited_evidence_with_sentences_apart_from_retrieval_order():
+    trace = steps()
+    result = json.loads((ANSWERS / "cited.json").read_text())
+    result["evidence"][0]["sentence"] = EVIL
+    trace[-1]["update"]["result"] = result
+    page = export_html(trace, thread_id="t", question="q")
+    answer = page[page.index("<h2>Answer</h2>") : page.index("<h2>Timeline</h2>")]
+    assert "<th>Exact answer (yesno)</th><td>yes</td>" in answer
+    assert "<th>Confidence</th><td>0.40 from the evidence (model said 0.95)</td>" in answer
+    evidence, retrieved = answer.split("<th>Cited evidence</th>")[1].split("Retrieved documents")
+    assert (
+        "<code>203</code> Thrombocytopenia after rivoparin: a cohort study"
+        f'<blockquote class="sentence">{html.escape(EVIL)}</blockquote>' in evidence
+    )
+    assert "Platelet counts fell below 100,000 in 11 of 360 patients" in evidence
+    assert retrieved.startswith(" (retrieval order)</th>")
+    order = [retrieved.index(f"<code>{p}</code>") for p in result["documents"]]
+    assert order == sorted(order)  # retrieval order, the cited ones not moved up
+    assert retrieved.count('<span class="cited">cited</span>') == 2
+    assert "best first" not in page and EVIL not in page
+
+
+def test_an_insufficient_answer_is_marked_and_cites_nothing():
+    trace = steps()
+    trace[-1]["update"]["result"] = json.loads((ANSWERS / "insufficient.json").read_text())
+    page = export_html(trace, thread_id="t", question="q")
+    assert "Insufficient evidence: no ensemble member could answer" in page
+    assert "(insufficient evidence)" in page
+    assert "<th>Cited evidence</th><td>none: the answer cites no passage</td>" in page
