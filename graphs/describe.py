@@ -84,8 +84,7 @@ def done_line(node: str, update: QAState) -> str:
         answers = plural(votes.get("members", 0), "answer")
         return f"ensemble: {answers}, agreement {votes.get('agreement', 0):.2f}"
     if node == "synthesize":
-        confidence = (update.get("answer") or {}).get("confidence", 0.0)
-        return f"synthesized: confidence {confidence:.2f}"
+        return f"synthesized: confidence {confidence_text(update.get('answer') or {})}"
     if node == "fallback_search":
         added = sum(f.get("added", 0) for f in update.get("fallbacks") or [])
         return f"searched PubMed: {plural(added, 'document')} added"
@@ -119,7 +118,7 @@ def summarize(node: str, update: QAState) -> str:
             f"agreement {votes.get('agreement', 0):.2f}"
         )
     if node == "synthesize" and (answer := update.get("answer")):
-        parts.append(f"confidence {answer.get('confidence', 0):.2f}")
+        parts.append(f"confidence {confidence_text(answer)}")
     if node == "finalize" and (result := update.get("result")):
         parts.append(f"{len(result.get('documents') or [])} documents")
     if not parts and update.get("notes"):
@@ -276,7 +275,7 @@ def describe_synthesize(update: QAState) -> list[str]:
             head = f"at temperature {attempt['temperature']:g}{again}"
         lines.append(
             f"attempt in round {attempt['round']} {head}: confidence "
-            f"{answer.get('confidence', 0):.2f} from {answer.get('source')}"
+            f"{confidence_text(answer)}, answer from {answer.get('source')}"
         )
         if attempt.get("error"):
             lines.append(f"  error: {attempt['error']}")

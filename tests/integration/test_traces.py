@@ -8,6 +8,11 @@ from tests.support.fakes import pmids_in, script
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
 
 
+def said(line: str, model: float) -> bool:
+    """Tell whether a synthesis line gives the model's own confidence (as its word or alone)."""
+    return f"(model said {model:.2f})" in line or f"confidence {model:.2f}," in line
+
+
 async def test_trace_shows_members_votes_and_the_greedy_resynthesis(make_context, settings):
     answers = iter(["yes", "no", "yes", "yes", "no"])
     model = script(
@@ -39,7 +44,8 @@ async def test_trace_shows_members_votes_and_the_greedy_resynthesis(make_context
     assert decided in ensemble
     assert any(line.startswith("  settings: models=['scripted'], seed=13") for line in ensemble)
     first, second = shown["synthesize"]  # low confidence, so a second, greedy attempt
-    assert "temperature 0.1" in first[0] and "confidence 0.30" in first[0]
-    assert "(again, at temperature 0)" in second[0] and "confidence 0.80" in second[0]
+    # The model's own confidence drives the gate; the trace shows it beside the evidence's.
+    assert "temperature 0.1" in first[0] and said(first[0], 0.30)
+    assert "(again, at temperature 0)" in second[0] and said(second[0], 0.80)
     assert "  rationale: Two of three readers and the first abstract agree." in second
     assert result["exact_answer"] == "yes"
