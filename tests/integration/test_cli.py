@@ -9,7 +9,9 @@ import pytest
 
 from graphs.cli.ask import ANSWER_KEYS
 from infra.ingest.corpus import DEMO_DOCS, read_jsonl
-from tests.support.cli import QUORUM, quorum_env, run_quorum
+from infra.simulate.faults import FaultPlan
+from infra.simulate.server import SimulatedEndpoint
+from tests.support.cli import QUORUM, quorum_env, run_quorum, simulated_env
 from tests.support.data import ANSWERING_NODES
 
 QUESTION = (
@@ -73,6 +75,35 @@ def test_ask_human_output_names_answer_and_titles(home):
     assert "✓ searched: " in proc.stderr and " 1 hits" not in proc.stderr
     assert "[21645374] Do mitochondria play a role" in proc.stdout
     assert "SmolLM2-135M demo model" in proc.stderr
+
+
+def ask_unanswerable(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run `quorum ask` against an endpoint whose every reply is malformed: nobody answers."""
+    plan = FaultPlan(server_error=0, rate_limit=0, timeout=0, malformed=1.0, empty=0)
+    with SimulatedEndpoint(0.0, faults=plan) as endpoint:
+        env = simulated_env(endpoint.base_url, tmp_path / "home")
+        return run_quorum(env, "ask", "Which enzyme cleaves granzyme B?", *args, timeout=600)
+
+
+def test_ask_json_says_insufficient_and_exits_0_when_no_model_answers(tmp_path):
+    proc = ask_unanswerable(tmp_path, "--json")
+    assert proc.returncode == 0, proc.stderr  # an honest answer, not an error
+    shown = json.loads(proc.stdout)
+    assert list(shown) == list(ANSWER_KEYS)
+    assert shown["insufficient"] is True and shown["insufficient_reason"]
+    assert shown["ideal_answer"].startswith("Insufficient evidence: ")
+    assert shown["confidence"] == 0.0 and shown["evidence"] == []
+    assert shown["exact_answer"] == [] and shown["documents"]
+
+
+@pytest.mark.slow
+def test_ask_prints_an_insufficient_answer_and_exits_0(tmp_path):
+    proc = ask_unanswerable(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Ideal answer: Insufficient evidence: " in proc.stdout
+    assert "Confidence: 0.00" in proc.stdout
+    assert "Cited evidence: none: the answer cites no passage" in proc.stdout
+    assert "Retrieved documents (retrieval order):" in proc.stdout
 
 
 @pytest.mark.parametrize(
