@@ -262,9 +262,7 @@ def control_lines(report: dict[str, Any]) -> list[str]:
         for control, got in controls.items():
             lines.append(_line(f"  {name} vs {control}", got))
             if "paired" in got and not got["beats_control"]:
-                lines.append(
-                    f"    {name} does not beat {control} (paired 95% CI includes 0 or less)"
-                )
+                lines.append(f"    {name} does not beat {control} (paired 95% CI not above 0)")
     ablations = report.get("ablations") or {}
     if ccv := ablations.get("ccv"):
         lines.append("ablation ccv: citation vs answer_count at the same K")
