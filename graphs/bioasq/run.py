@@ -32,9 +32,9 @@ from tqdm import tqdm
 
 from graphs.inputs import load_testset
 from graphs.qa import build_graph
-from infra.bioasq.contract import answer_problem, insufficient_answer
+from infra.bioasq.contract import SUBMISSION_MIN_WORDS, answer_problem, insufficient_answer
 from infra.bioasq.formats import Question
-from infra.bioasq.types import ANSWERING_PHASES, RETRIEVING_PHASES
+from infra.bioasq.types import ANSWERING_PHASES, QUESTION_TYPES, RETRIEVING_PHASES
 from infra.bioasq.urls import pubmed_url
 from infra.bioasq.validate import SNIPPET_KEYS
 from infra.checkpoints import async_saver
@@ -86,6 +86,7 @@ class Journal:
 
     def __init__(self, path: Path, header: dict[str, Any]):
         self.path = path
+        self.answering = header.get("phase") in ANSWERING_PHASES
         self.done: dict[str, dict[str, Any]] = {}
         self.insufficient: dict[str, dict[str, Any]] = {}
         """Questions whose latest outcome is an insufficient-evidence answer: their records."""
@@ -126,6 +127,10 @@ class Journal:
 
     def _apply(self, record: dict[str, Any]) -> None:
         qid, status = record["id"], record.get("status")
+        if status == "ok" and self.answering and (problem := _junk(record.get("entry") or {})):
+            # An older quorum journalled junk as ok ("][{"): run the question again.
+            record = {"status": "failed", "id": qid, "error": f"journalled answer: {problem}"}
+            status = "failed"
         if status == "ok":
             self.done[qid] = record
             for held in (self.insufficient, self.failed, self.stand_ins):
@@ -351,6 +356,19 @@ def _why_insufficient(
     if question.type in ("factoid", "list"):
         entry["exact_answer"] = []
     return reason
+
+
+def _junk(entry: dict[str, Any]) -> str | None:
+    """Return how a journalled entry breaks the contract at a submission's one word, or None."""
+    qtype = entry.get("type")
+    if qtype not in QUESTION_TYPES:
+        return None  # nothing to judge the exact answer by
+    return answer_problem(
+        qtype,
+        entry.get("exact_answer"),
+        entry.get("ideal_answer"),
+        min_words=SUBMISSION_MIN_WORDS,
+    )
 
 
 def _worth_retrying(result: dict[str, Any]) -> bool:

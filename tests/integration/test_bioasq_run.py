@@ -60,6 +60,8 @@ def answering_model():
             return {"answer": "yes", "pmids": pmids_in(m)[:1]}
         if "Answer in one or two sentences" in " ".join(x.content for x in m):
             return {"answer": "Areole cells die.", "pmids": pmids_in(m)[:1]}
+        if "Give the one best short answer" in " ".join(x.content for x in m):  # factoid
+            return {"answer": "mitochondria", "pmids": pmids_in(m)[:1]}
         return {"answer": ["mitochondria"], "pmids": pmids_in(m)[:1] if text else []}
 
     def synth(m, kw):
@@ -447,3 +449,18 @@ def test_the_journal_reads_back_statuses_in_order(tmp_path):
     for read in (journal, again):
         assert set(read.insufficient) == {"a", "b"} and set(read.failed) == {"c"}
         assert set(read.done) == {"d"} and set(read.stand_ins) == {"a", "b", "c"}
+
+
+async def test_junk_an_older_quorum_journalled_ok_is_answered_again(make_context, tmp_path):
+    t, out = write_testset(tmp_path / "t.json", count=3), tmp_path / "sub.json"
+    await run_batch(make_context(answering_model()), t, out, phase="A+", progress=False)
+    lines = journal_path(out).read_text().splitlines()
+    junk = json.loads(lines[2])  # q2-1, a list question
+    junk["entry"] |= {"exact_answer": [], "ideal_answer": "][{"}
+    lines[2] = json.dumps(junk)
+    journal_path(out).write_text("\n".join(lines) + "\n")
+    model = answering_model()
+    report = await run_batch(make_context(model), t, out, phase="A+", progress=False)
+    assert report.resumed == 2 and report.answered == 1 and model.calls
+    by_id = {e["id"]: e for e in json.loads(out.read_text())["questions"]}
+    assert by_id["q2-1"]["exact_answer"] == [["mitochondria"], ["the vacuole"]]
