@@ -1,4 +1,7 @@
-"""The QA graph described for people: node labels, one-line summaries, trace describers.
+"""The QA graph described for people: node labels, summaries, trace describers, answer words.
+
+The answer is put in the same words wherever it is shown: ask, chat, the page and the HTML
+export (`answer_lines`, `confidence_text`, `cited_evidence`, `retrieved_documents`).
 
 The nodes and their order are read from the compiled graph (`build_graph(...).get_graph()`),
 never copied: a node added to graphs/qa.py needs a label here and nothing else.
