@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from infra.simulate.calibration import (
     CCV_VALID_RUNS,
     CITATION_PRECISION,
+    FITTED_DISTRACTOR_STRENGTH,
+    FITTED_IRRELEVANT_UTILITY,
     INTERACTION_ASSUMED,
     LIU_DEPTH,
     LOGPROB_NOISE_ASSUMED,
@@ -44,10 +46,12 @@ class ReaderSettings:
     Default: the curve's own (`CURVE_STRENGTH`; liu: 0.290, measured)."""
     seed: int = 0
     """Seed of every reading; with the prompt it fixes the passage read."""
-    distractor_strength: float = 0.7
-    """Utility of a hard distractor (gold = 1) unless the passage plants its own."""
-    irrelevant_utility: float = 0.05
-    """Utility of an irrelevant or unplanted passage unless the passage plants its own."""
+    distractor_strength: float = FITTED_DISTRACTOR_STRENGTH
+    """Utility of a hard distractor (gold = 1) unless the passage plants its own: 0.4, fitted
+    with irrelevant_utility to two real models' reading diagnostics (calibration.py)."""
+    irrelevant_utility: float = FITTED_IRRELEVANT_UTILITY
+    """Utility of an irrelevant or unplanted passage unless the passage plants its own: 0.005,
+    fitted with distractor_strength (calibration.py; tests/tools/fit_reader.py)."""
     floor: float = 1e-3
     """Least probability of any scored continuation (no log of zero)."""
     override: float = OVERRIDE_ASSUMED

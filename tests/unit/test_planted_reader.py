@@ -28,6 +28,10 @@ from nodes.evidence import passages
 from nodes.synthesize import decision_lines
 from prompts import render
 
+OLD_UTILITIES = {"distractor_strength": 0.7, "irrelevant_utility": 0.05}
+"""The utilities these checks' expected figures were worked out with (the defaults are now
+fitted to real models' reading diagnostics: infra/simulate/calibration.py)."""
+
 QUESTION = "who got the first nobel prize in physics"
 GOLD = "Wilhelm Conrad Röntgen"
 TEXTS = {
@@ -66,6 +70,7 @@ def plant(**extra) -> dict:
 
 
 UNCALIBRATED = {
+    **OLD_UTILITIES,
     "curve": "u",
     "strength": 0.8,
     "override": 0.0,
@@ -173,7 +178,9 @@ async def test_a_quote_keeps_the_answer_within_a_tight_bound():
     short = create_model(
         "Short", answer=(str, ...), passage=(int, ...), quote=(str, Field(max_length=30))
     )
-    with SimulatedEndpoint(0.0, planted=[plant()], reader=ReaderSettings(misquote=0)) as endpoint:
+    with SimulatedEndpoint(
+        0.0, planted=[plant()], reader=ReaderSettings(**OLD_UTILITIES, misquote=0)
+    ) as endpoint:
         reply = await ask(chat_model(endpoint), short, ["g"])
     assert reply.answer == GOLD and GOLD in reply.quote and reply.quote in TEXTS["g"][1]
 
@@ -207,7 +214,7 @@ def position_bias_visible(middle: float, end: float) -> bool:
 
 
 def test_permutations_draw_differently_and_the_u_curve_shows_in_aggregate():
-    middle, end = middle_and_end_rates(ReaderSettings(curve="u", seed=2))
+    middle, end = middle_and_end_rates(ReaderSettings(**OLD_UTILITIES, curve="u", seed=2))
     # u at strength 0.8 over 6 places: [1, .52, .25, .21, .39, .79]; against four distractors
     # of 0.7 and an irrelevant passage gold is read about 0.1 of the time in the middle and
     # 0.4 at an end.
@@ -216,18 +223,22 @@ def test_permutations_draw_differently_and_the_u_curve_shows_in_aggregate():
 
 
 def test_a_reader_that_ignores_the_curve_fails_the_position_check():
-    middle, end = middle_and_end_rates(ReaderSettings(curve="flat", seed=2))
+    middle, end = middle_and_end_rates(ReaderSettings(**OLD_UTILITIES, curve="flat", seed=2))
     assert not position_bias_visible(middle, end)  # the check above can fail
 
 
 async def test_different_orders_read_different_passages_reproducibly():
-    with SimulatedEndpoint(0.0, planted=[plant()], reader=ReaderSettings(seed=9)) as endpoint:
+    with SimulatedEndpoint(
+        0.0, planted=[plant()], reader=ReaderSettings(**OLD_UTILITIES, seed=9)
+    ) as endpoint:
         model = chat_model(endpoint)
         orders = [list(p) for p in itertools.islice(itertools.permutations(["g", "d1", "d2"]), 6)]
         read = [order[(await ask(model, Cited, order)).passage - 1] for order in orders]
         again = [order[(await ask(model, Cited, order)).passage - 1] for order in orders]
     assert read == again and len(set(read)) > 1
-    with SimulatedEndpoint(0.0, planted=[plant()], reader=ReaderSettings(seed=10)) as endpoint:
+    with SimulatedEndpoint(
+        0.0, planted=[plant()], reader=ReaderSettings(**OLD_UTILITIES, seed=10)
+    ) as endpoint:
         other = [
             order[(await ask(chat_model(endpoint), Cited, order)).passage - 1] for order in orders
         ]
@@ -238,7 +249,9 @@ def test_sampled_requests_depart_from_the_greedy_reading_over_http():
     order = ["d1", "g", "d2", "irr", "dup"]
     schema = {"type": "json_schema", "json_schema": {"schema": Cited.model_json_schema()}}
     prompt = f"{passages(docs(*order), 6000)}\n\nQuestion: {QUESTION}"
-    settings = ReaderSettings(sample_agreement=0.5, cite_mismatch=0.0, misquote=0.0)
+    settings = ReaderSettings(
+        **OLD_UTILITIES, sample_agreement=0.5, cite_mismatch=0.0, misquote=0.0
+    )
     with SimulatedEndpoint(0.0, planted=[plant()], reader=settings) as endpoint:
         client = openai.OpenAI(base_url=endpoint.base_url, api_key="x", max_retries=0)
 
@@ -299,7 +312,9 @@ async def test_question_logprobs_follow_moi_model_and_prompt_tokens_keep_their_v
     from infra.simulate.server import token_logprob
 
     # The negative control: with no interaction and no noise, MoI's model holds exactly.
-    settings = ReaderSettings(seed=4, curve="primacy", strength=0.6, interaction=0, logprob_noise=0)
+    settings = ReaderSettings(
+        **OLD_UTILITIES, seed=4, curve="primacy", strength=0.6, interaction=0, logprob_noise=0
+    )
     rng = random.Random(3)
     keys = ["g", "d1", "irr", "dup"]
     utility = {"g": 1.0, "d1": 0.7, "irr": 0.05, "dup": 1.0}
@@ -429,7 +444,9 @@ async def test_dedupe_pluralize_group_and_synthesis_prompts():
         [],
     )
     planted = [plant()]
-    with SimulatedEndpoint(0.0, planted=planted, reader=ReaderSettings(override=0.0)) as endpoint:
+    with SimulatedEndpoint(
+        0.0, planted=planted, reader=ReaderSettings(**OLD_UTILITIES, override=0.0)
+    ) as endpoint:
         model = chat_model(endpoint)
 
         async def call(schema, name, **values):
@@ -462,7 +479,9 @@ async def test_dedupe_pluralize_group_and_synthesis_prompts():
     assert group.answer == f"{GOLD} (Nobel); Marie Curie" and group.cited_pmids == ["g", "d1"]
     assert decided.exact_answer == ["Marie Curie"] and decided.cited_pmids == ["d1"]
     assert "Marie Curie" in decided.ideal_answer
-    with SimulatedEndpoint(0.0, planted=planted, reader=ReaderSettings(override=1.0)) as endpoint:
+    with SimulatedEndpoint(
+        0.0, planted=planted, reader=ReaderSettings(**OLD_UTILITIES, override=1.0)
+    ) as endpoint:
         reply = await chat_model(endpoint).structured(
             synthesis,
             render(
@@ -510,7 +529,9 @@ async def test_a_stated_decision_is_followed_and_cited():
 def test_settings_are_reported_and_no_plants_changes_nothing(tmp_path):
     path = tmp_path / "plants.jsonl"
     path.write_text(json.dumps(plant()) + "\n" + json.dumps(plant(id="q2", question="other")))
-    settings = ReaderSettings(curve="recency", strength=0.5, seed=7, distractor_strength=0.6)
+    settings = ReaderSettings(
+        **(OLD_UTILITIES | {"distractor_strength": 0.6}), curve="recency", strength=0.5, seed=7
+    )
     with SimulatedEndpoint(0.0, planted=path, reader=settings) as endpoint:
         with urllib.request.urlopen(endpoint.base_url + "/reader") as response:
             described = json.loads(response.read())
@@ -577,9 +598,9 @@ def test_bad_plants_are_refused_with_a_reason(change, message):
 
 def test_settings_and_files_are_checked(tmp_path):
     with pytest.raises(ValueError, match="curve"):
-        ReaderSettings(curve="w")
+        ReaderSettings(**OLD_UTILITIES, curve="w")
     with pytest.raises(ValueError, match="strength"):
-        ReaderSettings(strength=1.0)
+        ReaderSettings(**OLD_UTILITIES, strength=1.0)
     with pytest.raises(ValueError, match="need plants"):
         SimulatedEndpoint(0.0, reader=ReaderSettings())
     with pytest.raises(PlantError, match="cannot read"):

@@ -27,6 +27,10 @@ from infra.simulate.reader import (
 from infra.simulate.replies import chat_reply
 from nodes.evidence import passages
 
+OLD_UTILITIES = {"distractor_strength": 0.7, "irrelevant_utility": 0.05}
+"""The utilities these checks' expected figures were worked out with (the defaults are now
+fitted to real models' reading diagnostics: infra/simulate/calibration.py)."""
+
 QUESTION = "who discovered the planted element"
 ANSWERS = {
     "g": "Ada Lovelace",
@@ -101,7 +105,7 @@ def test_the_liu_curve_is_the_measured_accuracy_by_position_and_the_default():
     deeper = position_curve("liu", 0.8, 20)
     assert deeper[0] == 1 and min(deeper) == pytest.approx(0.2)  # strength: the dip's depth
     # The other curves keep their old default strength, so explicit old settings still hold.
-    assert ReaderSettings(curve="u").strength == 0.8
+    assert ReaderSettings(**OLD_UTILITIES, curve="u").strength == 0.8
     assert position_curve("flat", 0.5, 3) == [1.0, 1.0, 1.0]
 
 
@@ -125,7 +129,9 @@ def test_k_samples_of_one_view_agree_as_self_consistency_did():
     # Context Bagging Table 3: K = 5 samples at T = 1 agree 0.8494 on Qwen2.5-7B. The mean
     # share of the majority answer is 1 − d plus the rare case a departure outvotes greedy.
     assert modal_share(ReaderSettings(), 1.0) == pytest.approx(SELF_CONSISTENCY_AGREEMENT, abs=0.03)
-    assert modal_share(ReaderSettings(sample_agreement=0.6), 1.0) == pytest.approx(0.62, abs=0.04)
+    assert modal_share(ReaderSettings(**OLD_UTILITIES, sample_agreement=0.6), 1.0) == pytest.approx(
+        0.62, abs=0.04
+    )
     assert modal_share(ReaderSettings(), 0.0) == 1.0  # greedy never departs
     # agreement^T: T = 2 keeps the greedy answer 0.72 of the time, T = 0.5 0.92.
     assert modal_share(ReaderSettings(), 2.0) == pytest.approx(0.73, abs=0.04)
@@ -148,7 +154,9 @@ def test_samples_are_reproducible_and_the_greedy_reading_stays_put():
 @pytest.mark.parametrize("rate", [ReaderSettings().cite_mismatch, 0.5])
 def test_members_cite_another_passage_at_the_set_rate_and_quote_it(rate):
     assert ReaderSettings().cite_mismatch == pytest.approx(1 - 0.745)
-    reader = PlantedReader(plants(), ReaderSettings(cite_mismatch=rate, misquote=0.0))
+    reader = PlantedReader(
+        plants(), ReaderSettings(**OLD_UTILITIES, cite_mismatch=rate, misquote=0.0)
+    )
     other = 0
     for order in EVERY_ORDER:
         answer = reply(reader, order)
@@ -160,7 +168,9 @@ def test_members_cite_another_passage_at_the_set_rate_and_quote_it(rate):
             other += 1
             assert record["cited"] == [cited]
     assert near(other / len(EVERY_ORDER), rate, len(EVERY_ORDER)), other / len(EVERY_ORDER)
-    untold = PlantedReader(plants(), ReaderSettings(cite_mismatch=0.0, misquote=0.0))
+    untold = PlantedReader(
+        plants(), ReaderSettings(**OLD_UTILITIES, cite_mismatch=0.0, misquote=0.0)
+    )
     for order in ORDERS[:50]:
         answer = reply(untold, order)
         assert order[answer.passage - 1] == untold.records[-1]["read"][0]
@@ -169,7 +179,9 @@ def test_members_cite_another_passage_at_the_set_rate_and_quote_it(rate):
 @pytest.mark.parametrize("rate", [ReaderSettings().misquote, 0.5])
 def test_members_misquote_at_the_set_rate_keeping_the_answer(rate):
     assert ReaderSettings().misquote == pytest.approx(1 - 4.12 / 4.96, abs=1e-3)
-    reader = PlantedReader(plants(), ReaderSettings(cite_mismatch=0.0, misquote=rate))
+    reader = PlantedReader(
+        plants(), ReaderSettings(**OLD_UTILITIES, cite_mismatch=0.0, misquote=rate)
+    )
     misquoted = 0
     for order in EVERY_ORDER:
         answer = reply(reader, order)
@@ -182,7 +194,7 @@ def test_members_misquote_at_the_set_rate_keeping_the_answer(rate):
 
 @pytest.mark.parametrize("rate", [ReaderSettings().override, 0.4, 0.0])
 def test_synthesis_overrides_the_decision_at_the_set_rate(rate):
-    reader = PlantedReader(plants(), ReaderSettings(override=rate))
+    reader = PlantedReader(plants(), ReaderSettings(**OLD_UTILITIES, override=rate))
     tail = "\n\nEnsemble decision: Marie Curie"
     kinds = Counter()
     for order in EVERY_ORDER:
@@ -210,17 +222,19 @@ def linear_residual(settings: ReaderSettings) -> tuple[float, list[float]]:
 
 
 def test_question_likelihoods_follow_the_linear_model_only_without_interaction_and_noise():
-    exact, _ = linear_residual(ReaderSettings(interaction=0.0, logprob_noise=0.0))
+    exact, _ = linear_residual(ReaderSettings(**OLD_UTILITIES, interaction=0.0, logprob_noise=0.0))
     assert exact < 1e-9  # the negative control: MoI's model holds exactly
-    interacting, _ = linear_residual(ReaderSettings(logprob_noise=0.0))
-    noisy, _ = linear_residual(ReaderSettings(interaction=0.0))
+    interacting, _ = linear_residual(ReaderSettings(**OLD_UTILITIES, logprob_noise=0.0))
+    noisy, _ = linear_residual(ReaderSettings(**OLD_UTILITIES, interaction=0.0))
     assert interacting > 0.02 and noisy > 0.05
     _, default = linear_residual(ReaderSettings())
     assert linear_residual(ReaderSettings())[1] == default  # deterministic per prompt
-    assert linear_residual(ReaderSettings(seed=1))[1] != default  # the seed moves the noise
+    assert (
+        linear_residual(ReaderSettings(**OLD_UTILITIES, seed=1))[1] != default
+    )  # the seed moves the noise
     curve = position_curve("liu", LIU_DEPTH, 4)
     ranked = ["g", "d1", "d2", "irr"]
-    lone = PlantedReader(plants(), ReaderSettings(logprob_noise=0.0))
+    lone = PlantedReader(plants(), ReaderSettings(**OLD_UTILITIES, logprob_noise=0.0))
     scored = lone.score(prompt(ranked, "\nQuestion: " + QUESTION))
     linear = sum(c / sum(curve) * math.log(UTILITY[k]) for c, k in zip(curve, ranked, strict=True))
     assert scored.logprob > linear  # the saturating term lifts a context with a useful passage
