@@ -28,6 +28,9 @@ CARRIED_ON = {
     "organize": "organize_kept_every_context",
 }
 HTTP_FAULTS = ("server_error", "rate_limit", "timeout")
+FINISHED = ("ok", "insufficient")
+"""Journal statuses of a question that is done: answered, or honestly insufficient (its
+"Insufficient evidence: …" entry is in the submission); only "failed" is retried."""
 
 
 def outcome(output: Path, testset: Path, journal: Journal, count: int) -> dict[str, Any]:
@@ -35,7 +38,7 @@ def outcome(output: Path, testset: Path, journal: Journal, count: int) -> dict[s
     wanted = {q["id"] for q in json.loads(testset.read_text(encoding="utf-8"))["questions"]}
     entries = json.loads(output.read_text())["questions"] if output.exists() else []
     in_file = Counter(e.get("id") for e in entries)
-    answered = Counter(r["id"] for r in journal.records if r.get("status") == "ok")
+    answered = Counter(r["id"] for r in journal.records if r.get("status") in FINISHED)
     duplicates = {q for q, n in [*in_file.items(), *answered.items()] if n > 1}
     problems = validate_file(output, testset_path=testset, phase="A+") if output.exists() else []
     report = {
@@ -165,7 +168,7 @@ def absorbed_kill(
         for t in threads
         if lo <= t["created"] <= hi and t["thread_id"] not in journalled and not t["finished"]
     }
-    answered = {r["id"] for r in journal.records if r.get("status") == "ok"}
+    answered = {r["id"] for r in journal.records if r.get("status") in FINISHED}
     how = {
         "resumed_from_journal": after["resumed"] if after else 0,
         "interrupted_questions_rerun": len(interrupted & answered),
@@ -179,10 +182,10 @@ def absorbed_outage(outage: Outage, journal: Journal) -> dict[str, Any]:
     during = [
         r for r, (at, _) in zip(journal.records, journal.seen, strict=True) if lo <= at <= hi + 1
     ]
-    answered = {r["id"] for r in journal.records if r.get("status") == "ok"}
+    answered = {r["id"] for r in journal.records if r.get("status") in FINISHED}
     failed = {r["id"] for r in during if r.get("status") == "failed"}
     how = {
-        "answered_during_outage": sum(r.get("status") == "ok" for r in during),
+        "answered_during_outage": sum(r.get("status") in FINISHED for r in during),
         "failed_then_answered_on_later_run": len(failed & answered),
     }
     absorbed = not (failed - answered)
@@ -191,7 +194,7 @@ def absorbed_outage(outage: Outage, journal: Journal) -> dict[str, Any]:
 
 def failed_then_answered(journal: Journal) -> dict[str, Any]:
     """Return questions journalled failed and answered by a later run, by error."""
-    answered = {r["id"] for r in journal.records if r.get("status") == "ok"}
+    answered = {r["id"] for r in journal.records if r.get("status") in FINISHED}
     errors: Counter[str] = Counter()
     for record in journal.records:
         if record.get("status") == "failed" and record["id"] in answered:

@@ -210,6 +210,7 @@ class Drill:
             "exit": exit_code,
             "seconds": round(time.time() - started, 1),
             "answered": self.journal.count(run=number),
+            "insufficient": self.journal.count("insufficient", run=number),
             "failed": self.journal.count("failed", run=number),
             "resumed": int(resumed.group(1)) if resumed else None,
             "requests": (first_request, len(self.endpoint.requests)),
