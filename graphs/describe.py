@@ -87,7 +87,15 @@ def done_line(node: str, update: QAState) -> str:
         answers = plural(votes.get("members", 0), "answer")
         return f"ensemble: {answers}, agreement {votes.get('agreement', 0):.2f}"
     if node == "synthesize":
-        return f"synthesized: confidence {confidence_text(update.get('answer') or {})}"
+        answer = update.get("answer") or {}
+        confidence = confidence_text(answer)
+        if answer.get("failed"):
+            return f"synthesis failed, trying again: {answer['failed'][:120]}"
+        if answer.get("source") == "insufficient":
+            return f"insufficient evidence: {str(answer.get('insufficient', ''))[:120]}"
+        if answer.get("source") == "vote":
+            return f"synthesis failed again; the ensemble's decision stands in: {confidence}"
+        return f"synthesized: confidence {confidence}"
     if node == "fallback_search":
         added = sum(f.get("added", 0) for f in update.get("fallbacks") or [])
         return f"searched PubMed: {plural(added, 'document')} added"

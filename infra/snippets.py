@@ -212,18 +212,23 @@ def supporting_sentences(
     answer: str,
     docs: Sequence[dict[str, Any]],
     embedder: Embedder,
+    *,
+    holding: bool = False,
 ) -> dict[str, ScoredSentence]:
     """Return, per document, the sentence that best supports this answer to the question.
 
     A sentence holding the answer's words (normalised, whole words) beats one that does not;
     among equals, cosine with "question answer" decides. What an answer's citation rests on,
-    shown beside it.
+    shown beside it. `holding`: only sentences that hold the answer (a document with none is
+    left out).
     """
     scored = score_sentences(f"{question} {answer}".strip(), docs, embedder)
     wanted = " ".join(_norm(answer).split())
     best: dict[str, tuple[tuple[bool, float], ScoredSentence]] = {}
     for sentence in scored:
         holds = bool(wanted) and f" {wanted} " in f" {_norm(sentence.text)} "
+        if holding and not holds:
+            continue
         key = (holds, sentence.score)
         if sentence.pmid not in best or key > best[sentence.pmid][0]:
             best[sentence.pmid] = (key, sentence)
@@ -266,4 +271,3 @@ def located(snippet: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any] | No
     if at < 0:
         return None
     return {**snippet, "offsetInBeginSection": at, "offsetInEndSection": at + len(wanted)}
-

@@ -57,14 +57,18 @@ def rule_ideal(
         return ""
     shown = [c["pmid"] for c in contexts]
     cited = backing_pmids(decision, shown) or shown[:1]
-    docs = [c for c in contexts if c["pmid"] in cited[:3]]
     answer = "; ".join(exact)
-    found = supporting_sentences(question, answer, docs, embedder) if docs else {}
-    sentence = next((found[p].text for p in cited if p in found), "")
+    # A factoid or list answer is stated with a sentence that holds it, or with none: an
+    # unrelated sentence beside it would read as support it is not.
+    holding = qtype in ("factoid", "list")
+    docs = [c for c in contexts if c["pmid"] in cited[:3]] if not holding else list(contexts)
+    found = supporting_sentences(question, answer, docs, embedder, holding=holding) if docs else {}
+    order = [*cited, *(c["pmid"] for c in contexts)]
+    sentence = next((found[p].text for p in order if p in found), "")
     lead = exact[0].capitalize() if qtype == "yesno" else answer
     if sentence:
         return f"{lead}. {sentence}"
-    return f"{lead}: so the ensemble's readers answered from the abstracts."
+    return f"The ensemble's readers answered {lead}; no abstract shown states it in so many words."
 
 
 def rule_answer(

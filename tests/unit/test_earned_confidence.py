@@ -11,6 +11,7 @@ PASSAGES = [
     {"pmid": "1", "title": "CFTR in cystic fibrosis", "abstract": "Mutations in CFTR cause it."},
     {"pmid": "2", "title": "KCNQ1 and the heart", "abstract": "KCNQ1 sets the QT interval."},
     {"pmid": "3", "title": "Nasal polyps", "abstract": "Polyposis recurs after surgery."},
+    {"pmid": "4", "title": "Airway sodium", "abstract": "ENaC absorbs sodium in airways."},
 ]
 
 
@@ -63,11 +64,11 @@ def test_members_agreeing_on_a_cited_answer_leave_the_model_s_word_standing():
 
 
 def test_disagreement_lowers_it_to_the_decision_s_share():
-    split = decision(("CFTR", 3.0, ["1"]), ("ENaC", 2.0, ["2"]), share=0.6)
-    members = [member("CFTR")] * 3 + [member("ENaC", ("2",))] * 2
+    split = decision(("CFTR", 3.0, ["1"]), ("ENaC", 2.0, ["4"]), share=0.6)
+    members = [member("CFTR")] * 3 + [member("ENaC", ("4",))] * 2
     assert earned(members, split)["confidence"] == 0.6
     # The synthesizer answering the minority's answer earns the minority's share.
-    assert earned(members, split, given=("ENaC",), cited=("2",))["confidence"] == 0.4
+    assert earned(members, split, given=("ENaC",), cited=("4",))["confidence"] == 0.4
     # ... and one nobody decided earns nothing.
     assert earned(members, split, given=("CLCN1",))["confidence"] == 0.0
 
@@ -81,7 +82,7 @@ def test_nobody_answering_can_never_give_a_confident_answer():
 @pytest.mark.parametrize("model", [1.0, 0.95])
 def test_citations_pointing_at_irrelevant_passages_keep_it_below_the_gate(model):
     # "CFTR" cited to a KCNQ1 paper and a nasal-polyposis paper (issue 27): the answer is
-    # voted for by everybody, but nothing it cites backs it.
+    # voted for by everybody, who cite the KCNQ1 paper too, but nothing cited holds it.
     members = [member("CFTR", ("2",))] * 5
     decided = decision(("CFTR", 5.0, ["2"]), share=1.0)
     got = earned(members, decided, cited=("3",), model=model)
