@@ -511,6 +511,7 @@ def eval_likelihoods(
                         passages=passages,
                         held_out=orders - fitting,
                         joint=joint,
+                        first=offset + 1,
                         progress=lambda line: err.print(line, markup=False),
                     )
                 )

@@ -172,9 +172,13 @@ def _winner(judged: Judged) -> str:
     return min(MODELS, key=lambda name: judged.sse[name])
 
 
-def best(summary: dict[str, dict[str, float | None]]) -> str:
-    """Return the model with the highest pooled held-out R²."""
-    return max(MODELS, key=lambda name: summary[name]["r2_pooled"] or -np.inf)
+def best(summary: dict[str, dict[str, float | None]], by: str = "r2_pooled") -> str:
+    """Return the model with the highest figure `by` (r2_pooled, r2_median, best_on …)."""
+    return max(MODELS, key=lambda name: _or_worst(summary[name][by]))
+
+
+def _or_worst(value: float | None) -> float:
+    return -np.inf if value is None else float(value)
 
 
 def _round(value: float) -> float:
