@@ -15,7 +15,7 @@ from nodes.context import Context
 from nodes.state import Evidence, QAState
 
 MAX_DOCUMENTS = 10
-ALL_FAILED = "no ensemble member could answer this question from the evidence found"
+ALL_FAILED = "no model could answer this question from the evidence found"
 
 
 async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -104,14 +104,14 @@ def _why_unanswered(
     members = state.get("members") or []
     if state.get("answer") is None and not members:
         return None  # phase A retrieves only: nothing was to be answered
+    if members and not any(m.get("error") is None and m.get("answer") for m in members):
+        # Nobody answered: no answer can be confident, whatever synthesis made of it.
+        errors = [m["error"] for m in members if m.get("error")]
+        if len(errors) == len(members):  # every call failed: the server's own words
+            return f"{ALL_FAILED} (last error: {errors[-1][:500]})"
+        return "no ensemble member gave an answer from the evidence found"
     if answer.get("insufficient"):
         return str(answer["insufficient"])
-    if members and not any(m.get("error") is None and m.get("answer") for m in members):
-        # Nobody answered: no answer can be confident, whatever synthesis made of it. The
-        # server's own words, so whoever reads the answer knows what to fix.
-        errors = [m["error"] for m in members if m.get("error")]
-        last = f" (last error: {errors[-1][:500]})" if errors else ""
-        return f"{ALL_FAILED}{last}"
     problem = answer_problem(qtype, exact, ideal)
     if problem is not None:  # the contract, held once more where the result is made
         errors = [a["error"] for a in state.get("attempts", []) if a.get("error")]

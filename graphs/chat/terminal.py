@@ -157,8 +157,9 @@ class Chat:
         for line in answer_lines(result, documents=5):
             self.console.print(line, markup=False, highlight=False)
         self.console.print(
-            f"[dim]thread {turn.thread_id} · /open PMID for an abstract · /trace for every "
-            "step[/dim]"
+            # The commands first: a narrow terminal wraps the long thread id, not them.
+            "[dim]/trace for every step · /open PMID for an abstract · "
+            f"thread {turn.thread_id}[/dim]"
         )
 
     def open(self, pmid: str) -> None:

@@ -15,12 +15,14 @@ from graphs.cli.common import (
     checked_type,
     demo_notice,
     err,
+    fail,
     out,
     search_options,
     settings_for,
     write_json,
 )
 from graphs.cli.live import LiveStatus
+from nodes.finalize import ALL_FAILED
 from nodes.state import QAState
 
 
@@ -59,7 +61,11 @@ def ask(
         write_json(answer_json(result))
     else:
         _print_answer(result)
-    # An insufficient-evidence result is an honest answer, not an error: exit 0 either way.
+    # An insufficient-evidence result is an honest answer, not an error: exit 0. Every model
+    # failing is an error (a server down, a key refused): exit 1 with the server's own words.
+    reason = str(result.get("insufficient_reason") or "")
+    if result.get("insufficient") and reason.startswith(ALL_FAILED):
+        fail(f"no answer: {reason}", 1)
 
 
 ANSWER_KEYS = (

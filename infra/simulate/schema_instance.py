@@ -114,14 +114,26 @@ def _implied_type(schema: dict) -> str | None:
     return None
 
 
+PROSE = "A simulated answer drawn from the shown abstracts."
+"""What a string field named like a paragraph of prose gets: a sentence, as quorum's answer
+contract (infra/bioasq/contract.py) asks of an ideal answer; a bare word would be refused."""
+PROSE_FIELDS = frozenset({"ideal_answer"})
+
+
 def _object(schema: dict, defs: dict, numbers: float, depth: int) -> dict:
     properties = schema.get("properties", {})
     required = set(schema.get("required", properties))
     return {
-        name: _instance(sub, defs, numbers, depth + 1)
+        name: _prose(sub)
+        if name in PROSE_FIELDS and sub.get("type") == "string"
+        else _instance(sub, defs, numbers, depth + 1)
         for name, sub in properties.items()
         if depth <= MAX_DEPTH or name in required
     }
+
+
+def _prose(schema: dict) -> str:
+    return PROSE[: schema["maxLength"]] if "maxLength" in schema else PROSE
 
 
 def _array(schema: dict, defs: dict, numbers: float, depth: int) -> list:

@@ -163,16 +163,22 @@ async def test_unreachable_pubmed_is_recorded_and_the_graph_finishes(make_contex
 @pytest.mark.parametrize(
     ("qtype", "member_answer", "expected"),
     [
-        ("factoid", ["cytochrome c", "caspase"], [["cytochrome c"], ["caspase"]]),
+        # A factoid member names one answer (the papers vote one per member); synthesis ranks
+        # candidates. Members who all fail validation would leave the answer insufficient.
+        ("factoid", "cytochrome c", [["cytochrome c"], ["caspase"]]),
         ("list", ["cytochrome c", "caspase"], [["cytochrome c"], ["caspase"]]),
-        ("summary", "Mitochondria matter.", None),
+        ("summary", "Mitochondria matter in lace plants.", None),
     ],
 )
 async def test_answer_shapes_by_type(make_context, qtype, member_answer, expected):
     def synth(m, kw):
-        out = {"ideal_answer": "Because.", "confidence": 0.9, "cited_pmids": []}
+        out = {
+            "ideal_answer": "Because the abstracts say so.",
+            "confidence": 0.9,
+            "cited_pmids": [],
+        }
         if qtype != "summary":
-            out["exact_answer"] = member_answer
+            out["exact_answer"] = ["cytochrome c", "caspase"]
         return out
 
     model = script(
@@ -184,7 +190,7 @@ async def test_answer_shapes_by_type(make_context, qtype, member_answer, expecte
     _, state = await run(make_context(model), qtype=qtype)
     assert state["result"]["type"] == qtype
     assert state["result"]["exact_answer"] == expected
-    assert state["result"]["ideal_answer"] == "Because."
+    assert state["result"]["ideal_answer"] == "Because the abstracts say so."
 
 
 async def test_corg_strategy_runs_through_the_graph_and_checkpoints(make_context, settings):

@@ -38,7 +38,7 @@ def gullible():
         },
         synthesize=lambda m, kw: {
             "exact_answer": "no",
-            "ideal_answer": "As instructed.",
+            "ideal_answer": "As the abstracts instruct.",
             "confidence": 1.0,
             "cited_pmids": ["99999999", "666"],
         },

@@ -379,7 +379,7 @@ def test_the_page_answers_and_steps_through_the_trace(make_context, settings, tm
 
             page.reload()  # the conversation comes back from the URL's #chat-… id
             page.wait_for_selector(".turn:nth-child(2) .answer")
-            assert page.locator(".answer .citations").count() == 2
+            assert page.locator(".answer .documents").count() == 2  # retrieved, per turn
         finally:
             browser.close()
     assert problems == []
