@@ -40,6 +40,9 @@ from infra.structured import (
 )
 
 # Local models are small; show them less of each passage unless told otherwise.
+UNPARSEABLE = "unparseable output"
+"""How a call's error begins when the model answered but not in the shape asked: the model was
+reached (unlike a connection, HTTP or key error), so its question is insufficient, not failed."""
 LOCAL_CONTEXT_CHARS = 500
 REMOTE_CONTEXT_CHARS = 6000
 
@@ -139,9 +142,9 @@ class ChatModel:
                     await asyncio.to_thread(self.cache.put, key, kept)
             error = None
         except UnparsedReply as exc:
-            value, error, raw = None, f"unparseable output: {exc}", exc.raw
+            value, error, raw = None, f"{UNPARSEABLE}: {exc}", exc.raw
         except (ValidationError, ValueError) as exc:
-            value, error = None, f"unparseable output: {_first_line(exc)}"
+            value, error = None, f"{UNPARSEABLE}: {_first_line(exc)}"
         except Exception as exc:
             value, error = None, f"{type(exc).__name__}: {_whole(exc)}"
         return Reply(

@@ -10,6 +10,7 @@ from langgraph.runtime import Runtime
 from infra.bioasq import exact_answer_shape
 from infra.bioasq.contract import answer_problem, insufficient_answer
 from infra.embeddings import Embedder
+from infra.models import UNPARSEABLE
 from infra.snippets import best_snippets, supporting_sentences
 from nodes.context import Context
 from nodes.state import Evidence, QAState
@@ -107,9 +108,13 @@ def _why_unanswered(
     if members and not any(m.get("error") is None and m.get("answer") for m in members):
         # Nobody answered: no answer can be confident, whatever synthesis made of it.
         errors = [m["error"] for m in members if m.get("error")]
-        if len(errors) == len(members):  # every call failed: the server's own words
+        reached = [e for e in errors if e.startswith(UNPARSEABLE)]
+        if errors and len(errors) == len(members) and len(reached) < len(errors):
+            # Calls that failed (a server down, a key refused): an error, in the server's words.
             return f"{ALL_FAILED} (last error: {errors[-1][:500]})"
-        return "no ensemble member gave an answer from the evidence found"
+        # The models answered, but nothing usable: the evidence gave no answer.
+        last = f" (last error: {errors[-1][:300]})" if errors else ""
+        return f"no ensemble member gave a usable answer from the evidence found{last}"
     if answer.get("insufficient"):
         return str(answer["insufficient"])
     problem = answer_problem(qtype, exact, ideal)
