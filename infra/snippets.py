@@ -217,19 +217,20 @@ def supporting_sentences(
 ) -> dict[str, ScoredSentence]:
     """Return, per document, the sentence that best supports this answer to the question.
 
-    A sentence holding the answer's words (normalised, whole words) beats one that does not;
-    among equals, cosine with "question answer" decides. What an answer's citation rests on,
-    shown beside it. `holding`: only sentences that hold the answer (a document with none is
-    left out).
+    A sentence holding the answer's words (normalised, whole words) beats one that does not,
+    and a statement beats a question; among equals, cosine with "question answer" decides.
+    What an answer's citation rests on, shown beside it. `holding`: only sentences that hold
+    the answer (a document with none is left out).
     """
     scored = score_sentences(f"{question} {answer}".strip(), docs, embedder)
     wanted = " ".join(_norm(answer).split())
-    best: dict[str, tuple[tuple[bool, float], ScoredSentence]] = {}
+    best: dict[str, tuple[tuple[bool, bool, float], ScoredSentence]] = {}
     for sentence in scored:
         holds = bool(wanted) and f" {wanted} " in f" {_norm(sentence.text)} "
         if holding and not holds:
             continue
-        key = (holds, sentence.score)
+        # A question ("Does X cause Y?", as many PubMed titles are) asks, it does not support.
+        key = (holds, not sentence.text.rstrip().endswith("?"), sentence.score)
         if sentence.pmid not in best or key > best[sentence.pmid][0]:
             best[sentence.pmid] = (key, sentence)
     return {pmid: sentence for pmid, (_, sentence) in best.items()}

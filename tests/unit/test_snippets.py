@@ -338,3 +338,20 @@ def test_eval_snippets_ceiling_scores_the_gold_text_where_the_index_holds_it(mak
     moved = at_their_text(ctx, questions)["questions"]
     assert moved[0]["snippets"] == [right] and moved[1]["snippets"] == [right]
     assert gold["questions"][1]["snippets"] == [shifted]  # the gold itself is left alone
+
+
+def test_a_supporting_sentence_holds_the_answer_and_states_rather_than_asks():
+    from infra.snippets import supporting_sentences
+    from tests.support.fakes import HashEmbedder
+
+    doc = {
+        "pmid": "1",
+        "title": "Does losartan reduce brain atrophy?",
+        "abstract": "Brain volume was measured. Losartan reduced atrophy in the trial.",
+    }
+    other = {"pmid": "2", "title": "Sodium channels", "abstract": "ENaC absorbs sodium."}
+    embedder = HashEmbedder()
+    found = supporting_sentences("Does losartan reduce brain atrophy?", "yes", [doc], embedder)
+    assert not found["1"].text.endswith("?")  # the title asks; a statement supports
+    held = supporting_sentences("Which channel?", "ENaC", [doc, other], embedder, holding=True)
+    assert list(held) == ["2"] and held["2"].text == "ENaC absorbs sodium."
