@@ -18,11 +18,12 @@ from infra.bioasq import format_exact
 from infra.models import ModelPool
 from infra.settings import ModelSpec
 from infra.simulate.protocol import token_logprob
-from infra.simulate.reader import ReaderSettings, position_curve
+from infra.simulate.reader import position_curve
 from infra.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 from nodes.ensemble import StrategyUnavailable, ensemble
 from nodes.synthesize import synthesize
+from tests.support.reader import exact_reader
 
 QUESTION = "where is the white house"
 GOLD = "Washington, D.C."
@@ -36,29 +37,6 @@ PASSAGES = [
     ("i3", "irrelevant", None, "Avenues are wide streets lined with trees.", 0.1),
 ]
 SHOWN = ["i1", "d1", "i2", "g", "i3", "d2"]  # the rank order the strategies receive
-
-
-def exact_reader(**changes) -> ReaderSettings:
-    """Return the reader these checks were written against, every field they rely on pinned.
-
-    The calibrated defaults (infra/simulate/calibration.py) add citation mistakes, sampling
-    drift, overrides, an interaction term and noise on log-likelihoods; these checks pin
-    exact readings and MoI's linear model, so they pin all of that off.
-    """
-    pinned = {
-        "curve": "u",
-        "strength": 0.8,
-        "seed": 0,
-        "distractor_strength": 0.7,
-        "irrelevant_utility": 0.05,
-        "override": 0.0,
-        "sample_agreement": 1.0,
-        "cite_mismatch": 0.0,
-        "misquote": 0.0,
-        "interaction": 0.0,
-        "logprob_noise": 0.0,
-    }
-    return ReaderSettings(**(pinned | changes))
 
 
 def plants() -> list[dict]:

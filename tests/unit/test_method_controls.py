@@ -28,6 +28,7 @@ from nodes.context import Context
 from nodes.ensemble import ensemble
 from nodes.ensemble.strategies import cobag_views
 from tests.support.fakes import pmids_in, script
+from tests.support.reader import EXACT_READER
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
 PMIDS = ["101", "102", "103", "105", "104", "106", "107", "108"]
@@ -120,20 +121,9 @@ MOI_PASSAGES = [
     ("i3", "irrelevant", None, "Avenues are wide streets lined with trees.", 0.1),
     ("g", "gold", None, f"The White House stands in {GOLD}, on Pennsylvania Avenue.", 0.82),
 ]
-READER = {
-    # Every field the check relies on, pinned: a steep primacy curve, exact log-likelihoods
-    # (MoI's linear model, Eq. 4) and greedy readings with no citation mistakes.
-    "curve": "primacy",
-    "strength": 0.9,
-    "seed": 0,
-    "distractor_strength": 0.7,
-    "irrelevant_utility": 0.05,
-    "override": 0.0,
-    "sample_agreement": 1.0,
-    "cite_mismatch": 0.0,
-    "interaction": 0.0,
-    "logprob_noise": 0.0,
-}
+# A steep primacy curve, exact log-likelihoods (MoI's linear model, Eq. 4), greedy readings
+# with no citation mistakes.
+READER = EXACT_READER | {"curve": "primacy", "strength": 0.9}
 UTILITY = {"gold": 1.0, "distractor": READER["distractor_strength"]}
 
 
