@@ -8,6 +8,7 @@ import typer
 from typer.core import TyperOption
 from typer.exceptions import TyperException
 
+import graphs.cli.eval_methods  # noqa: F401  (registers eval methods and eval likelihoods)
 from graphs.cli.ask import ask
 from graphs.cli.bench import bench_app
 from graphs.cli.bioasq import bioasq_app
