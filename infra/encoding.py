@@ -1,13 +1,14 @@
 """Embedding a whole corpus: texts tokenized by worker threads ahead of the model.
 
-On a GPU the tokenizer, not the model, is the bottleneck: MiniLM on one H100 embeds ~1,800
-abstracts/s through sentence-transformers' `encode` (tokenizing each batch, then running it)
-and ~29,000/s on batches tokenized beforehand (issue 18's measurements). Here worker threads
-tokenize the next batches while the model runs the current one — the fast tokenizers' Rust
-code releases the GIL, and each worker has its own copy of the tokenizer (one tokenizer used
-from two threads at once fails with "Already borrowed"). Texts go longest first, as `encode`
-orders them, so a batch pads to similar lengths; vectors come back in the texts' order.
-On a CPU the model and the tokenizer share the same cores, so no workers by default.
+On a GPU the tokenizer, not the model, is the bottleneck: MiniLM on one H200 embeds 2,600
+full-length abstracts/s through sentence-transformers' `encode` (tokenizing each batch, then
+running it) and 39,500/s on batches tokenized beforehand (`quorum bench embed`,
+docs/measured.md). Here worker threads tokenize the next batches while the model runs the
+current one — the fast tokenizers' Rust code releases the GIL, and each worker has its own copy
+of the tokenizer (one tokenizer used from two threads at once fails with "Already borrowed").
+Texts go longest first, as `encode` orders them, so a batch pads to similar lengths; vectors
+come back in the texts' order. On a CPU the model and the tokenizer share the same cores, so
+no workers by default.
 """
 
 from __future__ import annotations
@@ -80,13 +81,67 @@ def encode_corpus(model: Any, texts: Sequence[str], *, batch_size: int, workers:
 
 
 class _ThreadTokenizer:
-    """The model's tokenization (its input module's `preprocess`), a tokenizer copy per thread."""
+    """The model's tokenization, a tokenizer copy per thread, in Rust as far as it can go.
+
+    sentence-transformers' `preprocess` turns the Rust tokenizer's output into tensors through
+    transformers' Python lists, under the GIL: measured on an H200 (docs/measured.md), one
+    thread tokenized 3,000 abstracts/s and fifteen threads fewer, while the model ran 39,500/s.
+    Here each thread holds its own `tokenizers.Tokenizer` set to the model's truncation and
+    padding; `encode_batch` runs without the GIL and numpy builds the tensors. A model whose
+    first module is not a fast text tokenizer keeps `preprocess`.
+    """
 
     def __init__(self, model: Any):
         self._model = model
         self._local = threading.local()
+        self._fixed: dict[str, Any] | None = None
+        self._names: tuple[str, ...] = ()
+        first = model[0]
+        rust = getattr(getattr(first, "processor", None), "_tokenizer", None)
+        if rust is not None:
+            sample = first.preprocess(["a"])
+            import torch
+
+            names = tuple(k for k, v in sample.items() if isinstance(v, torch.Tensor))
+            if set(names) <= {"input_ids", "attention_mask", "token_type_ids"}:
+                self._names = names
+                self._fixed = {k: v for k, v in sample.items() if k not in names}
 
     def __call__(self, texts: list[str]) -> dict[str, Any]:
+        if self._fixed is None:
+            return self._preprocess(texts)
+        rust = getattr(self._local, "rust", None)
+        if rust is None:
+            rust = self._local.rust = self._rust_copy()
+        import torch
+
+        # encode_batch_fast (tokenizers >= 0.20) skips the character offsets nothing here reads
+        encode = getattr(rust, "encode_batch_fast", rust.encode_batch)
+        encodings = encode(texts)
+        columns = {
+            "input_ids": [e.ids for e in encodings],
+            "attention_mask": [e.attention_mask for e in encodings],
+            "token_type_ids": [e.type_ids for e in encodings],
+        }
+        features = {k: torch.from_numpy(np.array(columns[k], dtype=np.int64)) for k in self._names}
+        return {**features, **self._fixed}
+
+    def _rust_copy(self) -> Any:
+        """Return a fresh Rust tokenizer truncating and padding as `preprocess` does."""
+        from tokenizers import Tokenizer
+
+        processor = self._model[0].processor
+        rust = Tokenizer.from_str(processor._tokenizer.to_str())
+        rust.enable_truncation(max_length=int(self._model.max_seq_length))
+        rust.enable_padding(
+            pad_id=processor.pad_token_id,
+            pad_token=processor.pad_token,
+            pad_type_id=processor.pad_token_type_id,
+            direction=processor.padding_side,
+        )
+        return rust
+
+    def _preprocess(self, texts: list[str]) -> dict[str, Any]:
         module = getattr(self._local, "module", None)
         if module is None:
             first = self._model[0]  # the Transformer module: preprocess() runs its processor

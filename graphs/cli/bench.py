@@ -104,6 +104,75 @@ def bench_scale_cmd(
     out.print(json.dumps(report, indent=2))
 
 
+@bench_app.command("embed")
+def bench_embed_cmd(
+    docs: Annotated[int, typer.Option("--docs", min=1, help="Texts embedded per run.")] = 100_000,
+    words: Annotated[
+        int,
+        typer.Option("--words", min=0, help="Join documents to this many words (0: as they are)."),
+    ] = 250,
+    workers: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated tokenizing threads per run (0: encode; default 0,auto)."
+        ),
+    ] = None,
+    batch_size: Annotated[
+        int | None, typer.Option("--batch-size", min=1, help="Texts per forward pass.")
+    ] = None,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or mps.")] = "auto",
+    model: Annotated[
+        Path | None, typer.Option("--model", help="Model directory (default: embeddings.path).")
+    ] = None,
+    corpus: Annotated[
+        Path | None, typer.Option(help="Abstracts (.jsonl(.gz); default: ../shared's).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """`quorum embed`'s encoder on real abstracts: docs/s, hours for PubMed's 26 M, memory."""
+    from graphs.bench.embed import bench_embed
+    from graphs.bench.scale import default_inputs
+    from graphs.cli.train import device_choice
+    from infra.embeddings import default_model_dir, resolve_device
+    from infra.encoding import workers_for
+
+    chosen = resolve_device(device_choice(device), "--device")
+    corpus = corpus or default_inputs()[0]
+    if corpus is None:
+        raise CliError(
+            "no abstracts to embed: pass --corpus FILE.jsonl.gz (../shared/data/corpus/"
+            "pubmed_docs.jsonl.gz is not beside this checkout)"
+        )
+    if not corpus.is_file():
+        raise CliError(f"{corpus}: no such file")
+    model = model or settings_for().embeddings.path or default_model_dir()
+    if not (model / "config.json").is_file():
+        raise CliError(f"{model}: no model there (config.json missing); pass --model DIR")
+    try:
+        counts = (
+            [int(w) for w in workers.split(",") if w.strip()]
+            if workers
+            else sorted({0, workers_for(chosen, None)})
+        )
+    except ValueError:
+        raise CliError(f"--workers {workers!r}: give whole numbers, e.g. 0,4,15") from None
+    if not counts or min(counts) < 0:
+        raise CliError(f"--workers {workers!r}: give counts of 0 or more, e.g. 0,4,15")
+    report = bench_embed(
+        model,
+        corpus,
+        size=docs,
+        device=chosen,
+        words=words,
+        workers=counts,
+        batch_size=batch_size,
+    )
+    if as_json:
+        write_json(report)
+        return
+    out.print(json.dumps(report, indent=2))
+
+
 @bench_app.command("train", context_settings={"allow_extra_args": True})
 def bench_train_cmd(
     ctx: typer.Context,

@@ -49,14 +49,14 @@ def test_every_thread_tokenizes_with_its_own_tokenizer(model):
 
     def work():
         tokenize(["cell gene"])
-        seen.append(tokenize._local.module.processor)
+        seen.append(tokenize._local.rust)
 
     threads = [threading.Thread(target=work) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len({id(t) for t in seen}) == 3 and model[0].processor not in seen
+    assert len({id(t) for t in seen}) == 3 and model[0].processor._tokenizer not in seen
 
 
 def test_batch_size_and_workers_follow_the_device_unless_set():
@@ -76,3 +76,27 @@ def test_the_embedder_embeds_a_corpus_through_the_pipeline(tmp_path, model):
     np.testing.assert_allclose(
         embedder.embed_corpus(corpus), embedder.embed_documents(corpus), atol=1e-5
     )
+
+
+def test_the_rust_path_gives_preprocess_features_exactly_truncated_and_padded(model):
+    tokenize = _ThreadTokenizer(model)
+    assert tokenize._fixed is not None  # the fast path is taken for a BERT tokenizer
+    corpus = [*texts(12, seed=3), " ".join(WORDS * 80), "cell"]  # past max_seq_length, and short
+    want = model[0].preprocess(corpus)
+    got = tokenize(corpus)
+    assert set(got) == set(want)
+    for key, value in want.items():
+        if hasattr(value, "shape"):
+            assert got[key].dtype == value.dtype and bool((got[key] == value).all()), key
+        else:
+            assert got[key] == value
+    assert got["input_ids"].shape[1] <= model.max_seq_length
+
+
+def test_a_model_without_a_fast_tokenizer_keeps_preprocess(model, monkeypatch):
+    tokenize = _ThreadTokenizer(model)
+    tokenize._fixed = None  # as for a model whose first module has no Rust tokenizer
+    corpus = texts(6, seed=5)
+    got, want = tokenize(corpus), model[0].preprocess(corpus)
+    assert bool((got["input_ids"] == want["input_ids"]).all())
+    assert tokenize._local.module.processor is not model[0].processor
