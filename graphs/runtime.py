@@ -13,6 +13,7 @@ from infra.checkpoints import async_saver, thread_exists
 from infra.embeddings import BackgroundEmbedder
 from infra.likelihood import refusal as likelihood_refusal
 from infra.models import ModelPool
+from infra.preflight import check_endpoints
 from infra.pubmed import PubMedClient
 from infra.rerankers import load_reranker
 from infra.settings import Settings, SettingsError, secret_from_env
@@ -20,8 +21,11 @@ from infra.snippets import load_scorer
 from nodes.context import Context
 
 
-def check_models(settings: Settings) -> None:
-    """Fail early, in one line, on an endpoint that cannot work (no URL, or its key unset)."""
+def check_models(settings: Settings, *, probe: bool = True) -> None:
+    """Fail early, in one line, on an endpoint that cannot work.
+
+    No URL, its key unset, or (with `probe`) nothing answering there (infra/preflight.py).
+    """
     if settings.ensemble.strategy == "moi":
         # MoI scores orderings by likelihood: refuse now, not after query, search and rerank ran.
         for spec in settings.models.for_role("ensemble"):
@@ -42,6 +46,8 @@ def check_models(settings: Settings) -> None:
             raise SettingsError(
                 f"models.{role} {spec.model!r}: environment variable {spec.api_key_env} is not set"
             )
+    if probe:
+        check_endpoints(settings)
 
 
 def build_context(

@@ -57,15 +57,15 @@ def ask(
                 settings, question, qtype, context=context, on_start=started, on_event=finished
             )
         )
+    # Every model failing is an error (a server down, a key refused): nothing is printed as an
+    # answer, exit 1 with the server's own words. Insufficient evidence is an honest answer: 0.
+    reason = str(result.get("insufficient_reason") or "")
+    if result.get("insufficient") and reason.startswith(ALL_FAILED):
+        fail(f"no answer: {reason} (thread {result['thread_id']})", 1)
     if as_json:
         write_json(answer_json(result))
     else:
         _print_answer(result)
-    # An insufficient-evidence result is an honest answer, not an error: exit 0. Every model
-    # failing is an error (a server down, a key refused): exit 1 with the server's own words.
-    reason = str(result.get("insufficient_reason") or "")
-    if result.get("insufficient") and reason.startswith(ALL_FAILED):
-        fail(f"no answer: {reason}", 1)
 
 
 ANSWER_KEYS = (

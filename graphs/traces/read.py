@@ -11,6 +11,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from graphs.qa import build_graph
 from infra.checkpoints import saver, thread_exists
 from infra.settings import Settings
+from nodes.finalize import ALL_FAILED
 from nodes.state import QAState, Result
 
 THREAD_TAGS = ("conversation", "turn", "bioasq_id", "phase")
@@ -183,8 +184,9 @@ def _summary(
         "type": result.get("type") or values.get("qtype"),
         "started": started,
         "status": _status(result, last, ended),
-        "error": _raised(last),
-        "answer": answer_text(result) if result else None,
+        "error": _raised(last)
+        or (result.get("insufficient_reason") if all_failed(result) else None),
+        "answer": answer_text(result) if result and not all_failed(result) else None,
         "calls": len(calls),
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
@@ -209,6 +211,8 @@ def _checkpoint(checkpointer: SqliteSaver, thread_id: str, checkpoint_id: str) -
 
 
 def _status(result: Result, last: CheckpointTuple, ended: str | None) -> str:
+    if result and all_failed(result):
+        return "failed"  # no model answered: nothing there is an answer
     if result:
         return "finished"
     if _raised(last) is not None:
@@ -216,6 +220,12 @@ def _status(result: Result, last: CheckpointTuple, ended: str | None) -> str:
     if ended and time.time() - datetime.fromisoformat(ended).timestamp() < STALE_AFTER_S:
         return "in progress"
     return "interrupted"
+
+
+def all_failed(result: Result) -> bool:
+    """Return whether every model call of the run failed (nodes/finalize.ALL_FAILED)."""
+    reason = str(result.get("insufficient_reason") or "")
+    return bool(result.get("insufficient")) and reason.startswith(ALL_FAILED)
 
 
 def _raised(last: CheckpointTuple) -> str | None:

@@ -1,6 +1,7 @@
 """An endpoint that refuses json_schema (llama-cpp-python's server) is asked another way, once."""
 
 import json
+import time
 
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field
@@ -55,13 +56,37 @@ def test_ask_answers_through_an_endpoint_that_refuses_json_schema(quorum_home):
     assert "json_schema refused" in proc.stderr  # said once, on stderr
 
 
-def test_ask_exits_non_zero_with_the_servers_words_when_every_model_fails(quorum_home):
-    with SimulatedEndpoint(0.0, refuse_json_schema=True) as endpoint:
+def test_an_endpoint_that_is_down_is_named_before_any_search(quorum_home):
+    with SimulatedEndpoint(0.0) as endpoint:
         env = simulated_env(endpoint.base_url, quorum_home, QUORUM_MODELS__CACHE="off")
-    # The endpoint is gone now: every call is refused at the socket.
+        url = endpoint.base_url
+    before = json.loads(run_quorum(env, "trace", "list", "--json", timeout=120).stdout)
+    # The endpoint is gone now: the check before the first question finds nothing there.
+    started = time.perf_counter()
     proc = run_quorum(env, "ask", QUESTION, timeout=300)
     assert proc.returncode == 1, proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("quorum: error: no answer: no model could answer")
-    assert "Connection error" in last
-    assert "Insufficient evidence" in proc.stdout
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"quorum: error: model endpoint {url.rstrip('/')} (model ")
+    assert "nothing answers there; start the server" in lines[-1]
+    assert not any("searched" in line or "query" in line.lower() for line in lines[:-1])
+    assert time.perf_counter() - started < 60  # the interpreter's imports, then 1 probe
+    listed = run_quorum(env, "trace", "list", "--json", timeout=120)
+    assert json.loads(listed.stdout) == before  # no run was started
+
+
+def test_a_run_in_which_every_model_fails_prints_no_answer_and_is_failed(quorum_home):
+    # The server answers the check, then refuses every completion (429, retried, given up).
+    with SimulatedEndpoint(0.0, fail_first=10**6) as endpoint:
+        env = simulated_env(endpoint.base_url, quorum_home, QUORUM_MODELS__CACHE="off")
+        proc = run_quorum(env, "ask", QUESTION, timeout=300)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stdout == ""  # nothing printed as an answer
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith("quorum: error: no answer: no model could answer")
+        assert "RateLimitError" in last or "429" in last
+        listed = json.loads(run_quorum(env, "trace", "list", "--json", timeout=120).stdout)
+    thread = last.rsplit("(thread ", 1)[1].rstrip(")")
+    (run,) = [t for t in listed if t["thread_id"] == thread]
+    assert (run["status"], run["answer"]) == ("failed", None)
+    assert run["error"].startswith("no model could answer")

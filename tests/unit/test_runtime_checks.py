@@ -3,6 +3,7 @@
 import pytest
 
 from graphs.runtime import InputProblem, check_models, check_question
+from infra.errors import Unavailable
 from infra.models import ModelPool
 from infra.settings import SettingsError, load_settings
 
@@ -101,7 +102,9 @@ def test_moi_without_prompt_logprobs_is_refused_before_any_work(tmp_path):
         models={"query": spec, "ensemble": [spec | {"prompt_logprobs": True}]},
         ensemble={"strategy": "moi"},
     )
-    check_models(scored)  # unreachable: the probe has no verdict, the run reports the error
+    check_models(scored, probe=False)  # the likelihood probe has no verdict on a dead server
+    with pytest.raises(Unavailable, match=r"127\.0\.0\.1:9/v1 \(model 'chat-only'"):
+        check_models(scored)  # ... and the endpoint check names it before any work
 
 
 @pytest.mark.parametrize("shifted", [False, True])

@@ -1,0 +1,82 @@
+"""Model endpoints checked before the first question: one cheap request each, a short timeout.
+
+An endpoint that is down used to be found 45 s into a run, after query writing, search and
+rerank, and reported as the OpenAI client's "Connection error." with no URL or model (issue 28).
+Here every distinct OpenAI-compatible endpoint the settings name gets `GET {base_url}/models`
+(every OpenAI-compatible server answers it: OpenAI, vLLM, llama.cpp, Ollama, LM Studio), all at
+once: a connection refused, a timeout, a refused key or a server error is named with its URL and
+model and what to do next. Any other answer, a 404 included, means a server is there: what it
+does with a chat request is the run's to find out. Local models load lazily and are not probed.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit, urlunsplit
+
+from infra.errors import Unavailable
+from infra.settings import ModelSpec, Settings, secret_from_env
+
+PROBE_TIMEOUT_S = 5.0
+"""Seconds an endpoint has to answer the probe (connect and read)."""
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+"""Where the OpenAI client sends a model with an api_key_env and no base_url."""
+
+
+def check_endpoints(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Raise Unavailable, naming URL, model and next step, for the first endpoint that fails."""
+    targets: dict[tuple[str, str | None], tuple[str, ModelSpec]] = {}
+    for role, spec in settings.models.by_role():
+        if spec.provider == "openai":
+            url = (spec.base_url or OPENAI_BASE_URL).rstrip("/")
+            targets.setdefault((url, spec.api_key_env), (role, spec))
+    if not targets:
+        return
+    with ThreadPoolExecutor(min(8, len(targets)), thread_name_prefix="preflight") as pool:
+        found = list(
+            pool.map(lambda key: _problem(key[0], targets[key][1], timeout_s), list(targets))
+        )
+    for key, problem in zip(targets, found, strict=True):
+        if problem is not None:
+            role, spec = targets[key]
+            raise Unavailable(
+                f"model endpoint {_shown(key[0])} (model {spec.model!r}, models.{role}): {problem}"
+            )
+
+
+def _problem(url: str, spec: ModelSpec, timeout_s: float) -> str | None:
+    """Return what is wrong with the endpoint at `url`, or None when a server answered."""
+    import httpx
+
+    key = secret_from_env(spec.api_key_env)
+    headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
+    try:
+        reply = httpx.get(f"{url}/models", headers=headers, timeout=timeout_s)
+    except httpx.ConnectError:
+        return "nothing answers there; start the server, or set base_url to one that runs"
+    except httpx.TimeoutException:
+        return (
+            f"no answer within {timeout_s:g} s; check the server is up and reachable, or set "
+            "base_url to one that runs"
+        )
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}; check base_url"
+    if reply.status_code in (401, 403):
+        env = spec.api_key_env or "api_key_env"
+        return (
+            f"the server refused the key (HTTP {reply.status_code}); check the key in "
+            f"{env}, or whether this server wants one"
+        )
+    if reply.status_code >= 500:
+        return f"the server failed (HTTP {reply.status_code}); check its log, or try again"
+    return None
+
+
+def _shown(url: str) -> str:
+    """Return `url` without any user:password part (secrets never reach the terminal)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit(parts._replace(netloc=netloc))
