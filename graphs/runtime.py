@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -87,6 +89,16 @@ def build_context(
     )
 
 
+def thread_config(thread_id: str, question: str, **tags: Any) -> dict[str, Any]:
+    """Return a checkpointed run's config: its thread, and the metadata `trace list` reads.
+
+    The metadata holds the question, the tags given (a chat turn, a BioASQ id and phase) and the
+    process running it (host, pid): a run with no result whose process is gone was interrupted.
+    """
+    metadata = {"question": question[:300], "host": socket.gethostname(), "pid": os.getpid()}
+    return {"configurable": {"thread_id": thread_id}, "metadata": metadata | tags}
+
+
 async def run_question(
     settings: Settings,
     question: str,
@@ -122,10 +134,7 @@ async def run_question(
         # A run's state accumulates (queries, attempts, fallback pool): one question per thread.
         raise InputProblem(f"thread {thread_id!r} already holds a run; use a new thread id")
     thread_id = thread_id or uuid.uuid4().hex
-    config = {
-        "configurable": {"thread_id": thread_id},
-        "metadata": {"question": question[:300], **(metadata or {})},
-    }
+    config = thread_config(thread_id, question, **(metadata or {}))
     state: dict[str, Any] = {"question": question, "qtype": qtype, **(inputs or {})}
     modes = ["updates"] + (["tasks"] if on_start else [])
     modes += (["custom"] if on_progress else []) + (["messages"] if on_token else [])

@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from graphs.inputs import load_testset
 from graphs.qa import build_graph
+from graphs.runtime import thread_config
 from infra.bioasq.contract import SUBMISSION_MIN_WORDS, answer_problem, insufficient_answer
 from infra.bioasq.formats import Question
 from infra.bioasq.types import ANSWERING_PHASES, QUESTION_TYPES, RETRIEVING_PHASES
@@ -61,6 +62,8 @@ class BatchReport:
     insufficient: dict[str, str] = field(default_factory=dict)
     """Questions whose answer in the submission says the evidence is insufficient, and why."""
     failed: dict[str, str] = field(default_factory=dict)
+    not_started: int = 0
+    """Questions left unstarted because the run was asked to stop (Ctrl-C)."""
     llm_calls: int = 0
     tokens: int = 0
     seconds: float = 0.0
@@ -211,11 +214,13 @@ async def run_batch(
     keep_insufficient: bool = False,
     progress: bool | None = None,
     on_question: Callable[[str], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> BatchReport:
     """Answer a test set's questions into `output`, resuming from its journal.
 
     Questions the journal holds as answered are skipped; those it holds as insufficient are
-    tried again unless `keep_insufficient`.
+    tried again unless `keep_insufficient`. Once `stop()` is true no question starts; those in
+    flight finish and are journalled.
     """
     questions = load_testset(input_path, phase=phase, limit=limit)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -244,6 +249,9 @@ async def run_batch(
 
             async def one(question: Question) -> None:
                 async with gate:
+                    if stop is not None and stop():
+                        report.not_started += 1
+                        return
                     if on_question is not None:
                         on_question(question.id)
                     record = await _answer(graph, context, question, phase, attempts)
@@ -299,10 +307,7 @@ async def _answer(
     began = time.perf_counter()
     for attempt in range(1, attempts + 1):
         thread_id = f"bioasq-{uuid.uuid4().hex}"
-        config = {
-            "configurable": {"thread_id": thread_id},
-            "metadata": {"question": question.body[:300], "bioasq_id": question.id, "phase": phase},
-        }
+        config = thread_config(thread_id, question.body, bioasq_id=question.id, phase=phase)
         try:
             final = await graph.ainvoke(inputs, config, context=context)
             state = (await graph.aget_state(config)).values

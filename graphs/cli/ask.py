@@ -21,6 +21,7 @@ from graphs.cli.common import (
     settings_for,
     write_json,
 )
+from graphs.cli.interrupts import Interrupts
 from graphs.cli.live import LiveStatus
 from nodes.finalize import ALL_FAILED
 from nodes.state import QAState
@@ -52,11 +53,17 @@ def ask(
         def finished(node: str, update: QAState) -> None:
             status.print(f"[dim]✓ {escape(done_line(node, update))}[/dim]")
 
-        _, result = asyncio.run(
-            run_question(
-                settings, question, qtype, context=context, on_start=started, on_event=finished
-            )
-        )
+        async def answer() -> dict[str, Any]:
+            def say(message: str) -> None:
+                status.print(f"[yellow]{escape(message)}[/yellow]")
+
+            with Interrupts(say, "this question"):
+                _, result = await run_question(
+                    settings, question, qtype, context=context, on_start=started, on_event=finished
+                )
+            return result
+
+        result = asyncio.run(answer())
     # Every model failing is an error (a server down, a key refused): nothing is printed as an
     # answer, exit 1 with the server's own words. Insufficient evidence is an honest answer: 0.
     reason = str(result.get("insufficient_reason") or "")

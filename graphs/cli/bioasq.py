@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -58,24 +59,36 @@ def bioasq_run(
     check_target(journal_path(output), what="the batch journal")
     settings = settings_for(search={"query_mode": "question"}) if no_llm else settings_for()
     load_testset(input_path, phase=phase, limit=limit)  # refuse a bad file before loading models
-    from graphs.bioasq.run import JournalMismatch, run_batch
+    from tqdm import tqdm
+
+    from graphs.bioasq.run import BatchReport, JournalMismatch, run_batch
+    from graphs.cli.interrupts import STOPPED_CODE, Interrupts
     from graphs.runtime import build_context
     from infra.models import ModelPool
 
     # With no model to call, the models' settings (endpoints, keys) are not checked either.
     models = ModelPool(settings) if no_llm else None
-    try:
-        report = asyncio.run(
-            run_batch(
-                build_context(settings, models=models, questions_in_flight=concurrency),
+    context = build_context(settings, models=models, questions_in_flight=concurrency)
+
+    async def batch() -> BatchReport:
+        def say(message: str) -> None:
+            tqdm.write(f"quorum: {message}", file=sys.stderr)
+
+        in_flight = "the questions in flight (each goes to the journal)"
+        with Interrupts(say, in_flight) as interrupts:
+            return await run_batch(
+                context,
                 input_path,
                 output,
                 phase=phase,
                 concurrency=concurrency,
                 limit=limit,
                 keep_insufficient=keep_insufficient,
+                stop=lambda: interrupts.stopping,
             )
-        )
+
+    try:
+        report = asyncio.run(batch())
     except JournalMismatch as exc:
         raise CliError(str(exc)) from None
     except KeyboardInterrupt:
@@ -94,6 +107,12 @@ def bioasq_run(
         err.print(f"insufficient {qid}: {why}", markup=False)
     for qid, why in report.failed.items():
         err.print(f"failed {qid}: {why}")
+    if report.not_started:
+        err.print(
+            f"interrupted: {report.not_started} question(s) not started; finished ones are in "
+            f"{journal_path(output)}: run the same command again to resume"
+        )
+        raise typer.Exit(STOPPED_CODE)
     if report.failed:
         raise typer.Exit(1)
 

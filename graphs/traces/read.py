@@ -1,9 +1,11 @@
 """Traces: a finished (or interrupted) run read back from its checkpoints, node by node."""
 
+import os
+import socket
 import sqlite3
 import time
 from datetime import datetime
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -58,8 +60,8 @@ class ThreadSummary(TypedDict):
     started: str | None
     """When the first checkpoint was written (ISO 8601)."""
     status: str
-    """finished, failed (a node raised: `error` says what), in progress, interrupted, or
-    unreadable."""
+    """finished, failed (a node raised, or no model answered: `error` says what), in progress,
+    interrupted (its process is gone, or its last step is old), or unreadable."""
     error: str | None
     """What a failed node raised, or why an unreadable thread could not be read."""
     answer: str | None
@@ -183,7 +185,7 @@ def _summary(
         "question": metadata.get("question") or values.get("question"),
         "type": result.get("type") or values.get("qtype"),
         "started": started,
-        "status": _status(result, last, ended),
+        "status": _status(result, last, ended, metadata),
         "error": _raised(last)
         or (result.get("insufficient_reason") if all_failed(result) else None),
         "answer": answer_text(result) if result and not all_failed(result) else None,
@@ -210,16 +212,34 @@ def _checkpoint(checkpointer: SqliteSaver, thread_id: str, checkpoint_id: str) -
     return found
 
 
-def _status(result: Result, last: CheckpointTuple, ended: str | None) -> str:
+def _status(
+    result: Result, last: CheckpointTuple, ended: str | None, metadata: dict[str, Any]
+) -> str:
     if result and all_failed(result):
         return "failed"  # no model answered: nothing there is an answer
     if result:
         return "finished"
     if _raised(last) is not None:
         return "failed"
+    if _process_gone(metadata):
+        return "interrupted"
     if ended and time.time() - datetime.fromisoformat(ended).timestamp() < STALE_AFTER_S:
         return "in progress"
     return "interrupted"
+
+
+def _process_gone(metadata: dict[str, Any]) -> bool:
+    """Return whether the process that ran the thread (graphs.runtime.thread_config) is gone."""
+    pid, host = metadata.get("pid"), metadata.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname():
+        return False  # an older run, or another machine's: the age of its last step decides
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False
 
 
 def all_failed(result: Result) -> bool:

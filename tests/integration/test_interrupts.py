@@ -1,0 +1,87 @@
+"""Ctrl-C: the first finishes what is in flight and starts nothing new, the second stops now."""
+
+import json
+import signal
+import subprocess
+import threading
+import time
+
+from graphs.bioasq.run import journal_path
+from infra.simulate.server import SimulatedEndpoint
+from tests.integration.test_bioasq_run import write_testset
+from tests.support.cli import QUORUM, run_quorum, simulated_env
+
+QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
+
+
+class Running:
+    """A `quorum` process whose stderr lines are read as they come, with their times."""
+
+    def __init__(self, args, env):
+        self.proc = subprocess.Popen(
+            [QUORUM, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.lines: list[tuple[float, str]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+    def wait_for(self, test, timeout=300):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if test():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"never happened; stderr: {[t for _, t in self.lines]}")
+
+    def said(self, text):
+        return next((t for t, line in self.lines if text in line), None)
+
+
+def _records(journal):
+    return [json.loads(x) for x in journal.read_text().splitlines()[1:] if x.strip()]
+
+
+def test_the_first_ctrl_c_finishes_the_question_in_flight_and_starts_no_other(
+    quorum_home, tmp_path
+):
+    testset, out = write_testset(tmp_path / "t.json", count=5), tmp_path / "sub.json"
+    journal = journal_path(out)
+    args = ["bioasq", "run", "--input", str(testset), "--output", str(out), "--phase", "A+"]
+    with SimulatedEndpoint(0.5) as endpoint:
+        env = simulated_env(endpoint.base_url, quorum_home)
+        run = Running(args, env)
+        run.wait_for(lambda: journal.exists() and len(_records(journal)) >= 1)
+        run.proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        code = run.proc.wait(timeout=300)
+        said = run.said("interrupt: finishing the questions in flight")
+        assert said is not None and said - sent < 1.0, run.lines  # at once
+        assert code == 130
+        done = _records(journal)
+        assert len(done) == 2 and all(r["status"] == "ok" for r in done)  # the one in flight too
+        assert run.said("interrupted: 3 question(s) not started") is not None
+        again = subprocess.run(
+            [QUORUM, *args], env=env, capture_output=True, text=True, timeout=600
+        )
+    assert again.returncode == 0, again.stderr
+    assert "2 from the journal" in again.stderr
+    assert len(json.loads(out.read_text())["questions"]) == 5
+
+
+def test_a_second_ctrl_c_stops_within_a_second_and_the_run_reads_interrupted(quorum_home):
+    with SimulatedEndpoint(2.0) as endpoint:
+        env = simulated_env(endpoint.base_url, quorum_home, QUORUM_MODELS__CACHE="off")
+        run = Running(["ask", QUESTION], env)
+        run.wait_for(lambda: any("✓" in line for _, line in run.lines))  # a node has finished
+        run.proc.send_signal(signal.SIGINT)
+        run.wait_for(lambda: run.said("Ctrl-C again to stop now") is not None, timeout=5)
+        run.proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        code = run.proc.wait(timeout=10)
+        assert time.monotonic() - sent < 1.0
+        assert code == 130 and run.proc.stdout.read() == ""
+        listed = json.loads(run_quorum(env, "trace", "list", "--json", timeout=120).stdout)
+    assert [t["status"] for t in listed if t["question"] == QUESTION] == ["interrupted"]
