@@ -67,6 +67,10 @@ def plural(count: int, word: str, many: str | None = None) -> str:
 def done_line(node: str, update: QAState) -> str:
     """Say what a finished node did, in a few words: the same on the CLI, in chat and the page."""
     if node == "generate_query":
+        proposals = update.get("queries") or []
+        if proposals and proposals[-1].get("source") == "keywords" and len(proposals) > 1:
+            why = proposals[-2].get("error") or "refused"
+            return f"the model's query failed ({str(why)[:80]}); searching the question's keywords"
         return "query written"
     if node == "refine_query":
         return "query relaxed"
@@ -97,7 +101,11 @@ def done_line(node: str, update: QAState) -> str:
             return f"synthesis failed again; the ensemble's decision stands in: {confidence}"
         return f"synthesized: confidence {confidence}"
     if node == "fallback_search":
-        added = sum(f.get("added", 0) for f in update.get("fallbacks") or [])
+        rounds = update.get("fallbacks") or []
+        if rounds and all(str(f.get("status", "")).startswith("fallback ") for f in rounds):
+            why = str(rounds[-1]["status"]).split(": ", 1)[-1]
+            return f"PubMed unavailable ({why[:100]}): answering from the evidence found"
+        added = sum(f.get("added", 0) for f in rounds)
         return f"searched PubMed: {plural(added, 'document')} added"
     if node == "given_evidence":
         return f"read the given snippets: {plural(len(update.get('contexts') or []), 'document')}"

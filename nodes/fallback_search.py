@@ -7,7 +7,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from infra.pubmed import FallbackUnavailable
-from infra.search.keywords import keyword_query
+from infra.search.keywords import keyword_query, without_stopwords
 from infra.search.query import QueryError, parse_query, to_pubmed
 from nodes.context import Context
 from nodes.evidence import bounded
@@ -18,7 +18,11 @@ async def fallback_search(state: QAState, runtime: Runtime[Context]) -> dict[str
     """Fetch PubMed articles into the pool; when NCBI is unreachable, go on without them."""
     ctx = runtime.context
     try:
-        term = to_pubmed(parse_query(state.get("query") or keyword_query(state["question"])))
+        kept = without_stopwords(parse_query(state.get("query") or ""))
+    except QueryError:
+        kept = None
+    try:
+        term = to_pubmed(kept or parse_query(keyword_query(state["question"])))
     except QueryError:
         term = keyword_query(state["question"])
     record: dict[str, Any] = {"source": "pubmed-eutils", "query": term, "added": 0}
@@ -32,7 +36,7 @@ async def fallback_search(state: QAState, runtime: Runtime[Context]) -> dict[str
         return {
             "fallbacks": [record | {"status": f"fallback unavailable: {exc}"}],
             "notes": [
-                "fallback_search: PubMed unreachable; answering from the evidence already found"
+                "fallback_search: PubMed unavailable; answering from the evidence already found"
             ],
         }
     except ValueError as exc:

@@ -8,7 +8,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from infra.bioasq import detect_type
-from infra.search.keywords import keyword_query, keywords
+from infra.search.keywords import copied_question, keyword_query, keywords
 from infra.search.query import QueryError
 from nodes.context import Context
 from nodes.state import Call, Exchange, Limits, QAState, Query
@@ -83,13 +83,20 @@ async def generate_query(state: QAState, runtime: Runtime[Context]) -> dict[str,
         proposals.append({"query": query, "source": "repair", "error": error})
 
     notes = []
-    if error:
-        query = keyword_query(question)
-        proposals.append({"query": query, "source": "keywords", "error": _invalid(ctx, query)})
+    if query and not error and copied_question(query, question):
+        # A small model often returns the question itself: a failure of this step, recorded as
+        # such; asking it to repair its copy would only spend a call.
+        error = "the query is the question copied (every word OR-ed matches nearly everything)"
+        proposals[-1]["error"] = error
+        notes.append("generate_query: the model copied the question; used the question's keywords")
+    elif error:
         notes.append(
             "generate_query: the model's query failed validation twice; "
             "used the question's keywords"
         )
+    if error:
+        query = keyword_query(question)
+        proposals.append({"query": query, "source": "keywords", "error": _invalid(ctx, query)})
 
     return {
         "qtype": given or detect_type(question),

@@ -44,6 +44,38 @@ def loosen(node: Node) -> Node:
     return parts[0] if len(parts) == 1 else Bool(should=parts)
 
 
+def without_stopwords(node: Node) -> Node | None:
+    """Return the query without its stop-word terms (phrases stay whole); None when none is left.
+
+    PubMed's fallback search reads every term: `is[tiab] OR for[tiab]` matches most of it.
+    """
+    if isinstance(node, Term):
+        return None if node.text.lower() in _STOPWORDS else node
+    if isinstance(node, Phrase):
+        return node
+    must = tuple(n for n in (without_stopwords(c) for c in node.must) if n is not None)
+    should = tuple(n for n in (without_stopwords(c) for c in node.should) if n is not None)
+    must_not = tuple(n for n in (without_stopwords(c) for c in node.must_not) if n is not None)
+    if not (must or should):
+        return None
+    if not must_not and len(must) + len(should) == 1:
+        return (must or should)[0]
+    return Bool(must=must, should=should, must_not=must_not)
+
+
+def copied_question(query: str, question: str) -> bool:
+    """Return whether `query` is the question copied: no operator, and the question's own words.
+
+    Read as plain BM25 (every word OR-ed, stop words too) such a query matches nearly every
+    document (998 of 1,000 in the demo, issue 28).
+    """
+    if re.search(r'\b(AND|OR|NOT)\b|["()\[\]:*~]', query):
+        return False
+    words = re.findall(r"\w+", query.lower())
+    asked = re.findall(r"\w+", question.lower())
+    return len(asked) >= 3 and (words == asked or set(words) == set(asked))
+
+
 def relaxations(question: str, query: str | None = None) -> list[str]:
     """Return ever broader fallback queries: the query's AND as OR, keywords, prefixes, fuzzy."""
     out = []

@@ -194,4 +194,3 @@ def _pmid(snippet: dict[str, Any]) -> str:
         return pmid_of(str(snippet.get("document", "")))
     except ValueError:
         return ""
-

@@ -5,7 +5,7 @@ import json
 import pytest
 from langgraph.runtime import Runtime
 
-from graphs.describe import describe_organize
+from graphs.describe import describe_organize, done_line
 from infra.search.fusion import fuse
 from nodes.ensemble import ensemble
 from nodes.fallback_search import fallback_search
@@ -71,6 +71,29 @@ async def test_generate_query_survives_unparseable_model_output(make_context):
     )
     assert update["queries"][0]["error"].startswith("unparseable output")
     assert update["queries"][-1]["source"] == "keywords"
+
+
+@pytest.mark.parametrize("copy", [QUESTION, QUESTION.rstrip("?").lower(), "  " + QUESTION[:-1]])
+async def test_a_query_that_copies_the_question_is_a_failure_then_the_keywords(make_context, copy):
+    model = script(query={"query": copy})
+    update = await generate_query({"question": QUESTION}, ctx_runtime(make_context, model))
+    assert [q["source"] for q in update["queries"]] == ["model", "keywords"]
+    assert update["queries"][0]["error"].startswith("the query is the question copied")
+    assert update["query"] == update["queries"][-1]["query"]
+    assert " do " not in f" {update['query'].lower()} " and "mitochondria" in update["query"]
+    assert any("copied the question" in n for n in update["notes"])
+    assert len(update["calls"]) == 1  # no repair asked of a copy
+    line = done_line("generate_query", update)
+    assert line.startswith("the model's query failed (the query is the question copied")
+
+
+async def test_a_keyword_query_of_the_question_s_own_words_is_not_a_copy(make_context):
+    model = script(query={"query": "mitochondria AND lace AND plant"})
+    update = await generate_query({"question": QUESTION}, ctx_runtime(make_context, model))
+    assert update["queries"] == [
+        {"query": "mitochondria AND lace AND plant", "source": "model", "error": None}
+    ]
+    assert done_line("generate_query", update) == "query written"
 
 
 async def test_search_returns_candidates_and_total(make_context):
@@ -343,6 +366,53 @@ async def test_fallback_without_client_records_unavailable(make_context):
     )
     assert update["fallbacks"][0]["status"].startswith("fallback unavailable")
     assert update["fallbacks"][0]["added"] == 0
+
+
+class _PubMed:
+    """A PubMed client that records the term and answers as told."""
+
+    def __init__(self, error=None):
+        self.terms, self.error = [], error
+
+    async def search(self, term, retmax=20):
+        self.terms.append(term)
+        if self.error:
+            raise self.error
+        return []
+
+
+@pytest.mark.parametrize(
+    ("query", "term"),
+    [
+        ("Is mitochondria for lace", "mitochondria[tiab] OR lace[tiab]"),
+        ('"cell death" AND the', '"cell death"[tiab]'),
+        ("is OR for OR the", None),  # nothing but stop words: the question's keywords
+    ],
+)
+async def test_the_fallback_searches_pubmed_without_stop_words(make_context, query, term):
+    pubmed = _PubMed()
+    await fallback_search(
+        {"question": QUESTION, "query": query}, ctx_runtime(make_context, pubmed=pubmed)
+    )
+    (sent,) = pubmed.terms
+    for stop in ("is[tiab]", "for[tiab]", "the[tiab]"):
+        assert stop not in sent
+    if term is not None:
+        assert sent == term
+    else:
+        assert "mitochondria[tiab]" in sent
+
+
+async def test_pubmed_unavailable_is_said_so_in_the_progress_line(make_context):
+    from infra.pubmed import FallbackUnavailable
+
+    pubmed = _PubMed(FallbackUnavailable("cannot reach PubMed"))
+    update = await fallback_search(
+        {"question": QUESTION, "query": "lace"}, ctx_runtime(make_context, pubmed=pubmed)
+    )
+    line = done_line("fallback_search", update)
+    assert line.startswith("PubMed unavailable (cannot reach PubMed)")
+    assert "0 documents added" not in line
 
 
 async def test_finalize_keeps_retrieval_order_and_shows_cited_evidence_beside_it(
