@@ -28,25 +28,35 @@ class CorpusError(UserError):
     """A corpus line that is not a document, naming the file and the line."""
 
 
-def read_jsonl(path: Path, *, max_chars: int | None = None) -> Iterator[dict[str, Any] | str]:
+def read_jsonl(
+    path: Path, *, max_chars: int | None = None, lines: int | None = None
+) -> Iterator[dict[str, Any] | str]:
     """Yield documents from a .jsonl or .jsonl.gz file, naming the line of any bad record.
 
-    With `max_chars`, a longer line is never held whole: it is read past in chunks and yields
-    the reason it was skipped (a string) in its place.
+    Each line is decoded on its own, so a byte that is not UTF-8 is named with its file and
+    line. With `max_chars`, a longer line is never held whole: it is read past in chunks and
+    yields the reason it was skipped (a string) in its place. With `lines`, only the first ones.
     """
     opener = gzip.open if path.suffix == ".gz" else open
     limit = -1 if max_chars is None else max_chars + 1
-    with opener(path, "rt", encoding="utf-8") as fh:
+    with opener(path, "rb") as fh:
         number = 0
-        while line := fh.readline(limit):
+        while (lines is None or number < lines) and (raw := fh.readline(limit)):
             number += 1
-            if max_chars is not None and len(line) > max_chars and not line.endswith("\n"):
-                size = len(line)
-                while (chunk := fh.readline(1 << 20)) and not chunk.endswith("\n"):
+            if max_chars is not None and len(raw) > max_chars and not raw.endswith(b"\n"):
+                size = len(raw)
+                while (chunk := fh.readline(1 << 20)) and not chunk.endswith(b"\n"):
                     size += len(chunk)
                 size += len(chunk)
                 yield f"{path}:{number}: {size:,} characters, over the limit of {max_chars:,}"
                 continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorpusError(
+                    f"{path}:{number}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                    f"{exc.start + 1}); save the file as UTF-8"
+                ) from None
             if not line.strip():
                 continue
             try:

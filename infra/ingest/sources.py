@@ -35,7 +35,11 @@ def kind(path: Path) -> str:
 
 
 def check(path: Path) -> None:
-    """Fail early on a missing, unreadable or falsely gzipped source."""
+    """Fail early, before any model loads, on a source that cannot be what it claims.
+
+    Missing, unreadable, falsely gzipped, XML declaring entities, or JSONL whose first lines
+    are not UTF-8 JSON documents: each named with its file (and line).
+    """
     kind(path)
     if not path.is_file():
         raise SourceError(f"{path}: no such file")
@@ -48,6 +52,24 @@ def check(path: Path) -> None:
         raise SourceError(f"{path}: not a gzip file")
     if kind(path) == "xml":
         _check_prolog(path)
+    else:
+        _check_head(path)
+
+
+HEAD_LINES = 1000
+"""Lines of a JSONL file read before any model loads: a file of the wrong kind (CSV, one JSON
+array, another encoding) shows in its first lines; later lines are checked as they are indexed."""
+
+
+def _check_head(path: Path) -> None:
+    """Refuse a JSONL file whose first lines are not UTF-8 JSON documents, naming file and line."""
+    try:
+        for _ in read_jsonl(path, max_chars=MAX_RECORD_CHARS, lines=HEAD_LINES):
+            pass
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise SourceError(f"{path}: cannot read ({exc})") from None
+    except ValueError as exc:  # the line's own problem, already naming file and line
+        raise SourceError(str(exc)) from None
 
 
 def _check_prolog(path: Path) -> None:

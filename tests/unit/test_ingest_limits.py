@@ -2,9 +2,12 @@
 
 import io
 import json
+import re
+
+import pytest
 
 from infra.ingest.pipeline import Journal, ingest
-from infra.ingest.sources import events
+from infra.ingest.sources import HEAD_LINES, SourceError, check, events
 from infra.pubmed import iter_pubmed_articles
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_store import EmbeddedWriter
@@ -76,3 +79,42 @@ def test_an_article_without_pmid_is_named_and_other_english_abstracts_are_kept()
     kind, doc = got[1]
     assert kind == "article" and doc["pmid"] == "777"
     assert doc["abstract"] == "BACKGROUND: Main text. Plain words."
+
+
+def test_a_byte_that_is_not_utf8_is_named_with_file_and_line(tmp_path):
+    source = tmp_path / "latin1.jsonl"
+    good = json.dumps({"pmid": "1", "title": "t", "abstract": "a"}).encode()
+    bad = json.dumps({"pmid": "2", "title": "t", "abstract": "x"}).encode().replace(b"x", b"\x84")
+    source.write_bytes(good + b"\n" + bad + b"\n")
+    with pytest.raises(SourceError) as caught:
+        list(events(source))
+    column = bad.index(b"\x84") + 1
+    assert str(caught.value) == (
+        f"{source}:2: not UTF-8 (byte 0x84 at column {column}); save the file as UTF-8"
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"pmid,title\n1,x\n", ":1: not JSON"),
+        (b'[{"pmid": "1"}]\n', ":1: a document needs a 'pmid'"),
+        (b'{"pmid": "1"}\n\xff\n', ":2: not UTF-8 (byte 0xff"),
+    ],
+)
+def test_a_file_of_the_wrong_kind_is_refused_by_the_check_before_any_model_loads(
+    tmp_path, content, said
+):
+    source = tmp_path / "corpus.jsonl"
+    source.write_bytes(content)
+    with pytest.raises(SourceError, match=re.escape(f"{source}{said}")):
+        check(source)
+
+
+def test_the_check_reads_only_the_head_of_a_file(tmp_path):
+    source = tmp_path / "corpus.jsonl"
+    line = json.dumps({"pmid": "1", "title": "t", "abstract": "a"})
+    source.write_text("\n".join([line] * HEAD_LINES + ["not json"]) + "\n")
+    check(source)  # the bad line past the head is named when indexing reaches it
+    with pytest.raises(SourceError, match=f":{HEAD_LINES + 1}: not JSON"):
+        list(events(source))
