@@ -5,11 +5,20 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from graphs.cli.common import CliError, err, out, settings_for, write_json
+from graphs.cli.common import (
+    BackendOption,
+    CliError,
+    IndexOption,
+    err,
+    out,
+    search_options,
+    settings_for,
+    write_json,
+)
 from infra.bioasq.types import ANSWERING_PHASES, PHASES, RETRIEVING_PHASES
 
 bioasq_app = typer.Typer(no_args_is_help=True, help="BioASQ Task B: run, validate, evaluate.")
@@ -40,6 +49,8 @@ def bioasq_run(
             "trying those questions again.",
         ),
     ] = False,
+    index_name: IndexOption = None,
+    backend: BackendOption = None,
 ) -> None:
     """Answer a test set; killed and re-run, it resumes where its journal ends."""
     from graphs.inputs import load_testset
@@ -57,7 +68,10 @@ def bioasq_run(
 
     check_target(output, what="--output", create_parent=True)  # before any model loads
     check_target(journal_path(output), what="the batch journal")
-    settings = settings_for(search={"query_mode": "question"}) if no_llm else settings_for()
+    overrides = search_options(index_name, backend)
+    if no_llm:
+        overrides.setdefault("search", {})["query_mode"] = "question"
+    settings = settings_for(**overrides)
     load_testset(input_path, phase=phase, limit=limit)  # refuse a bad file before loading models
     from tqdm import tqdm
 
@@ -134,6 +148,8 @@ def bioasq_validate(
             help="Check snippet offsets and text against the configured index's stored text.",
         ),
     ] = True,
+    index_name: IndexOption = None,
+    backend: BackendOption = None,
 ) -> None:
     """One line per problem, exit 1 when there is any; silence and exit 0 when it is valid."""
     from infra.bioasq.validate import validate_file
@@ -144,7 +160,8 @@ def bioasq_validate(
         raise CliError(f"{submission}: no such file")
     if input_path is not None and not input_path.is_file():
         raise CliError(f"{input_path}: no such file")
-    texts = _stored_texts(submission) if check_texts else None
+    settings = settings_for(**search_options(index_name, backend))
+    texts = _stored_texts(submission, settings) if check_texts else None
     problems = validate_file(submission, testset_path=input_path, phase=phase, texts=texts)
     for problem in problems:
         line = str(problem)
@@ -155,15 +172,14 @@ def bioasq_validate(
     err.print(f"{submission}: valid")
 
 
-def _stored_texts(submission: Path) -> dict[str, dict[str, str]] | None:
+def _stored_texts(submission: Path, settings: Any) -> dict[str, dict[str, str]] | None:
     """Return title/abstract of the submission's snippet documents the index holds, if any."""
     import json
 
-    from infra.backends import open_backend
+    from infra.backends import index_exists, open_backend
     from infra.bioasq.formats import pmid_of
 
-    settings = settings_for()
-    if settings.search.backend == "embedded" and not settings.index_dir.exists():
+    if not index_exists(settings):
         return None
     try:
         data = json.loads(submission.read_text(encoding="utf-8"))

@@ -105,3 +105,30 @@ def test_eval_snippets_refuses_a_bad_grid_in_one_line(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "--documents: 'x' is not an integer" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_bioasq_run_searches_the_index_it_is_given(tmp_path):
+    corpus = tmp_path / "mine.jsonl"
+    docs = [
+        {"pmid": str(900001 + i), "title": f"Losartan study {i}", "abstract": text}
+        for i, text in enumerate(
+            [  # the first golden question asks about losartan and brain atrophy
+                "Losartan did not reduce brain atrophy in mild Alzheimer's disease.",
+                "Brain atrophy was measured by MRI in patients given losartan.",
+                "Angiotensin receptor blockers and Alzheimer's disease progression.",
+            ]
+        )
+    ]
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    made = quorum(tmp_path, "index", str(corpus), "--index", "mine")
+    assert made.returncode == 0, made.stderr[-2000:]
+    out = tmp_path / "a.json"
+    args = ["bioasq", "run", "--input", str(GOLDEN), "--output", str(out), "--phase", "A"]
+    proc = quorum(tmp_path, *args, "--limit", "1", "--no-llm", "--index", "mine")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (question,) = json.loads(out.read_text())["questions"]
+    found = {url.rsplit("/", 1)[1] for url in question["documents"]}
+    assert found and found <= {d["pmid"] for d in docs}  # not the demo corpus
+    missing = quorum(tmp_path, *args, "--no-llm", "--index", "nosuch", "--backend", "embedded")
+    assert missing.returncode in (1, 2) and "nosuch" in missing.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in missing.stderr
