@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 import typer
@@ -43,6 +44,15 @@ app.add_typer(bioasq_app, name="bioasq")
 app.add_typer(train_app, name="train")
 
 
+_WRITE_NEXT = {
+    errno.EROFS: "set QUORUM_HOME to a writable directory",
+    errno.EACCES: "set QUORUM_HOME to a directory you may write, or fix its permissions",
+    errno.EPERM: "set QUORUM_HOME to a directory you may write, or fix its permissions",
+    errno.ENOSPC: "free some space there, or set QUORUM_HOME to a disk with room",
+}
+"""The next step after a write the file system refused, by errno."""
+
+
 def main() -> None:
     """Run the CLI: user errors are one line, exit 2; tracebacks only with QUORUM_DEBUG set."""
     from infra.errors import Unavailable, UserError
@@ -66,6 +76,10 @@ def main() -> None:
         fail(str(exc), 1)
     except KeyboardInterrupt:
         fail("interrupted", 130)
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC) and exc.filename:
+            fail(f"cannot write {exc.filename}: {exc.strerror}; {_WRITE_NEXT[exc.errno]}", 1)
+        fail(f"{type(exc).__name__}: {exc} (set QUORUM_DEBUG=1 for details)", 1)
     except Exception as exc:
         if os.environ.get("QUORUM_DEBUG"):
             raise

@@ -6,6 +6,7 @@ holds one of each, and every name is importable from `infra.settings`.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tomllib
@@ -15,6 +16,7 @@ from typing import Any, get_args
 from platformdirs import user_data_dir
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsError as PydanticSettingsError
 
 from infra.errors import UserError
 from infra.settings.group import Group
@@ -154,15 +156,98 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return data
 
 
+NOT_SETTINGS = frozenset(
+    {"QUORUM_DEBUG", "QUORUM_ES_DIR", "QUORUM_ES_PORT", "QUORUM_ES_USER", "QUORUM_ES_JAVA_HOME"}
+)
+"""QUORUM_* variables that are not settings (tracebacks, the test Elasticsearch node)."""
+
+
 def load_settings(**overrides: Any) -> Settings:
-    """Build settings, turning validation errors into one readable line."""
+    """Build settings, turning every problem into one line naming the setting or variable."""
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        path = [str(p) for p in first["loc"]]
+        where = ".".join(path)
+        variable = "QUORUM_" + "__".join(p.upper() for p in path)
+        if first["type"] == "extra_forbidden":
+            close = _did_you_mean(path)
+            if variable in os.environ:
+                hint = f"; did you mean QUORUM_{close.replace('.', '__').upper()}?" if close else ""
+                raise SettingsError(
+                    f"environment variable {variable} names no setting{hint} "
+                    "(the settings: docs/configuration.md)"
+                ) from None
+            hint = f"; did you mean {close}?" if close else ""
+            raise SettingsError(f"unknown setting {where}{hint}") from None
         message = str(first["msg"]).removeprefix("Value error, ")
-        raise SettingsError(f"invalid setting {where}: {message}") from None
+        source = f" (from {variable})" if variable in os.environ else ""
+        raise SettingsError(f"invalid setting {where}{source}: {message}") from None
+    except PydanticSettingsError as exc:  # a variable whose value is not the JSON it must be
+        raise SettingsError(_unparsed(exc)) from None
+    _check_variables(settings)
+    return settings
+
+
+def _did_you_mean(path: list[str]) -> str:
+    """Return the known dotted name closest to the path's last part ('' when none is)."""
+    model: Any = Settings
+    for part in path[:-1]:
+        field = model.model_fields.get(part) if isinstance(model, type) else None
+        model = field.annotation if field is not None else None
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return ""
+    close = difflib.get_close_matches(path[-1], list(model.model_fields), n=1, cutoff=0.6)
+    return ".".join([*path[:-1], close[0]]) if close else ""
+
+
+def _check_variables(settings: Settings) -> None:
+    """Refuse a QUORUM_* variable that names no setting (a typo was silently ignored)."""
+    secrets = {spec.api_key_env for _, spec in settings.models.by_role()}
+    secrets.add(settings.fallback.api_key_env)
+    for name in sorted(os.environ):
+        if not name.startswith("QUORUM_") or name in NOT_SETTINGS or name in secrets:
+            continue
+        path = name.removeprefix("QUORUM_").lower().split("__")
+        known, model = [], Settings
+        for at, part in enumerate(path):
+            if not (isinstance(model, type) and issubclass(model, BaseModel)):
+                break
+            if part not in model.model_fields:
+                close = difflib.get_close_matches(part, list(model.model_fields), n=1, cutoff=0.6)
+                if len(path) == 1 and not close:
+                    break  # QUORUM_SOMETHING of another tool, or a key: not quorum's to judge
+                hint = (
+                    f"; did you mean QUORUM_"
+                    f"{'__'.join(p.upper() for p in [*known, close[0], *path[at + 1 :]])}?"
+                    if close
+                    else ""
+                )
+                raise SettingsError(
+                    f"environment variable {name} names no setting{hint} "
+                    "(the settings: docs/configuration.md)"
+                )
+            known.append(part)
+            model = model.model_fields[part].annotation
+
+
+def _unparsed(exc: Exception) -> str:
+    """Name the variable whose value could not be parsed as JSON, and why."""
+    for name in sorted(os.environ):
+        if not name.startswith("QUORUM_"):
+            continue
+        value = os.environ[name].strip()
+        if value[:1] in "[{":
+            try:
+                json.loads(value)
+            except json.JSONDecodeError as bad:
+                return (
+                    f"environment variable {name} is not valid JSON ({bad.msg} at column "
+                    f"{bad.colno}); give a JSON object or list, e.g. "
+                    f'{name}=\'{{"provider": "openai", "model": "m", "base_url": "http://…/v1"}}\''
+                )
+    return f"cannot read the settings from the environment: {exc}"
 
 
 def choices(group: type[BaseModel], name: str) -> tuple[str, ...]:

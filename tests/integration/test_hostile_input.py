@@ -61,3 +61,28 @@ def test_hostile_input_is_one_line_and_exit_2(case, outcomes):
     assert len(lines) == 1 and lines[0].startswith("quorum: error: "), proc.stderr
     assert case["message"] in lines[0]
     assert not out.exists()  # nothing half-written
+
+
+def test_a_data_directory_quorum_may_not_write_is_one_line_naming_it(tmp_path):
+    if os.geteuid() == 0:
+        home = Path("/sys/quorum-test-home")  # not even root may create a directory in /sys
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        home = locked / "home"
+    with pytest.raises(OSError):
+        home.mkdir(parents=True)  # the premise: this directory cannot be made
+    corpus = HOSTILE.parent.parent / "fixtures" / "shared_excerpts" / "corpus"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
+    env["QUORUM_HOME"] = str(home)
+    proc = subprocess.run(
+        [QUORUM, "index", str(corpus / "pubmed_docs.jsonl.gz"), "--no-embeddings"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"quorum: error: cannot write {home}")
+    assert "set QUORUM_HOME to a" in last

@@ -99,14 +99,65 @@ def test_env_var_holding_json_sets_a_list(monkeypatch):
 
 def test_invalid_env_value_is_a_settings_error(monkeypatch):
     monkeypatch.setenv("QUORUM_SEARCH__MAX_CANDIDATES", "0")
-    with pytest.raises(SettingsError, match=r"^invalid setting search\.max_candidates: "):
+    with pytest.raises(
+        SettingsError,
+        match=r"^invalid setting search\.max_candidates \(from QUORUM_SEARCH__MAX_CANDIDATES\): ",
+    ):
         load_settings()
 
 
 def test_unknown_nested_env_key_is_rejected(monkeypatch):
     monkeypatch.setenv("QUORUM_SEARCH__BOGUS", "1")
-    with pytest.raises(SettingsError, match=r"invalid setting search\.bogus: Extra inputs"):
+    with pytest.raises(SettingsError, match=r"^environment variable QUORUM_SEARCH__BOGUS names no"):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        (
+            {"search": {"backendd": "x"}},
+            "unknown setting search.backendd; did you mean search.backend?",
+        ),
+        ({"ensembel": {}}, "unknown setting ensembel; did you mean ensemble?"),
+    ],
+)
+def test_a_misspelt_setting_gets_did_you_mean(source, said):
+    with pytest.raises(SettingsError) as caught:
+        load_settings(**source)
+    assert str(caught.value) == said
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("QUORUM_SEARCHH__BACKEND", "did you mean QUORUM_SEARCH__BACKEND?"),
+        ("QUORUM_HOMEE", "did you mean QUORUM_HOME?"),
+        ("QUORUM_ENSEMBLE__COBAG__MEMBRES", "did you mean QUORUM_ENSEMBLE__COBAG__MEMBERS?"),
+    ],
+)
+def test_a_variable_that_names_no_setting_is_reported_not_ignored(monkeypatch, name, said):
+    monkeypatch.setenv(name, "1")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert str(caught.value).startswith(f"environment variable {name} names no setting; {said}")
+
+
+def test_variables_that_are_not_settings_pass(monkeypatch):
+    monkeypatch.setenv("QUORUM_DEBUG", "1")  # quorum's own, not a setting
+    monkeypatch.setenv("QUORUM_OTHER_TOOL_TOKEN", "x")  # another tool's, far from any name
+    monkeypatch.setenv("QUORUM_SEARCH_KEY", "s")  # named as a key by the settings
+    spec = {"provider": "openai", "model": "m", "api_key_env": "QUORUM_SEARCH_KEY"}
+    assert load_settings(models={"query": spec}).models.query.api_key_env == "QUORUM_SEARCH_KEY"
+
+
+def test_a_variable_holding_broken_json_is_named(monkeypatch):
+    monkeypatch.setenv("QUORUM_MODELS__ENSEMBLE", '[{"provider": "openai",}]')
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert message.startswith("environment variable QUORUM_MODELS__ENSEMBLE is not valid JSON (")
+    assert "EnvSettingsSource" not in message
 
 
 def test_init_overrides_win_over_env(monkeypatch):
@@ -145,14 +196,14 @@ def test_env_overrides_the_config_file(monkeypatch, tmp_path):
 
 def test_unknown_top_level_key_in_file_is_rejected(monkeypatch, tmp_path):
     monkeypatch.setenv("QUORUM_CONFIG", str(write(tmp_path / "q.toml", "bogus = 1\n")))
-    with pytest.raises(SettingsError, match=r"^invalid setting bogus: Extra inputs"):
+    with pytest.raises(SettingsError, match=r"^unknown setting bogus$"):
         load_settings()
 
 
 def test_unknown_key_in_a_nested_group_of_file_is_rejected(monkeypatch, tmp_path):
     path = write(tmp_path / "q.toml", "[search]\nbogus = 1\n")
     monkeypatch.setenv("QUORUM_CONFIG", str(path))
-    with pytest.raises(SettingsError, match=r"^invalid setting search\.bogus: Extra inputs"):
+    with pytest.raises(SettingsError, match=r"^unknown setting search\.bogus$"):
         load_settings()
 
 
