@@ -41,6 +41,7 @@ from infra.bioasq.validate import SNIPPET_KEYS
 from infra.checkpoints import async_saver
 from infra.errors import UserError
 from infra.files import write_json_atomic
+from infra.heartbeat import Heartbeat
 from nodes.context import Context
 from nodes.finalize import ALL_FAILED
 
@@ -280,7 +281,12 @@ async def run_batch(
                     refresh=False,
                 )
 
-            await asyncio.gather(*(one(q) for q in todo))
+            def describe() -> str:
+                done = report.resumed + len(finished)
+                return f"bioasq run: {done} of {len(questions)} questions done"
+
+            with Heartbeat(describe):
+                await asyncio.gather(*(one(q) for q in todo))
     finally:
         bar.close()
         journal.close()

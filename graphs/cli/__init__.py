@@ -37,6 +37,25 @@ app = typer.Typer(
 )
 for command in (ask, index, embed, chat, serve):
     app.command()(command)
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        from importlib.metadata import version
+
+        typer.echo(f"quorum {version('quorum')}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Answer biomedical questions from PubMed, BioASQ-style, with every step traceable."""
+
+
 app.add_typer(trace_app, name="trace")
 app.add_typer(eval_app, name="eval")
 app.add_typer(bench_app, name="bench")

@@ -12,6 +12,7 @@ from graphs.cli.common import CliError, err, fail, settings_for
 from graphs.describe import plural
 from infra.backends import BACKENDS, index_exists, journal_path, open_writer
 from infra.embeddings import HuggingFaceEmbedder
+from infra.heartbeat import Heartbeat
 from infra.ingest.embed_job import EmbedJournal, EmbedReport, embed_missing
 from infra.settings import Settings
 
@@ -80,15 +81,25 @@ def run_embed(settings: Settings, *, batch_size: int, commit_every: int) -> Embe
             )
         total = writer.count_unembedded()
         bar = tqdm(total=total, unit=" docs", file=sys.stderr, dynamic_ncols=True, disable=None)
+        done = [0]
+
+        def progress(docs: int) -> None:
+            done[0] += docs
+            bar.update(docs)
+
+        def describe() -> str:
+            return f"embedding: {done[0]:,} of {total:,} documents"
+
         try:
-            return embed_missing(
-                writer,
-                embedder,
-                journal,
-                batch_size=batch_size,
-                commit_every=commit_every,
-                on_progress=bar.update,
-            )
+            with Heartbeat(describe):
+                return embed_missing(
+                    writer,
+                    embedder,
+                    journal,
+                    batch_size=batch_size,
+                    commit_every=commit_every,
+                    on_progress=progress,
+                )
         except ValueError as exc:  # vectors Elasticsearch did not store
             raise CliError(f"{exc}; run the same command again to retry them") from None
         finally:

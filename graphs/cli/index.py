@@ -21,6 +21,7 @@ from infra.backends import (
     stored_dims,
 )
 from infra.embeddings import HuggingFaceEmbedder
+from infra.heartbeat import Heartbeat
 from infra.ingest.pipeline import IngestReport, Journal, ingest
 from infra.ingest.sources import check
 from infra.settings import Settings
@@ -106,28 +107,34 @@ def run_index(
         mininterval=0.5,
         disable=None,
     )
-    deleted = 0
+    deleted = indexed = 0
 
     def progress(docs: int, deletions: int) -> None:
-        nonlocal deleted
+        nonlocal deleted, indexed
         deleted += deletions
+        indexed += docs
         bar.update(docs)
         if deletions:
             bar.set_postfix(deleted=deleted, refresh=False)
 
     journal = Journal(journal_path(settings, writer))
     finished = False
+
+    def describe() -> str:
+        return f"indexing: {indexed:,} documents, {deleted:,} deleted"
+
     try:
-        report = ingest(
-            sources,
-            writer,
-            embedder,
-            journal,
-            batch_size=batch_size,
-            commit_every=commit_every,
-            on_progress=progress,
-            on_reject=lambda why: bar.write(f"skipped {why}", file=sys.stderr),
-        )
+        with Heartbeat(describe):
+            report = ingest(
+                sources,
+                writer,
+                embedder,
+                journal,
+                batch_size=batch_size,
+                commit_every=commit_every,
+                on_progress=progress,
+                on_reject=lambda why: bar.write(f"skipped {why}", file=sys.stderr),
+            )
         finished = True
     finally:
         bar.close()

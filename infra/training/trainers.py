@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import infra.offline
 from infra.embeddings import default_model_dir, resolve_device
+from infra.heartbeat import Heartbeat
 from infra.settings import CrossEncoderSettings, SnippetSettings
 from infra.training.card import DEV_QUESTIONS, write_card
 from infra.training.data import (
@@ -289,7 +290,15 @@ def _run(
         trainer = make_trainer(scratch / "checkpoints")
         started = time.perf_counter()
         # The trainer prints its logs on stdout, which belongs to the settings lines (or --json).
-        with contextlib.redirect_stdout(sys.stderr):
+        state = trainer.state
+
+        def describe() -> str:
+            return (
+                f"training the {kind}: step {state.global_step:,} of {state.max_steps:,}, "
+                f"epoch {state.epoch or 0:.2f}"
+            )
+
+        with contextlib.redirect_stdout(sys.stderr), Heartbeat(describe):
             trainer.train()
         seconds = time.perf_counter() - started
         staged = scratch / "model"
