@@ -59,6 +59,20 @@ def node_names() -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for phase in PHASES for n in nodes(phase)))
 
 
+NO_FIGURE = "–"
+"""What a measure with no value shows (no question of its kind: None in JSON, NaN in the
+evaluator), the same in `bioasq eval`, `bioasq report` and every `eval` report."""
+
+
+def measure_text(value: Any) -> str:
+    """Return a measure as printed: 4 decimals, NO_FIGURE for None or NaN, else as it is."""
+    if value is None or (isinstance(value, float) and value != value):
+        return NO_FIGURE
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
 def plural(count: int, word: str, many: str | None = None) -> str:
     """Return "1 hit", "2 hits", "1,204 hits": the count and the word in the right number."""
     return f"{count:,} {word if count == 1 else many or word + 's'}"

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from graphs.bioasq.run import journal_path
+from graphs.describe import measure_text
 from graphs.eval.answers import mcnemar
 from infra.bioasq.formats import FormatError
 from infra.bioasq.measures import challenge_version, evaluate_phase_a, evaluate_phase_b
@@ -245,12 +246,7 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return str(value)
+_fmt = measure_text
 
 
 def _count(value: float) -> str:

@@ -264,8 +264,9 @@ def bioasq_eval(
     main = [k for k in (*PHASE_A_KEYS, *PHASE_B_KEYS) if k in report]
     for key in [*main, *(k for k in report if k not in main)]:
         value = report.get(key)
-        shown = f"{value:.4f}" if isinstance(value, float) else str(value)
-        out.print(f"{key:>28}  {shown}")
+        from graphs.describe import measure_text
+
+        out.print(f"{key:>28}  {measure_text(value)}")
 
 
 def _say_coverage(gold_path: Path, submission_path: Path, gold: dict, submission: dict) -> None:

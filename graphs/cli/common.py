@@ -75,9 +75,12 @@ def write_json(value: Any) -> None:
 
 
 def print_report(report: dict[str, Any], width: int = 22) -> None:
-    """Print a flat report as aligned key/value lines."""
+    """Print a flat report as aligned key/value lines (a missing measure as NO_FIGURE)."""
+    from graphs.describe import NO_FIGURE
+
     for key, value in report.items():
-        out.print(f"{key:>{width}}  {value}")
+        missing = value is None or (isinstance(value, float) and value != value)
+        out.print(f"{key:>{width}}  {NO_FIGURE if missing else value}")
 
 
 def demo_notice(settings: Any) -> None:

@@ -64,3 +64,14 @@ def test_a_ccv_vote_left_to_the_majority_is_described_not_a_crash():
     lines = describe_ensemble({"members": [], "votes": votes})
     assert "citation-consistent vote: not used (list answers are voted)" in lines
     assert lines[-1] == "ranked: a; b"
+
+
+def test_a_measure_with_no_value_reads_the_same_whether_none_or_nan(capsys):
+    from graphs.cli.common import print_report
+    from graphs.describe import NO_FIGURE, measure_text
+
+    assert measure_text(None) == measure_text(float("nan")) == NO_FIGURE
+    assert measure_text(0.5) == "0.5000" and measure_text(12) == "12"
+    print_report({"factoid_mrr": None, "list_f1": float("nan"), "yesno_accuracy": 1.0})
+    shown = capsys.readouterr().out
+    assert "None" not in shown and "nan" not in shown and shown.count(NO_FIGURE) == 2
