@@ -153,7 +153,7 @@ class Chat:
         """Print the answer, the evidence it cites, what was retrieved, how to see every step."""
         result = turn.result
         if turn.question != turn.asked:
-            self.console.print(f"[dim]asked as: {escape(turn.question)}[/dim]")
+            self.console.print(f"[dim]read as: {escape(turn.question)}[/dim]")
         for line in answer_lines(result, documents=5):
             self.console.print(line, markup=False, highlight=False)
         self.console.print(

@@ -102,21 +102,31 @@ class TurnView {
     this.root = el("div", { class: "turn running" }, this.user, this.body);
     $("#messages").append(this.root);
     scrollDown();
+    // The clock runs while a step runs, not only when the next one starts.
+    this.doing = "starting";
+    this.clock = setInterval(() => this.showStatus(), 500);
   }
 
   elapsed() {
     return `${((performance.now() - this.started) / 1000).toFixed(1)} s`;
   }
 
+  showStatus() {
+    this.status.textContent = `${this.doing}… (${this.elapsed()})`;
+  }
+
   on(event, data) {
     if (event === "started") {
       this.root.dataset.conversation = data.conversation;
-      this.status.textContent = "starting…";
+      this.doing = "starting";
+      this.showStatus();
     } else if (event === "status") {
-      this.status.textContent = `${data.message}…`;
+      this.doing = data.message;
+      this.showStatus();
     } else if (event === "start") {
       // The server says which node runs now: the status never guesses the next one.
-      this.status.textContent = `${label(data.node)}… (${this.elapsed()})`;
+      this.doing = label(data.node);
+      this.showStatus();
     } else if (event === "node") {
       this.steps.append(el("li", { "data-node": data.node },
         el("span", { class: "tick" }, "✓ "), data.line || label(data.node),
@@ -129,8 +139,8 @@ class TurnView {
         this.meter.hidden = false;
         this.meter.max = data.total;
         this.meter.value = data.done;
-        this.status.textContent =
-          `${label(data.node)}: ${data.done} of ${data.total} done…`;
+        this.doing = `${label(data.node)}: ${data.done} of ${data.total} done`;
+        this.showStatus();
       }
     } else if (event === "token") {
       if (this.preview.dataset.node !== data.node) {
@@ -149,6 +159,7 @@ class TurnView {
   }
 
   finish() {
+    clearInterval(this.clock);
     this.root.classList.remove("running");
     this.status.remove();
     this.meter.remove();

@@ -57,7 +57,7 @@ def test_two_turns_a_follow_up_trace_open_and_new(make_context, settings):
     run_chat(settings, make_context(chat_model()), screen, lambda: next(lines))
     text = screen.export_text()
     assert "searched:" in text and "hits" in text and "ensemble: 5 answers" in text
-    assert "asked as: Which study showed mitochondria act in lace plant cell death?" in text
+    assert "read as: Which study showed mitochondria act in lace plant cell death?" in text
     assert "the 2011 lace plant study" in text
     assert text.count("Mitochondria act early in lace plant cell death.") >= 2
     assert "[101] Mitochondria drive programmed cell death in lace plant leaves" in text
@@ -73,7 +73,7 @@ def test_an_answer_shows_its_cited_evidence_apart_from_the_retrieved_documents(s
     result = json.loads((ANSWERS / "cited.json").read_text())
     chat.show_answer(Turn(1, "Does it?", "Does rivoparin cause thrombocytopenia?", "t-1", result))
     text = screen.export_text()
-    assert "asked as: Does rivoparin cause thrombocytopenia?" in text
+    assert "read as: Does rivoparin cause thrombocytopenia?" in text
     assert "Exact answer (yesno): yes" in text
     assert "Confidence: 0.40 from the evidence (model said 0.95)" in text
     evidence, retrieved = text.split("Cited evidence:")[1].split("Retrieved documents")

@@ -52,6 +52,6 @@ def test_chat_two_turns_trace_open_and_quit(simulated):
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
     assert text.count("/trace for every step") == 2  # two answered turns
-    assert "asked as: simulated" in text  # the follow-up was rewritten (the simulator's words)
+    assert "read as: simulated" in text  # the follow-up was rewritten (the simulator's words)
     assert "generate_query" in text and "vote table:" in text  # /trace
     assert "[21645374]" in text  # /open of a demo-corpus abstract

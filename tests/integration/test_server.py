@@ -338,7 +338,11 @@ def test_the_page_answers_and_steps_through_the_trace(make_context, settings, tm
                 ".turn.running .progress li", "items => items.map(li => li.dataset.node)"
             )
             assert shown == ANSWERING_NODES[:4]
-            assert page.inner_text(".turn.running .status").startswith("ensemble answering")
+            before = page.inner_text(".turn.running .status")
+            assert before.startswith("ensemble answering")
+            page.wait_for_timeout(1200)  # the step still runs: its clock must too
+            after = page.inner_text(".turn.running .status")
+            assert after.startswith("ensemble answering") and after != before
             gate.set()
             answer = page.wait_for_selector(".answer .documents li")
             assert answer is not None
