@@ -86,7 +86,10 @@ def eval_retrieval(
                 "--cross-encoder-weights needs a cross-encoder: set "
                 "QUORUM_RERANK__CROSS_ENCODER__PATH (and leave out --no-rerank)"
             )
-    context = build_context(settings)
+    from infra.models import ModelPool
+
+    # Retrieval asks no model: the models' endpoints are neither checked nor needed.
+    context = build_context(settings, models=ModelPool(settings))
     report = asyncio.run(
         evaluate_retrieval(
             context,
@@ -157,7 +160,11 @@ def eval_snippets(
     loaded = [q for path in paths for q in load_questions(path)][:limit]
     if not any(q.snippets for q in loaded):
         raise CliError("these files hold no question with gold snippets; give golden files")
-    report = asyncio.run(evaluate_snippets(build_context(settings), loaded, **grid))
+    from infra.models import ModelPool
+
+    # Snippets are chosen without a model: its endpoints are neither checked nor needed.
+    context = build_context(settings, models=ModelPool(settings))
+    report = asyncio.run(evaluate_snippets(context, loaded, **grid))
     if as_json:
         write_json(report)
         return
