@@ -4,9 +4,10 @@ An endpoint that is down used to be found 45 s into a run, after query writing, 
 rerank, and reported as the OpenAI client's "Connection error." with no URL or model (issue 28).
 Here every distinct OpenAI-compatible endpoint the settings name gets `GET {base_url}/models`
 (every OpenAI-compatible server answers it: OpenAI, vLLM, llama.cpp, Ollama, LM Studio), all at
-once: a connection refused, a timeout, a refused key or a server error is named with its URL and
-model and what to do next. Any other answer, a 404 included, means a server is there: what it
-does with a chat request is the run's to find out. Local models load lazily and are not probed.
+once: a connection refused, a timeout, a refused key, no API at that path (404: the OpenAI API
+lists models at /models, so every compatible server answers it) or a server error is named with
+its URL and model and what to do next. Any other answer means a server is there: what it does
+with a chat request is the run's to find out. Local models load lazily and are not probed.
 """
 
 from __future__ import annotations
@@ -66,6 +67,11 @@ def _problem(url: str, spec: ModelSpec, timeout_s: float) -> str | None:
         return (
             f"the server refused the key (HTTP {reply.status_code}); check the key in "
             f"{env}, or whether this server wants one"
+        )
+    if reply.status_code == 404:
+        return (
+            "no OpenAI-compatible API there (GET /models: HTTP 404); check base_url, which "
+            "usually ends in /v1"
         )
     if reply.status_code >= 500:
         return f"the server failed (HTTP {reply.status_code}); check its log, or try again"

@@ -51,7 +51,7 @@ def _settings(tmp_path, url, **extra):
     return load_settings(home=tmp_path, models={"query": spec, "ensemble": [spec]})
 
 
-@pytest.mark.parametrize("status", [200, 404])
+@pytest.mark.parametrize("status", [200, 405])
 def test_a_server_that_answers_passes_with_one_probe_per_endpoint(tmp_path, status, monkeypatch):
     server = _Server(status)
     monkeypatch.setenv("QUORUM_TEST_KEY", "sk-secret-1")
@@ -75,7 +75,11 @@ def test_nothing_listening_is_named_with_url_model_role_and_next_step(tmp_path):
 
 @pytest.mark.parametrize(
     ("status", "said"),
-    [(401, "refused the key (HTTP 401); check the key in"), (503, "server failed (HTTP 503)")],
+    [
+        (401, "refused the key (HTTP 401); check the key in"),
+        (404, "no OpenAI-compatible API there (GET /models: HTTP 404); check base_url"),
+        (503, "server failed (HTTP 503)"),
+    ],
 )
 def test_a_refused_key_or_a_broken_server_is_named(tmp_path, status, said):
     server = _Server(status)
