@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import errno
+import importlib
 import os
+from typing import Any
 
 import typer
-from typer.core import TyperOption
+from typer import _click as click
+from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.exceptions import TyperException
 
-import graphs.cli.eval_methods  # noqa: F401  (registers eval methods and eval likelihoods)
-from graphs.cli.ask import ask
-from graphs.cli.bench import bench_app
-from graphs.cli.bioasq import bioasq_app
-from graphs.cli.chat import chat
 from graphs.cli.common import CliError, exit_now, fail
-from graphs.cli.embed import embed
-from graphs.cli.eval import eval_app
-from graphs.cli.index import index
-from graphs.cli.serve import serve
-from graphs.cli.trace import trace_app
-from graphs.cli.train import train_app
 
 # NOTE: typer 0.29's help prints a type beside every option, flags too ("--json <bool>"); a
 # flag takes no value, so it gets none.
@@ -29,14 +21,85 @@ TyperOption.display_type_rich = lambda self, ctx: (  # type: ignore[method-assig
     None if self.is_flag else _display_type(self, ctx)
 )
 
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "ask": ("graphs.cli.ask", "ask", "Answer a question from the configured corpus."),
+    "index": (
+        "graphs.cli.index",
+        "index",
+        "Index corpus files; re-indexing replaces by PMID, and an interrupted run resumes.",
+    ),
+    "embed": (
+        "graphs.cli.embed",
+        "embed",
+        "Compute the configured model's vectors for every document that lacks them.",
+    ),
+    "chat": (
+        "graphs.cli.chat",
+        "chat",
+        "Chat with the corpus: follow-ups, /open PMID, /trace, /new, /quit.",
+    ),
+    "serve": (
+        "graphs.cli.serve",
+        "serve",
+        "Serve a local web page: chat with the corpus and step through each turn's nodes.",
+    ),
+    "trace": ("graphs.cli.trace", "trace_app", "Read runs back from their checkpoints."),
+    # eval_methods adds `eval methods` and `eval likelihoods` to graphs.cli.eval's group
+    "eval": ("graphs.cli.eval_methods", "eval_app", "Measure quorum on golden data."),
+    "bench": ("graphs.cli.bench", "bench_app", "Speed and memory benchmarks."),
+    "bioasq": ("graphs.cli.bioasq", "bioasq_app", "BioASQ Task B: run, validate, evaluate."),
+    "train": (
+        "graphs.cli.train",
+        "train_app",
+        "Fine-tune quorum's retriever or reranker on golden files.",
+    ),
+}
+"""Every command: the module that holds it, its name there, and the line `quorum --help` shows.
+
+A command's module is imported only when the command runs (or its own --help is asked): the
+top-level help needs none of them, and one command never pays for another's libraries."""
+
+
+class _LazyCommands(TyperGroup):
+    """The top-level group: commands listed from COMMANDS, loaded when one is resolved."""
+
+    _resolving = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        if not self._resolving:  # the help's list of commands: their lines, nothing imported
+            return TyperCommand(cmd_name, help=COMMANDS[cmd_name][2])
+        return load_command(cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        self._resolving = True
+        return super().resolve_command(ctx, args)
+
+
+def load_command(name: str) -> click.Command:
+    """Import the command's module and return the command (a group for trace, eval, …)."""
+    module, attribute, _ = COMMANDS[name]
+    found = getattr(importlib.import_module(module), attribute)
+    if not isinstance(found, typer.Typer):
+        single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+        single.command(name=name)(found)
+        found = single
+    command = typer.main.get_command(found)
+    command.name = name
+    return command
+
+
 app = typer.Typer(
+    cls=_LazyCommands,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Answer biomedical questions from PubMed, BioASQ-style, with every step traceable.",
 )
-for command in (ask, index, embed, chat, serve):
-    app.command()(command)
 
 
 def _version(shown: bool) -> None:
@@ -54,13 +117,6 @@ def _options(
     ),
 ) -> None:
     """Answer biomedical questions from PubMed, BioASQ-style, with every step traceable."""
-
-
-app.add_typer(trace_app, name="trace")
-app.add_typer(eval_app, name="eval")
-app.add_typer(bench_app, name="bench")
-app.add_typer(bioasq_app, name="bioasq")
-app.add_typer(train_app, name="train")
 
 
 _WRITE_NEXT = {

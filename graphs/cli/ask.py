@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -23,8 +23,9 @@ from graphs.cli.common import (
 )
 from graphs.cli.interrupts import Interrupts
 from graphs.cli.live import LiveStatus
-from nodes.finalize import ALL_FAILED
-from nodes.state import QAState
+
+if TYPE_CHECKING:
+    from nodes.state import QAState
 
 
 def ask(
@@ -66,6 +67,8 @@ def ask(
         result = asyncio.run(answer())
     # Every model failing is an error (a server down, a key refused): nothing is printed as an
     # answer, exit 1 with the server's own words. Insufficient evidence is an honest answer: 0.
+    from nodes.finalize import ALL_FAILED
+
     reason = str(result.get("insufficient_reason") or "")
     if result.get("insufficient") and reason.startswith(ALL_FAILED):
         fail(f"no answer: {reason} (thread {result['thread_id']})", 1)

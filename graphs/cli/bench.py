@@ -10,13 +10,15 @@ import typer
 
 from graphs.cli.common import (
     CliError,
+    backend_names,
     extra_files,
     out,
     print_report,
     settings_for,
     write_json,
 )
-from infra.backends import BACKENDS
+
+BACKENDS = backend_names()
 
 bench_app = typer.Typer(no_args_is_help=True, help="Speed and memory benchmarks.")
 
@@ -102,6 +104,26 @@ def bench_scale_cmd(
         write_json(report)
         return
     out.print(json.dumps(report, indent=2))
+
+
+@bench_app.command("help")
+def bench_help_cmd(
+    repeat: Annotated[int, typer.Option(min=1, help="Runs of each help (the median counts).")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """`quorum --help` and every command's --help, each in a fresh process, against 1 s."""
+    from graphs.bench.help import bench_help
+
+    report = bench_help(repeat)
+    if as_json:
+        write_json(report)
+        return
+    for row in report["rows"]:
+        out.print(f"{row['median_s']:>6.2f} s  quorum {row['args']}")
+    out.print(
+        f"slowest {report['slowest']['median_s']:.2f} s (quorum {report['slowest']['args']}); "
+        f"target ≤ {report['target_s']:.0f} s: {'met' if report['met'] else 'NOT met'}"
+    )
 
 
 @bench_app.command("embed")

@@ -46,6 +46,16 @@ TypeOption = Annotated[
 """The options `ask`, `chat` and `serve` share, spelled and described once."""
 
 
+def backend_names() -> tuple[str, ...]:
+    """Return the search backends' names: search.backend's choices, infra.backends' keys.
+
+    Read from the settings, not from infra.backends, so a command's --help imports no engine.
+    """
+    from infra.settings import SearchSettings, choices
+
+    return choices(SearchSettings, "backend")
+
+
 def checked_type(qtype: str | None) -> str | None:
     """Return a --type that names a BioASQ question type, or refuse it in one line."""
     from infra.bioasq.types import QUESTION_TYPES

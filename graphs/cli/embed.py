@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from tqdm import tqdm
 
-from graphs.cli.common import CliError, err, fail, settings_for
-from graphs.describe import plural
-from infra.backends import BACKENDS, index_exists, journal_path, open_writer
-from infra.embeddings import HuggingFaceEmbedder
+from graphs.cli.common import CliError, backend_names, err, fail, settings_for
 from infra.heartbeat import Heartbeat
-from infra.ingest.embed_job import EmbedJournal, EmbedReport, embed_missing
-from infra.settings import Settings
+
+if TYPE_CHECKING:
+    from infra.ingest.embed_job import EmbedReport
+    from infra.settings import Settings
+
+BACKENDS = backend_names()
 
 
 def embed(
@@ -39,6 +40,8 @@ def embed(
     ] = 8192,
 ) -> None:
     """Compute the configured model's vectors for every document that lacks them."""
+    from graphs.describe import plural
+
     if backend is not None and backend not in BACKENDS:
         raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")
     overrides: dict[str, dict[str, str]] = {}
@@ -61,6 +64,10 @@ def embed(
 
 def run_embed(settings: Settings, *, batch_size: int, commit_every: int) -> EmbedReport:
     """Embed the configured index's documents that lack vectors; a re-run resumes."""
+    from infra.backends import index_exists, journal_path, open_writer
+    from infra.embeddings import HuggingFaceEmbedder
+    from infra.ingest.embed_job import EmbedJournal, embed_missing
+
     index = settings.search.index
     if not index_exists(settings):
         raise CliError(

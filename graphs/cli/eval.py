@@ -8,8 +8,15 @@ from typing import Annotated
 
 import typer
 
-from graphs.cli.common import CliError, extra_files, out, print_report, settings_for, write_json
-from infra.backends import BACKENDS
+from graphs.cli.common import (
+    CliError,
+    backend_names,
+    extra_files,
+    out,
+    print_report,
+    settings_for,
+    write_json,
+)
 from infra.settings import EnsembleSettings, OrganizeSettings, choices
 
 ORGANIZE_STRATEGIES = choices(OrganizeSettings, "strategy")
@@ -21,6 +28,7 @@ GoldenOption = Annotated[
     list[Path],
     typer.Option("--questions", help="BioASQ golden JSON files (--questions A B C …)."),
 ]
+BACKENDS = backend_names()
 BackendOption = Annotated[str | None, typer.Option("--backend", help=f"{' or '.join(BACKENDS)}.")]
 IndexOption = Annotated[str | None, typer.Option("--index", help="Index name (default: settings).")]
 

@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from tqdm import tqdm
 
-from graphs.cli.common import CliError, err, fail, settings_for
-from graphs.describe import plural
-from infra.backends import (
-    BACKENDS,
-    drop_index,
-    existing_journal,
-    index_exists,
-    journal_path,
-    open_writer,
-    stored_dims,
-)
-from infra.embeddings import HuggingFaceEmbedder
+from graphs.cli.common import CliError, backend_names, err, fail, settings_for
 from infra.heartbeat import Heartbeat
-from infra.ingest.pipeline import IngestReport, Journal, ingest
-from infra.ingest.sources import check
-from infra.settings import Settings
+
+if TYPE_CHECKING:
+    from infra.ingest.pipeline import IngestReport
+    from infra.settings import Settings
+
+BACKENDS = backend_names()
 
 
 def index(
@@ -47,6 +39,8 @@ def index(
     ] = 4096,
 ) -> None:
     """Index corpus files; re-indexing replaces by PMID, and an interrupted run resumes."""
+    from graphs.describe import plural
+
     if backend is not None and backend not in BACKENDS:
         raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")
     search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
@@ -79,6 +73,18 @@ def run_index(
     commit_every: int = 4096,
 ) -> IngestReport:
     """Index `sources` into the configured backend; a re-run after an interruption resumes."""
+    from infra.backends import (
+        drop_index,
+        existing_journal,
+        index_exists,
+        journal_path,
+        open_writer,
+        stored_dims,
+    )
+    from infra.embeddings import HuggingFaceEmbedder
+    from infra.ingest.pipeline import IngestReport, Journal, ingest
+    from infra.ingest.sources import check
+
     for source in sources:
         check(source)
     known = existing_journal(settings)

@@ -70,7 +70,7 @@ def test_quorum_index_off_a_terminal_says_how_far_it_got(tmp_path, monkeypatch, 
         return real(*args, on_progress=progress, **kwargs)
 
     module = importlib.import_module("graphs.cli.index")  # graphs.cli.index is also a function
-    monkeypatch.setattr(module, "ingest", slow_ingest)
+    monkeypatch.setattr(pipeline, "ingest", slow_ingest)
     corpus = tmp_path / "c.jsonl"
     corpus.write_text(
         "".join(

@@ -1,0 +1,47 @@
+"""Commands load when they run: `quorum --help` imports none of them, one command not the rest."""
+
+import subprocess
+import sys
+
+from graphs.bench.help import help_lines
+from graphs.cli import COMMANDS, load_command
+
+PROBE = """
+import sys
+from typer.testing import CliRunner
+from graphs.cli import app
+result = CliRunner().invoke(app, sys.argv[1:])
+assert result.exit_code == 0, result.output
+loaded = sorted(m for m in sys.modules if m.startswith(("graphs.cli.", "nodes", "langgraph",
+    "torch", "sentence_transformers", "langchain", "scipy", "tantivy")))
+print(" ".join(loaded))
+"""
+
+
+def _loaded(*args):
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return set(done.stdout.split())
+
+
+def test_the_top_level_help_lists_every_command_and_imports_none():
+    loaded = _loaded("--help")
+    assert loaded <= {"graphs.cli.common"}, loaded
+
+
+def test_a_command_s_help_imports_its_module_and_no_engine_or_model_library():
+    loaded = _loaded("ask", "--help")
+    assert "graphs.cli.ask" in loaded
+    assert not {m for m in loaded if m.startswith(("graphs.cli.bench", "graphs.cli.eval"))}
+    heavy = ("torch", "sentence_transformers", "langgraph", "langchain", "scipy", "tantivy")
+    assert not {m for m in loaded if m.startswith(heavy)}, loaded
+
+
+def test_every_command_loads_under_its_name_and_the_benchmark_times_them_all():
+    for name in COMMANDS:
+        assert load_command(name).name == name
+    lines = help_lines(COMMANDS)
+    assert lines[0] == ["--help"] and ["bioasq", "run", "--help"] in lines
+    assert {line[0] for line in lines[1:]} == set(COMMANDS)
