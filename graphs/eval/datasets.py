@@ -61,7 +61,6 @@ STOP = frozenset(
     )
 )
 NEGATION = re.compile(r"\b(?:not|no|never|cannot|none|neither|nor)\b|n't\b", re.IGNORECASE)
-KINDS = ("nq", "conflictqa")
 
 
 class DatasetError(UserError):

@@ -206,11 +206,6 @@ def leave_bulk(client: Elasticsearch, index: str) -> None:
     client.indices.refresh(index=index)
 
 
-def in_bulk(client: Elasticsearch, index: str) -> bool:
-    """Tell whether a bulk load is under way on the index (or was killed in one)."""
-    return BULK_KEY in _meta(client, index)
-
-
 def send(
     client: Elasticsearch, actions: list[dict[str, Any]], *, threads: int, chunk_docs: int
 ) -> tuple[int, list[dict[str, Any]]]:

@@ -6,13 +6,22 @@ so a trace alone says how a run was decided and how to run it again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from infra.bioasq import normalize_answer
 from nodes.state import DecidedAnswer, Decision
 
-if TYPE_CHECKING:
-    from nodes.ensemble.strategies.registry import Plan
+
+class Plan(Protocol):
+    """What a decision reads of a strategy's plan (strategies/registry.py's Plan)."""
+
+    contexts: list[dict[str, Any]]
+    settings: dict[str, Any]
+    clusters: dict[str, str]
+
+    def shown_order(self) -> list[int]:
+        """Return the evidence order as indices into contexts."""
+        ...
 
 
 def supporters(

@@ -1,0 +1,95 @@
+"""The layout holds: imports go down (graphs → nodes → infra/prompts), no import circle (typing
+imports included), and the answering path never enters the lab (evaluation, benchmarks, the
+simulated endpoints, training). Read from the source with `ast`, imports inside functions too."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYERS = {"graphs": 2, "nodes": 1, "infra": 0, "prompts": 0}
+LAB = ("graphs.eval", "graphs.bench", "infra.simulate", "infra.training")
+ANSWERING = (
+    "graphs.runtime",
+    "graphs.qa",
+    "graphs.chat",
+    "graphs.web",
+    "graphs.bioasq.run",
+    "graphs.cli.ask",
+    "graphs.cli.chat",
+    "graphs.cli.serve",
+)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for top in LAYERS:
+        for path in (ROOT / top).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str) -> set[str]:
+    """Return the project modules `name` imports anywhere in its source."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            targets = [base, *(f"{base}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        else:
+            continue
+        found |= {t for t in targets if t in MODULES and t != name}
+    return found
+
+
+GRAPH = {name: _imports(name) for name in MODULES}
+
+
+def test_imports_only_go_down():
+    upward = [
+        f"{name} imports {target}"
+        for name, targets in GRAPH.items()
+        for target in targets
+        if LAYERS[target.split(".")[0]] > LAYERS[name.split(".")[0]]
+    ]
+    assert upward == []
+
+
+def test_no_import_circle():
+    circles, done, path = [], set(), []
+
+    def visit(name: str) -> None:
+        if name in path:
+            circles.append(path[path.index(name) :] + [name])
+            return
+        if name in done:
+            return
+        path.append(name)
+        for target in sorted(GRAPH[name]):
+            visit(target)
+        path.pop()
+        done.add(name)
+
+    for name in sorted(GRAPH):
+        visit(name)
+    assert circles == []
+
+
+def test_the_answering_path_never_enters_the_lab():
+    reached, todo = set(), list(ANSWERING)
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(GRAPH[name])
+    assert sorted(m for m in reached if m.startswith(LAB)) == []
