@@ -10,7 +10,6 @@ from typing import Any
 
 from graphs.inputs import InputProblem, check_question
 from graphs.qa import build_graph
-from infra.backends import open_backend
 from infra.checkpoints import async_saver, thread_exists
 from infra.embeddings import BackgroundEmbedder
 from infra.likelihood import refusal as likelihood_refusal
@@ -18,6 +17,7 @@ from infra.models import ModelPool
 from infra.preflight import check_endpoints
 from infra.pubmed import PubMedClient
 from infra.rerankers import load_reranker
+from infra.search.backends import open_backend
 from infra.settings import Settings, SettingsError, secret_from_env
 from infra.snippets import load_scorer
 from nodes.context import Context

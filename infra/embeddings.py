@@ -11,7 +11,7 @@ from typing import Protocol
 import numpy as np
 
 import infra.offline
-from infra.encoding import batch_size_for, encode_corpus, workers_for
+from infra.corpus_encoder import batch_size_for, encode_corpus, workers_for
 from infra.errors import UserError
 from infra.local_models import package_file
 from infra.settings import EmbeddingSettings

@@ -10,7 +10,7 @@ from infra.pubmed import FallbackUnavailable
 from infra.search.keywords import keyword_query, without_stopwords
 from infra.search.query import QueryError, parse_query, to_pubmed
 from nodes.context import Context
-from nodes.evidence import bounded
+from nodes.passages import bounded
 from nodes.state import QAState
 
 

@@ -2,7 +2,7 @@
 
 TypedDicts are plain dicts at runtime: checkpoints store and restore them unchanged, and a
 trace from an older run still loads. Each record says which node writes it. Organize's and the
-ensemble's records are in nodes/method_records.py.
+ensemble's records are in nodes/relations_and_votes.py.
 """
 
 # NOTE: no `from __future__ import annotations`: under it, Python 3.11's TypedDict cannot

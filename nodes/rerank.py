@@ -11,7 +11,7 @@ from langgraph.runtime import Runtime
 from infra.embeddings import document_text
 from infra.search.fusion import blend, fuse
 from nodes.context import Context
-from nodes.evidence import bounded
+from nodes.passages import bounded
 from nodes.state import FirstStage, Passage, QAState
 
 

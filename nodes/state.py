@@ -1,7 +1,7 @@
 """The state every node reads and the updates it returns: the contract of the QA graph.
 
 The records inside it (members, votes, answer, calls, …) are typed in nodes/records.py and
-nodes/method_records.py, and importable from here.
+nodes/relations_and_votes.py, and importable from here.
 """
 
 # NOTE: no `from __future__ import annotations` (TypedDict must see NotRequired; see records).
@@ -9,21 +9,6 @@ import operator
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from infra.bioasq.types import QuestionType
-from nodes.method_records import (
-    CcvRow,
-    CcvVote,
-    DecidedAnswer,
-    Decision,
-    Group,
-    Member,
-    MoiFit,
-    Relation,
-    RelationEdge,
-    RelationGraph,
-    Triple,
-    VoteRow,
-    Votes,
-)
 from nodes.records import (
     Answer,
     Attempt,
@@ -41,6 +26,21 @@ from nodes.records import (
     Search,
     Snippet,
     call_tokens,
+)
+from nodes.relations_and_votes import (
+    CcvRow,
+    CcvVote,
+    DecidedAnswer,
+    Decision,
+    Group,
+    Member,
+    MoiFit,
+    Relation,
+    RelationEdge,
+    RelationGraph,
+    Triple,
+    VoteRow,
+    Votes,
 )
 
 __all__ = [

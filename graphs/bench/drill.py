@@ -96,4 +96,4 @@ TAKE_AWAY: dict[str, Callable[[Outage, int, Callable[[str], None]], None]] = {
     "embedded": _rename_away,
     "elasticsearch": _restart_node,
 }
-"""How the drill takes each search backend away (a key of infra.backends.BACKENDS)."""
+"""How the drill takes each search backend away (a key of infra.search.backends.BACKENDS)."""

@@ -1,8 +1,8 @@
 """`quorum bench embed`: how fast `quorum embed`'s encoder turns abstracts into vectors.
 
 Real PubMed abstracts (a .jsonl(.gz) corpus, cycled to the size asked for) go through the
-function `quorum embed` uses, `infra.encoding.encode_corpus`, on the device asked for, once for
-each worker count given (0: sentence-transformers' own `encode`, no tokenizing workers), each
+function `quorum embed` uses, `infra.corpus_encoder.encode_corpus`, on the device asked for, once
+for each worker count given (0: sentence-transformers' own `encode`, no tokenizing workers), each
 after a warm-up batch. Reported: docs/s, the hours 26 M abstracts would take (PubMed's
 abstracts, issue 31), tokens per text after the model's truncation, and peak memory. Writing the
 vectors into an index is not timed: on a GPU the encoder is the long pole (docs/measured.md).
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infra.encoding import batch_size_for, encode_corpus
+from infra.corpus_encoder import batch_size_for, encode_corpus
 
 PUBMED_ABSTRACTS = 26_000_000
 """Citations with an abstract in PubMed's annual baseline (issue 31: some 26 M of 36-38 M)."""

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from graphs.bench.query import CANDIDATES, TOP_K, query_latency
-from infra.backends import drop_index, open_backend, open_writer
 from infra.bioasq.formats import Question
 from infra.embeddings import Embedder, HuggingFaceEmbedder, document_text
 from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
+from infra.search.backends import drop_index, open_backend, open_writer
 from infra.search.keywords import keyword_query
 from infra.settings import Settings
 

@@ -22,9 +22,9 @@ import numpy as np
 
 from graphs.bench.query import peak_rss_mib
 from graphs.bench.synthetic import SentencePool
-from infra.backends import open_backend, open_writer
 from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
+from infra.search.backends import open_backend, open_writer
 from infra.search.embedded_layout import SCALES, VECTORS
 from infra.search.fusion import fuse
 from infra.settings import load_settings

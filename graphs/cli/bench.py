@@ -155,8 +155,8 @@ def bench_embed_cmd(
     from graphs.bench.embed import bench_embed
     from graphs.bench.scale import default_inputs
     from graphs.cli.train import device_choice
+    from infra.corpus_encoder import workers_for
     from infra.embeddings import default_model_dir, resolve_device
-    from infra.encoding import workers_for
 
     chosen = resolve_device(device_choice(device), "--device")
     corpus = corpus or default_inputs()[0]

@@ -176,8 +176,8 @@ def _stored_texts(submission: Path, settings: Any) -> dict[str, dict[str, str]] 
     """Return title/abstract of the submission's snippet documents the index holds, if any."""
     import json
 
-    from infra.backends import index_exists, open_backend
     from infra.bioasq.formats import pmid_of
+    from infra.search.backends import index_exists, open_backend
 
     if not index_exists(settings):
         return None

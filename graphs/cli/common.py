@@ -47,9 +47,9 @@ TypeOption = Annotated[
 
 
 def backend_names() -> tuple[str, ...]:
-    """Return the search backends' names: search.backend's choices, infra.backends' keys.
+    """Return the search backends' names: search.backend's choices, infra.search.backends' keys.
 
-    Read from the settings, not from infra.backends, so a command's --help imports no engine.
+    Read from the settings, not from infra.search.backends, so a command's --help imports no engine.
     """
     from infra.settings import SearchSettings, choices
 

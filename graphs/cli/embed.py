@@ -64,9 +64,9 @@ def embed(
 
 def run_embed(settings: Settings, *, batch_size: int, commit_every: int) -> EmbedReport:
     """Embed the configured index's documents that lack vectors; a re-run resumes."""
-    from infra.backends import index_exists, journal_path, open_writer
     from infra.embeddings import HuggingFaceEmbedder
     from infra.ingest.embed_job import EmbedJournal, embed_missing
+    from infra.search.backends import index_exists, journal_path, open_writer
 
     index = settings.search.index
     if not index_exists(settings):

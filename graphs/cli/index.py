@@ -73,7 +73,10 @@ def run_index(
     commit_every: int = 4096,
 ) -> IngestReport:
     """Index `sources` into the configured backend; a re-run after an interruption resumes."""
-    from infra.backends import (
+    from infra.embeddings import HuggingFaceEmbedder
+    from infra.ingest.pipeline import IngestReport, Journal, ingest
+    from infra.ingest.sources import check
+    from infra.search.backends import (
         drop_index,
         existing_journal,
         index_exists,
@@ -81,9 +84,6 @@ def run_index(
         open_writer,
         stored_dims,
     )
-    from infra.embeddings import HuggingFaceEmbedder
-    from infra.ingest.pipeline import IngestReport, Journal, ingest
-    from infra.ingest.sources import check
 
     for source in sources:
         check(source)

@@ -1,7 +1,7 @@
 """What the simulated reader finds in a prompt: numbered passages, the question, a decision.
 
 Quorum renders passages as "[i] PMID <id>", a title line and the text, joined by blank lines
-(nodes/evidence.py `passages`), asks "Question: <question>", and CORG's relation prompt shows
+(nodes/passages.py `passages`), asks "Question: <question>", and CORG's relation prompt shows
 "Passage 1:" and "Passage 2:" sections. These parsers read those shapes and nothing else.
 """
 

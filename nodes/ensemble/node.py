@@ -15,19 +15,19 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, create_model
 
-from nodes.context import Context
-from nodes.ensemble.strategies import StrategyUnavailable, View, strategy_named
-from nodes.ensemble.views import view_seed
-from nodes.ensemble.vote import vote
-from nodes.evidence import (
+from nodes.answer_fields import (
     MEMBER_INSTRUCTIONS,
     as_answers,
     checked_citations,
     member_field,
-    passages,
     pmid_type,
 )
+from nodes.context import Context
+from nodes.ensemble.strategies import StrategyUnavailable, View, strategy_named
+from nodes.ensemble.views import view_seed
+from nodes.ensemble.vote import vote
 from nodes.organize.aggregate import aggregate, answered
+from nodes.passages import passages
 from nodes.progress import report
 from nodes.state import Passage, QAState
 from prompts import render

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.bioasq.answers import normalize_answer
-from nodes.method_records import DecidedAnswer, Decision, Group
+from nodes.relations_and_votes import DecidedAnswer, Decision, Group
 
 
 def answered(group: Group) -> bool:

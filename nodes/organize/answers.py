@@ -8,8 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 
 from infra.models import ChatModel
-from nodes.evidence import Entity, checked_citations, passages, pmid_type
-from nodes.method_records import Group
+from nodes.answer_fields import Entity, checked_citations, pmid_type
+from nodes.passages import passages
+from nodes.relations_and_votes import Group
 from prompts import render
 
 # The group's short answers by question type (none for summary: its answer is the words).

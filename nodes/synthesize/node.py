@@ -20,15 +20,15 @@ from pydantic import BaseModel, Field, create_model
 from infra.bioasq import exact_answer_shape, format_exact, normalize_answer
 from infra.bioasq.contract import answer_problem
 from infra.snippets import prefetch_sentences
-from nodes.context import Context
-from nodes.evidence import (
+from nodes.answer_fields import (
     TYPE_INSTRUCTIONS,
     as_answers,
     checked_citations,
     exact_field,
-    passages,
     pmid_type,
 )
+from nodes.context import Context
+from nodes.passages import passages
 from nodes.state import Answer, Attempt, Decision, Passage, QAState
 from nodes.synthesize.confidence import earned_confidence
 from nodes.synthesize.rule import decided, rule_answer

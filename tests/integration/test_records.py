@@ -1,4 +1,4 @@
-"""The records real runs checkpoint conform to their TypedDicts (nodes/records.py, method_records.py).
+"""The records real runs checkpoint conform to their TypedDicts (nodes/records.py, relations_and_votes.py).
 
 Every field a node writes is declared (no stray keys), every required field is there, and every
 value has its declared type, after a round trip through the SQLite checkpoints.

@@ -32,7 +32,8 @@ def test_every_worker_count_is_timed_with_the_same_vectors_and_the_26m_projectio
     for run in report["runs"]:
         assert run["docs_per_s"] > 0 and run["gpu_peak_mib"] is None
         assert run["hours_for_26m"] == pytest.approx(
-            PUBMED_ABSTRACTS / run["docs_per_s"] / 3600, rel=0.1  # docs/s is rounded
+            PUBMED_ABSTRACTS / run["docs_per_s"] / 3600,
+            rel=0.1,  # docs/s is rounded
         )
     assert report["docs"] == 40 and report["batch_size"] == 8
     assert report["best_docs_per_s"] == max(r["docs_per_s"] for r in report["runs"])

@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra.backends import BACKENDS
 from infra.embeddings import HuggingFaceEmbedder, resolve_device
 from infra.errors import UserError
+from infra.search.backends import BACKENDS
 from infra.settings import EmbeddingSettings, load_settings
 from tests.support.tiny_models import write_tiny_sentence_transformer
 

@@ -5,8 +5,8 @@ import threading
 import numpy as np
 import pytest
 
+from infra.corpus_encoder import _ThreadTokenizer, batch_size_for, encode_corpus, workers_for
 from infra.embeddings import HuggingFaceEmbedder
-from infra.encoding import _ThreadTokenizer, batch_size_for, encode_corpus, workers_for
 from infra.settings import EmbeddingSettings
 from tests.support.tiny_models import write_tiny_sentence_transformer
 

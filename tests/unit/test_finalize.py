@@ -81,7 +81,7 @@ async def test_phase_a_answers_nothing_and_is_not_insufficient(make_context, ind
 
 
 def test_a_runaway_document_is_cut_to_what_the_state_keeps():
-    from nodes.evidence import MAX_ABSTRACT_CHARS, bounded
+    from nodes.passages import MAX_ABSTRACT_CHARS, bounded
 
     doc = {"pmid": "1", "title": "t", "abstract": "word " * 100_000}
     kept = bounded(doc)

@@ -70,7 +70,7 @@ def test_no_import_circle():
 
     def visit(name: str) -> None:
         if name in path:
-            circles.append(path[path.index(name) :] + [name])
+            circles.append([*path[path.index(name) :], name])
             return
         if name in done:
             return

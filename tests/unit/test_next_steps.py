@@ -2,9 +2,9 @@
 
 import pytest
 
-from infra.backends import open_backend
 from infra.errors import Unavailable
 from infra.ingest.corpus import IndexMissing
+from infra.search.backends import open_backend
 from infra.search.elastic import ElasticIndex
 from infra.search.embedded import EmbeddedIndex
 from infra.settings import SettingsError, load_settings

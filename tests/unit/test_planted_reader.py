@@ -24,7 +24,7 @@ from infra.simulate.__main__ import main
 from infra.simulate.planted import PlantError, Plants
 from infra.simulate.reader import READER_HEADER, ReaderSettings
 from infra.simulate.server import SimulatedEndpoint
-from nodes.evidence import passages
+from nodes.passages import passages
 from nodes.synthesize import decision_lines
 from prompts import render
 

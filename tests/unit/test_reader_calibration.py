@@ -25,7 +25,7 @@ from infra.simulate.reader import (
     settings_from_pairs,
 )
 from infra.simulate.replies import chat_reply
-from nodes.evidence import passages
+from nodes.passages import passages
 
 OLD_UTILITIES = {"distractor_strength": 0.7, "irrelevant_utility": 0.05}
 """The utilities these checks' expected figures were worked out with (the defaults are now

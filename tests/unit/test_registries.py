@@ -11,7 +11,7 @@ from graphs.cli.bench import bench_faults_cmd, bench_retrieval_cmd
 from graphs.cli.common import CliError
 from graphs.cli.eval import eval_retrieval
 from graphs.cli.index import index as index_cmd
-from infra import backends
+from infra.search import backends
 from infra.settings import (
     EnsembleSettings,
     OrganizeSettings,

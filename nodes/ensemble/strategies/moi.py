@@ -26,7 +26,7 @@ from nodes.ensemble.strategies.registry import (
     common_settings,
     register,
 )
-from nodes.evidence import passages
+from nodes.passages import passages
 from nodes.state import Decision
 
 __all__ = ["MoI", "MoIFit", "moi_permutations", "moi_solve", "observation_text"]

@@ -15,10 +15,10 @@ from pydantic import BaseModel, Field, create_model
 
 from infra.models import ChatModel
 from nodes.context import Context
-from nodes.evidence import passages
-from nodes.method_records import Group
 from nodes.organize.answers import answer_groups, passage_chars
 from nodes.organize.strategies.registry import OrganizeStrategy, register
+from nodes.passages import passages
+from nodes.relations_and_votes import Group
 from prompts import render
 
 SUMMARY_CHARS = 1500

@@ -12,11 +12,11 @@ from typing import Any, Literal
 
 from infra.models import ChatModel
 from nodes.context import Context
-from nodes.evidence import clip
 from nodes.organize.answers import answer_groups, passage_chars
 from nodes.organize.grouping import Grouping, group_contexts
 from nodes.organize.relations import PairRelation, RelationGraph, build_relation_graph
 from nodes.organize.strategies.registry import OrganizeStrategy, register
+from nodes.passages import clip
 from prompts import render
 
 

@@ -11,8 +11,8 @@ from pydantic import BaseModel, Field, create_model
 from infra.embeddings import document_text
 from infra.models import ChatModel
 from nodes.context import Context
-from nodes.evidence import passages
 from nodes.organize.strategies.registry import OrganizeStrategy, register
+from nodes.passages import passages
 from prompts import render
 
 # Duplicates show in a passage's opening; the organizer needs no more of it.
