@@ -3,7 +3,7 @@
 The answer is put in the same words wherever it is shown: ask, chat, the page and the HTML
 export (`answer_lines`, `confidence_text`, `cited_evidence`, `retrieved_documents`).
 
-The nodes and their order are read from the compiled graph (`build_graph(...).get_graph()`),
+The nodes and their order are read from the compiled graph (`graphs.runtime.graph_nodes`),
 never copied: a node added to graphs/qa.py needs a label here and nothing else.
 """
 
@@ -12,9 +12,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from langgraph.graph import END, START
-
-from graphs.qa import build_graph
+from graphs.runtime import graph_nodes
 from infra.bioasq.types import PHASES
 from nodes.state import Call, Decision, QAState
 
@@ -50,7 +48,7 @@ NO_EVIDENCE = "none: the answer cites no passage"
 @cache
 def nodes(phase: str = "A+") -> tuple[str, ...]:
     """Return a phase's nodes in the order the graph adds them."""
-    return tuple(n for n in build_graph(phase=phase).get_graph().nodes if n not in (START, END))
+    return graph_nodes(phase)
 
 
 @cache

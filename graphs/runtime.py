@@ -6,6 +6,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from graphs.inputs import InputProblem, check_question
@@ -21,6 +22,8 @@ from infra.search.backends import open_backend
 from infra.settings import Settings, SettingsError, secret_from_env
 from infra.snippets import load_scorer
 from nodes.context import Context
+from nodes.records import call_tokens
+from nodes.state import Call
 
 
 def check_models(settings: Settings, *, probe: bool = True) -> None:
@@ -99,6 +102,145 @@ def thread_config(thread_id: str, question: str, **tags: Any) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread_id}, "metadata": metadata | tags}
 
 
+def read_config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    """Return the config that reads a thread's checkpoints (its latest, or `checkpoint_id`)."""
+    found: dict[str, Any] = {"thread_id": thread_id}
+    if checkpoint_id is not None:
+        found |= {"checkpoint_ns": "", "checkpoint_id": checkpoint_id}
+    return {"configurable": found}
+
+
+def state_history(checkpointer: Any, thread_id: str) -> list[Any]:
+    """Return a thread's state snapshots, newest first, read through its phase's graph.
+
+    A BioASQ batch records its phase; its graph is the one that can read (and replay) it.
+    """
+    config = read_config(thread_id)
+    latest = checkpointer.get_tuple(config)
+    phase = (latest.metadata or {}).get("phase", "A+") if latest else "A+"
+    return list(build_graph(checkpointer=checkpointer, phase=phase).get_state_history(config))
+
+
+def graph_nodes(phase: str = "A+") -> tuple[str, ...]:
+    """Return the phase's graph's nodes in the order they were added (no start or end)."""
+    return tuple(n for n in build_graph(phase=phase).get_graph().nodes if not n.startswith("__"))
+
+
+@dataclass
+class Progress:
+    """Where a run reports as it goes; every part is optional."""
+
+    on_start: Callable[[str], None] | None = None
+    """Called with the node's name as each node starts (what the run is doing now)."""
+    on_event: Callable[[str, dict[str, Any]], None] | None = None
+    """Called with (node, update) as each node finishes."""
+    on_progress: Callable[[dict[str, Any]], None] | None = None
+    """Called with what nodes report while they run (e.g. ensemble members done)."""
+    on_token: Callable[[str, str], None] | None = None
+    """Called with (node, text) as a streaming model produces text."""
+
+
+@dataclass
+class Outcome:
+    """What a run left: its thread and its final state, with the result, calls and tokens."""
+
+    thread_id: str
+    values: dict[str, Any]
+
+    @property
+    def result(self) -> dict[str, Any]:
+        """Return finalize's result with the thread id ({} when the run did not get there)."""
+        result = dict(self.values.get("result") or {})
+        return result | {"thread_id": self.thread_id} if result else result
+
+    @property
+    def calls(self) -> list[Call]:
+        """Return every model call the run made."""
+        return list(self.values.get("calls") or [])
+
+    @property
+    def tokens(self) -> int:
+        """Return the run's input plus output tokens."""
+        return sum(call_tokens(c) for c in self.calls)
+
+
+class GraphRunner:
+    """The one door to the graph: one compiled graph over one checkpointer, runs through it.
+
+    Every caller — ask, chat, serve, `bioasq run`, evaluations, benchmarks, trace step and
+    replay — opens one (a batch keeps it open for all its questions) and runs questions with
+    `run`; trace step and replay use `graph` for LangGraph's own stepping. A given
+    `checkpointer` (the evaluations' in-memory one) replaces the settings' SQLite file.
+    """
+
+    def __init__(
+        self, settings: Settings, *, phase: str = "A+", checkpointer: Any | None = None
+    ) -> None:
+        self.settings = settings
+        self.phase = phase
+        self._given = checkpointer
+        self._opened: Any = None
+        self.graph: Any = None
+
+    async def __aenter__(self) -> GraphRunner:
+        saver = self._given
+        if saver is None:
+            self._opened = async_saver(self.settings.checkpoint_path)
+            saver = await self._opened.__aenter__()
+        self.graph = build_graph(checkpointer=saver, phase=self.phase)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._opened is not None:
+            await self._opened.__aexit__(*exc)
+
+    async def run(
+        self,
+        context: Context,
+        inputs: dict[str, Any],
+        *,
+        thread_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        progress: Progress | None = None,
+    ) -> Outcome:
+        """Run the graph on `inputs` (question, qtype, …) in a new thread; return its outcome."""
+        thread_id = thread_id or uuid.uuid4().hex
+        tags = {"phase": self.phase}
+        config = thread_config(
+            thread_id, str(inputs.get("question", "")), **tags, **(metadata or {})
+        )
+        if progress is None:
+            await self.graph.ainvoke(inputs, config, context=context)
+        else:
+            await self._stream(context, inputs, config, progress)
+        final = await self.graph.aget_state(config)
+        return Outcome(thread_id, dict(final.values))
+
+    async def _stream(
+        self, context: Context, inputs: dict[str, Any], config: dict[str, Any], sink: Progress
+    ) -> None:
+        modes = ["updates"] + (["tasks"] if sink.on_start else [])
+        modes += (["custom"] if sink.on_progress else []) + (["messages"] if sink.on_token else [])
+        async for mode, chunk in self.graph.astream(
+            inputs, config, context=context, stream_mode=modes
+        ):
+            if mode == "updates":
+                for node, values in chunk.items():
+                    if sink.on_event is not None:
+                        sink.on_event(node, values or {})
+            elif mode == "tasks" and sink.on_start is not None:
+                # A task's start carries its input; its result event carries "result" instead.
+                if "input" in chunk and not chunk["name"].startswith("__"):
+                    sink.on_start(chunk["name"])
+            elif mode == "custom" and sink.on_progress is not None:
+                sink.on_progress(chunk)
+            elif mode == "messages" and sink.on_token is not None:
+                message, info = chunk
+                text = message.content if isinstance(message.content, str) else ""
+                if text:
+                    sink.on_token(info.get("langgraph_node", ""), text)
+
+
 async def run_question(
     settings: Settings,
     question: str,
@@ -106,10 +248,7 @@ async def run_question(
     *,
     context: Context | None = None,
     thread_id: str | None = None,
-    on_start: Callable[[str], None] | None = None,
-    on_event: Callable[[str, dict[str, Any]], None] | None = None,
-    on_progress: Callable[[dict[str, Any]], None] | None = None,
-    on_token: Callable[[str, str], None] | None = None,
+    progress: Progress | None = None,
     inputs: dict[str, Any] | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any]]:
@@ -121,10 +260,7 @@ async def run_question(
         qtype: BioASQ type, detected when None.
         context: Dependencies; built from settings when None.
         thread_id: The checkpoint thread (a new one when None; a used one is refused).
-        on_start: Called with the node's name as each node starts (what the run is doing now).
-        on_event: Called with (node, update) as each node finishes.
-        on_progress: Called with what nodes report while they run (e.g. ensemble members done).
-        on_token: Called with (node, text) as a streaming model produces text.
+        progress: Where the run reports as it goes.
         inputs: More input fields (e.g. the conversation history).
         metadata: Stored with the thread's checkpoints (e.g. the conversation it belongs to).
     """
@@ -133,30 +269,9 @@ async def run_question(
     if thread_id and thread_exists(settings.checkpoint_path, thread_id):
         # A run's state accumulates (queries, attempts, fallback pool): one question per thread.
         raise InputProblem(f"thread {thread_id!r} already holds a run; use a new thread id")
-    thread_id = thread_id or uuid.uuid4().hex
-    config = thread_config(thread_id, question, **(metadata or {}))
     state: dict[str, Any] = {"question": question, "qtype": qtype, **(inputs or {})}
-    modes = ["updates"] + (["tasks"] if on_start else [])
-    modes += (["custom"] if on_progress else []) + (["messages"] if on_token else [])
-    async with async_saver(settings.checkpoint_path) as saver:
-        graph = build_graph(checkpointer=saver)
-        async for mode, chunk in graph.astream(state, config, context=context, stream_mode=modes):
-            if mode == "updates":
-                for node, values in chunk.items():
-                    if on_event is not None:
-                        on_event(node, values or {})
-            elif mode == "tasks" and on_start is not None:
-                # A task's start carries its input; its result event carries "result" instead.
-                if "input" in chunk and not chunk["name"].startswith("__"):
-                    on_start(chunk["name"])
-            elif mode == "custom" and on_progress is not None:
-                on_progress(chunk)
-            elif mode == "messages" and on_token is not None:
-                message, info = chunk
-                text = message.content if isinstance(message.content, str) else ""
-                if text:
-                    on_token(info.get("langgraph_node", ""), text)
-        final = await graph.aget_state(config)
-    result = dict(final.values.get("result") or {})
-    result["thread_id"] = thread_id
-    return thread_id, result
+    async with GraphRunner(settings) as runner:
+        outcome = await runner.run(
+            context, state, thread_id=thread_id, metadata=metadata, progress=progress or Progress()
+        )
+    return outcome.thread_id, outcome.result | {"thread_id": outcome.thread_id}

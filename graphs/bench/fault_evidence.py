@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from graphs.bench.drill import Journal, Outage
+from graphs.runtime import read_config
 from infra.bioasq.validate import validate_file
 from infra.checkpoints import saver
 from infra.simulate.faults import FAULT_KINDS, request_key
@@ -64,11 +65,8 @@ def read_threads(path: Path) -> list[dict[str, Any]]:
             "GROUP BY thread_id"
         ).fetchall()
         for thread_id, first_id in rows:
-            config = {"configurable": {"thread_id": thread_id}}
-            latest = checkpointer.get_tuple(config)
-            first = checkpointer.get_tuple(
-                {"configurable": config["configurable"] | {"checkpoint_id": first_id}}
-            )
+            latest = checkpointer.get_tuple(read_config(thread_id))
+            first = checkpointer.get_tuple(read_config(thread_id, first_id))
             values = latest.checkpoint.get("channel_values") or {}
             out.append(
                 {

@@ -17,7 +17,7 @@ import asyncio
 import time
 from typing import Any
 
-from graphs.runtime import build_context, run_question
+from graphs.runtime import Progress, build_context, run_question
 from infra.settings import ModelSpec, Settings
 from infra.simulate.server import SimulatedEndpoint
 
@@ -106,7 +106,9 @@ async def run_once(settings: Settings, context: Any, endpoint: SimulatedEndpoint
 
     before = endpoint.stats.calls
     started = time.perf_counter()
-    thread_id, result = await run_question(settings, QUESTION, context=context, on_event=on_event)
+    thread_id, result = await run_question(
+        settings, QUESTION, context=context, progress=Progress(on_event=on_event)
+    )
     wall = time.perf_counter() - started
     calls = [c for _, made, _ in steps for c in made]
     ends = [started, *(at for _, _, at in steps)]

@@ -31,14 +31,12 @@ from typing import Any
 from tqdm import tqdm
 
 from graphs.inputs import load_testset
-from graphs.qa import build_graph
-from graphs.runtime import thread_config
+from graphs.runtime import GraphRunner
 from infra.bioasq.contract import SUBMISSION_MIN_WORDS, answer_problem, insufficient_answer
 from infra.bioasq.formats import Question
 from infra.bioasq.types import ANSWERING_PHASES, QUESTION_TYPES, RETRIEVING_PHASES
 from infra.bioasq.urls import pubmed_url
 from infra.bioasq.validate import SNIPPET_KEYS
-from infra.checkpoints import async_saver
 from infra.errors import UserError
 from infra.files import write_json_atomic
 from infra.heartbeat import Heartbeat
@@ -245,8 +243,7 @@ async def run_batch(
     finished: list[str] = []
     settings = context.settings
     try:
-        async with async_saver(settings.checkpoint_path) as saver:
-            graph = build_graph(checkpointer=saver, phase=phase)
+        async with GraphRunner(settings, phase=phase) as runner:
 
             async def one(question: Question) -> None:
                 async with gate:
@@ -255,7 +252,7 @@ async def run_batch(
                         return
                     if on_question is not None:
                         on_question(question.id)
-                    record = await _answer(graph, context, question, phase, attempts)
+                    record = await _answer(runner, context, question, phase, attempts)
                 journal.record(record)
                 if record["status"] == "ok":
                     report.answered += 1
@@ -302,7 +299,7 @@ async def run_batch(
 
 
 async def _answer(
-    graph: Any, context: Context, question: Question, phase: str, attempts: int
+    runner: GraphRunner, context: Context, question: Question, phase: str, attempts: int
 ) -> dict[str, Any]:
     inputs: dict[str, Any] = {"question": question.body, "qtype": question.type}
     if phase == "B":
@@ -313,17 +310,16 @@ async def _answer(
     began = time.perf_counter()
     for attempt in range(1, attempts + 1):
         thread_id = f"bioasq-{uuid.uuid4().hex}"
-        config = thread_config(thread_id, question.body, bioasq_id=question.id, phase=phase)
         try:
-            final = await graph.ainvoke(inputs, config, context=context)
-            state = (await graph.aget_state(config)).values
+            outcome = await runner.run(
+                context, inputs, thread_id=thread_id, metadata={"bioasq_id": question.id}
+            )
         except Exception as exc:  # one question must not sink the batch
             error = f"attempt {attempt}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             continue
-        made = state.get("calls", [])
-        calls += len(made)
-        tokens += sum(c.get("input_tokens", 0) + c.get("output_tokens", 0) for c in made)
-        result = final.get("result") or {}
+        calls += len(outcome.calls)
+        tokens += outcome.tokens
+        result = outcome.result
         entry = submission_entry(question, phase, result)
         record = {
             "id": question.id,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graphs.runtime import run_question
+from graphs.runtime import Progress, run_question
 from infra.settings import Settings
 from nodes.context import Context
 from nodes.state import Exchange
@@ -121,7 +121,7 @@ async def run_turn(
         conversation: The conversation's id.
         question: The user's words (a follow-up is rewritten against the history).
         qtype: The BioASQ type every turn is answered as (detected per question when None).
-        **callbacks: on_start, on_event, on_progress, on_token, passed to `run_question`.
+        **callbacks: on_start, on_event, on_progress, on_token: the run's `Progress`.
     """
     earlier = store.turns(conversation)
     number = len(earlier) + 1
@@ -134,7 +134,7 @@ async def run_turn(
         thread_id=f"{conversation}-{number}-{uuid.uuid4().hex[:6]}",
         inputs={"history": history} if history else None,
         metadata={"conversation": conversation, "turn": number},
-        **callbacks,
+        progress=Progress(**callbacks),
     )
     turn = Turn(number, question, result.get("question", question), thread_id, result)
     store.add(conversation, turn)

@@ -42,7 +42,9 @@ def ask(
     qtype = checked_type(qtype)
     settings = settings_for(**search_options(index_name, backend))
     from graphs.describe import LABELS, done_line
-    from graphs.runtime import build_context, run_question  # models and index: after the checks
+
+    # models and index: after the checks
+    from graphs.runtime import Progress, build_context, run_question
 
     demo_notice(settings)
     with LiveStatus(err, "loading models and index…") as status:
@@ -60,7 +62,11 @@ def ask(
 
             with Interrupts(say, "this question"):
                 _, result = await run_question(
-                    settings, question, qtype, context=context, on_start=started, on_event=finished
+                    settings,
+                    question,
+                    qtype,
+                    context=context,
+                    progress=Progress(on_start=started, on_event=finished),
                 )
             return result
 

@@ -44,6 +44,7 @@ from infra.search.query import QueryError
 from infra.settings import Settings
 from nodes.context import Context
 from nodes.ensemble import StrategyUnavailable, ensemble
+from nodes.records import call_tokens
 
 REFERENCE = "permute_vote"
 # BM25 hits looked at per question: answer-bearing and duplicate passages are skipped.
@@ -240,7 +241,7 @@ def score_case(case: Case, update: dict[str, Any]) -> dict[str, Any]:
         "f1": None if yesno else token_f1(prediction, case.gold),
         "accuracy": float(correct(case, prediction)) if yesno else None,
         "llm_calls": len(calls),
-        "tokens": sum(c.get("input_tokens", 0) + c.get("output_tokens", 0) for c in calls),
+        "tokens": sum(call_tokens(c) for c in calls),
         "agreement": votes.get("agreement"),
         "distinct": votes.get("distinct"),
         "wrong_concentration": wrong_concentration(answered, [correct(case, a) for a in answered]),

@@ -66,8 +66,7 @@ from graphs.eval.controls import (
 from graphs.eval.datasets import MethodCase
 from graphs.eval.method_rows import Row, curve_spearman, score
 from graphs.eval.organize import without_counterfactual
-from graphs.qa import build_graph
-from graphs.runtime import check_models
+from graphs.runtime import GraphRunner, check_models
 from infra.embeddings import BackgroundEmbedder, Embedder
 from infra.models import ModelPool
 from infra.settings import ModelSpec, Settings
@@ -116,7 +115,7 @@ def reader_settings(base_url: str) -> dict[str, Any]:
 
 
 async def _run_arm(
-    graph: Any,
+    runner: GraphRunner,
     ctx: Context,
     cases: list[MethodCase],
     arm: Arm,
@@ -128,19 +127,17 @@ async def _run_arm(
     async def one(case: MethodCase) -> Row:
         nonlocal done
         thread = f"eval-methods-{uuid.uuid4().hex}"
-        config = {"configurable": {"thread_id": thread}}
         inputs = {"question": case.question, "qtype": case.qtype, "given": case.given()}
         async with gate:
             try:
-                await graph.ainvoke(inputs, config, context=ctx)
-                state = dict((await graph.aget_state(config)).values)
-                row = score(case, arm, state)
+                outcome = await runner.run(ctx, inputs, thread_id=thread)
+                row = score(case, arm, outcome.values)
             except Exception as exc:  # one failing case is scored wrong, never sinks the run
                 first = (str(exc).splitlines() or [""])[0][:300]
                 row = Row(arm.label, case.id, "", list(case.gold), False, None, 0)
                 row.error = f"{type(exc).__name__}: {first}"
             finally:
-                await graph.checkpointer.adelete_thread(thread)
+                await runner.graph.checkpointer.adelete_thread(thread)
         done += 1
         if done % 10 == 0 or done == len(cases):
             progress(f"{arm.label}: {done}/{len(cases)} questions")
@@ -224,38 +221,42 @@ async def evaluate_methods(
         progress: Called with one line of progress at a time.
     """
     embedder = embedder or BackgroundEmbedder(settings.embeddings)
-    graph = build_graph(checkpointer=InMemorySaver(), phase="B")
-    arms = plan_arms(settings, strategies, ablations=ablations)
-    variants = {
-        "all": cases,
-        WITHOUT_COUNTERFACTUAL: [
-            without_counterfactual(c) for c in cases if c.pairs("counterfactual")
-        ],
-    }
-    rows: dict[str, list[Row]] = {}
-    done: list[Arm] = []
-    for arm in arms:
-        # A run with the settings of one already made (CCV's ablation at its own K, CoBag's
-        # permute_vote control where ensemble.members/contexts are CoBag's) is that run: its
-        # rows are copied under the new label, never answered twice.
-        same = next((d for d in done if (d.settings, d.cases) == (arm.settings, arm.cases)), None)
-        if same is not None:
-            rows[arm.label] = [dataclasses.replace(r, strategy=arm.label) for r in rows[same.label]]
-            progress(f"{arm.label}: the run of {same.label}")
-            continue
-        ctx = Context(
-            settings=arm.settings,
-            search=NoSearch(),
-            embedder=embedder,
-            models=ModelPool(arm.settings),
-        )
-        started = time.perf_counter()
-        got = variants[arm.cases]
-        rows[arm.label] = await _run_arm(graph, ctx, got, arm, progress)
-        right = sum(r.correct for r in rows[arm.label])
-        took = time.perf_counter() - started
-        progress(f"{arm.label}: accuracy {right}/{len(got)} ({took:.1f} s)")
-        done.append(arm)
+    async with GraphRunner(settings, phase="B", checkpointer=InMemorySaver()) as runner:
+        arms = plan_arms(settings, strategies, ablations=ablations)
+        variants = {
+            "all": cases,
+            WITHOUT_COUNTERFACTUAL: [
+                without_counterfactual(c) for c in cases if c.pairs("counterfactual")
+            ],
+        }
+        rows: dict[str, list[Row]] = {}
+        done: list[Arm] = []
+        for arm in arms:
+            # A run with the settings of one already made (CCV's ablation at its own K, CoBag's
+            # permute_vote control where ensemble.members/contexts are CoBag's) is that run: its
+            # rows are copied under the new label, never answered twice.
+            same = next(
+                (d for d in done if (d.settings, d.cases) == (arm.settings, arm.cases)), None
+            )
+            if same is not None:
+                rows[arm.label] = [
+                    dataclasses.replace(r, strategy=arm.label) for r in rows[same.label]
+                ]
+                progress(f"{arm.label}: the run of {same.label}")
+                continue
+            ctx = Context(
+                settings=arm.settings,
+                search=NoSearch(),
+                embedder=embedder,
+                models=ModelPool(arm.settings),
+            )
+            started = time.perf_counter()
+            got = variants[arm.cases]
+            rows[arm.label] = await _run_arm(runner, ctx, got, arm, progress)
+            right = sum(r.correct for r in rows[arm.label])
+            took = time.perf_counter() - started
+            progress(f"{arm.label}: accuracy {right}/{len(got)} ({took:.1f} s)")
+            done.append(arm)
     return summarize(arms, rows, strategies, curve), rows
 
 

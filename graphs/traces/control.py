@@ -14,8 +14,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, get_type_hints
 
-from graphs.qa import build_graph
-from graphs.runtime import check_question
+from graphs.runtime import GraphRunner, check_question, read_config, thread_config
 from infra.checkpoints import async_saver, thread_exists
 from infra.errors import UserError
 from infra.settings import Settings
@@ -61,11 +60,12 @@ async def replay(
     path = settings.checkpoint_path
     if not thread_exists(path, thread_id):
         raise ReplayProblem(f"no run with thread id {thread_id!r} in {path}")
-    source = {"configurable": {"thread_id": thread_id}}
+    source = read_config(thread_id)
     async with async_saver(path) as saver:
         latest = await saver.aget_tuple(source)
-        phase = (latest.metadata or {}).get("phase", "A+") if latest else "A+"
-        graph = build_graph(checkpointer=saver, phase=phase)
+    phase = (latest.metadata or {}).get("phase", "A+") if latest else "A+"
+    async with GraphRunner(settings, phase=phase) as runner:
+        graph = runner.graph
         if from_node not in graph.nodes or from_node.startswith("__"):
             nodes = [n for n in graph.nodes if not n.startswith("__")]
             raise ReplayProblem(f"unknown node {from_node!r}; one of {', '.join(nodes)}")
@@ -78,16 +78,14 @@ async def replay(
         as_node = before.next[0] if before is not None and before.next else None
         values = dict(history[at].values) | (edits or {})
         new_id = f"{thread_id}-replay-{uuid.uuid4().hex[:6]}"
-        config = {
-            "configurable": {"thread_id": new_id},
-            "metadata": {
-                "question": str(values.get("question", ""))[:300],
-                "phase": phase,
-                "replay_of": thread_id,
-                "replay_from": from_node,
-                "replay_edits": sorted(edits or {}),
-            },
-        }
+        config = thread_config(
+            new_id,
+            str(values.get("question", "")),
+            phase=phase,
+            replay_of=thread_id,
+            replay_from=from_node,
+            replay_edits=sorted(edits or {}),
+        )
         if as_node is None or as_node == "__start__":
             # Replaying from the first node is a fresh run of the same input.
             inputs = {
@@ -122,10 +120,10 @@ async def step_through(
     """
     question = check_question(question)
     thread_id = f"step-{uuid.uuid4().hex[:12]}"
-    config = {"configurable": {"thread_id": thread_id}, "metadata": {"question": question[:300]}}
+    config = thread_config(thread_id, question, phase="A+")
     ran: list[str] = []
-    async with async_saver(settings.checkpoint_path) as saver:
-        graph = build_graph(checkpointer=saver)
+    async with GraphRunner(settings) as runner:
+        graph = runner.graph
         pending: dict[str, Any] | None = {"question": question, "qtype": qtype}
         await graph.ainvoke(pending, config, context=context, interrupt_before="*")
         while True:

@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from graphs.qa import build_graph
+from graphs.runtime import read_config, state_history
 from infra.checkpoints import saver, thread_exists
 from infra.settings import Settings
 from nodes.finalize import ALL_FAILED
@@ -93,13 +93,8 @@ def node_updates(settings: Settings, thread_id: str) -> list[Step]:
     path = settings.checkpoint_path
     if not thread_exists(path, thread_id):
         raise UnknownThread(f"no run with thread id {thread_id!r} in {path}")
-    config = {"configurable": {"thread_id": thread_id}}
     with saver(path) as checkpointer:
-        latest = checkpointer.get_tuple(config)
-        # A BioASQ batch records its phase; its graph is the one that can replay the thread.
-        phase = (latest.metadata or {}).get("phase", "A+") if latest else "A+"
-        graph = build_graph(checkpointer=checkpointer, phase=phase)
-        history = list(graph.get_state_history(config))
+        history = state_history(checkpointer, thread_id)
     history.reverse()
     steps = []
     for i, snapshot in enumerate(history):
@@ -125,7 +120,7 @@ def thread_question(settings: Settings, thread_id: str) -> str:
     if not thread_exists(path, thread_id):
         raise UnknownThread(f"no run with thread id {thread_id!r} in {path}")
     with saver(path) as checkpointer:
-        latest = checkpointer.get_tuple({"configurable": {"thread_id": thread_id}})
+        latest = checkpointer.get_tuple(read_config(thread_id))
     if latest is None:
         return ""
     values = latest.checkpoint.get("channel_values") or {}
@@ -199,14 +194,7 @@ def _summary(
 
 
 def _checkpoint(checkpointer: SqliteSaver, thread_id: str, checkpoint_id: str) -> CheckpointTuple:
-    config = {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": "",
-            "checkpoint_id": checkpoint_id,
-        }
-    }
-    found = checkpointer.get_tuple(config)
+    found = checkpointer.get_tuple(read_config(thread_id, checkpoint_id))
     if found is None:
         raise LookupError(f"checkpoint {checkpoint_id} of {thread_id} vanished")
     return found

@@ -7,11 +7,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from graphs.bioasq.run import Journal, JournalMismatch, _answer, journal_path, run_batch
+from graphs.runtime import Outcome
 from infra.bioasq.formats import Question
 from infra.bioasq.validate import validate_submission
 from infra.simulate.server import SimulatedEndpoint
@@ -371,18 +371,16 @@ async def test_when_every_model_fails_the_answer_says_so_and_the_rerun_retries(
 
 
 class StubGraph:
-    """A compiled graph's two calls, answering each run with the next canned result."""
+    """A GraphRunner's run, answering each with the next canned result and one 5-token call."""
 
     def __init__(self, *results: dict):
         self.results = list(results)
         self.runs = 0
 
-    async def ainvoke(self, inputs, config, context=None):
+    async def run(self, context, inputs, *, thread_id=None, metadata=None, progress=None):
         self.runs += 1
-        return {"result": self.results.pop(0)}
-
-    async def aget_state(self, config):
-        return SimpleNamespace(values={"calls": [{"input_tokens": 3, "output_tokens": 2}]})
+        calls = [{"input_tokens": 3, "output_tokens": 2}]
+        return Outcome(thread_id or "t", {"result": self.results.pop(0), "calls": calls})
 
 
 FACTOID = Question(id="f1", body="What forms the perforations?", type="factoid")
