@@ -13,8 +13,7 @@ from graphs.inputs import InputProblem, check_question
 from graphs.qa import build_graph
 from infra.checkpoints import async_saver, thread_exists
 from infra.embeddings import BackgroundEmbedder
-from infra.likelihood import refusal as likelihood_refusal
-from infra.models import ModelPool
+from infra.models import ModelPool, provider_for
 from infra.preflight import check_endpoints
 from infra.pubmed import PubMedClient
 from infra.rerankers import load_reranker
@@ -22,6 +21,7 @@ from infra.search.backends import open_backend
 from infra.settings import Settings, SettingsError, secret_from_env
 from infra.snippets import load_scorer
 from nodes.context import Context
+from nodes.ensemble.strategies.registry import strategy_named
 from nodes.records import call_tokens
 from nodes.state import Call
 
@@ -31,26 +31,12 @@ def check_models(settings: Settings, *, probe: bool = True) -> None:
 
     No URL, its key unset, or (with `probe`) nothing answering there (infra/preflight.py).
     """
-    if settings.ensemble.strategy == "moi":
-        # MoI scores orderings by likelihood: refuse now, not after query, search and rerank ran.
-        for spec in settings.models.for_role("ensemble"):
-            if spec.provider == "openai" and not spec.prompt_logprobs:
-                raise SettingsError(
-                    f"ensemble.strategy 'moi' needs prompt log-probabilities, and model "
-                    f"{spec.model!r} gives none: set prompt_logprobs = true for an endpoint whose "
-                    "/completions echoes them (vLLM), or use a local model or another strategy"
-                )
-            if spec.provider == "openai" and (why := likelihood_refusal(spec)) is not None:
-                raise SettingsError(f"ensemble.strategy 'moi': {why}")
+    strategy = strategy_named(settings.ensemble.strategy)
+    if (why := strategy.refusal(settings)) is not None:
+        raise SettingsError(why)  # refused now, not after query, search and rerank ran
     for role, spec in settings.models.by_role():
-        if spec.provider != "openai":
-            continue
-        if not spec.base_url and not spec.api_key_env:
-            raise SettingsError(f"models.{role} {spec.model!r}: set base_url or api_key_env")
-        if spec.api_key_env and secret_from_env(spec.api_key_env) is None:
-            raise SettingsError(
-                f"models.{role} {spec.model!r}: environment variable {spec.api_key_env} is not set"
-            )
+        if (problem := provider_for(spec).problem(role, spec)) is not None:
+            raise SettingsError(problem)
     if probe:
         check_endpoints(settings)
 

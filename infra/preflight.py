@@ -20,16 +20,15 @@ from infra.settings import ModelSpec, Settings, secret_from_env
 
 PROBE_TIMEOUT_S = 5.0
 """Seconds an endpoint has to answer the probe (connect and read)."""
-OPENAI_BASE_URL = "https://api.openai.com/v1"
-"""Where the OpenAI client sends a model with an api_key_env and no base_url."""
 
 
 def check_endpoints(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> None:
     """Raise Unavailable, naming URL, model and next step, for the first endpoint that fails."""
+    from infra.models.providers import provider_for
+
     targets: dict[tuple[str, str | None], tuple[str, ModelSpec]] = {}
     for role, spec in settings.models.by_role():
-        if spec.provider == "openai":
-            url = (spec.base_url or OPENAI_BASE_URL).rstrip("/")
+        if (url := provider_for(spec).endpoint(spec)) is not None:
             targets.setdefault((url, spec.api_key_env), (role, spec))
     if not targets:
         return

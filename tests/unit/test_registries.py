@@ -191,3 +191,26 @@ def test_cli_backend_choices_are_the_registry(tmp_path: Path):
             with pytest.raises(CliError) as caught:
                 call()
             assert str(caught.value) == message
+
+
+def test_the_model_providers_are_the_settings_literal_and_each_owns_its_differences():
+    from infra.models import PROVIDERS, provider_for
+    from infra.settings import ModelSpec
+
+    assert sorted(choices(ModelSpec, "provider")) == sorted(PROVIDERS)
+    local = ModelSpec(provider="local", model="demo")
+    remote = ModelSpec(provider="openai", model="m", base_url="http://127.0.0.1:9/v1")
+    assert provider_for(local).endpoint(local) is None  # nothing to probe
+    assert provider_for(remote).endpoint(remote) == "http://127.0.0.1:9/v1"
+    assert provider_for(remote).problem("query", remote) is None
+    keyless = ModelSpec(provider="openai", model="m")
+    assert "set base_url or api_key_env" in provider_for(keyless).problem("query", keyless)
+    settings = load_settings()
+    assert provider_for(local).calls_at_once(local, settings, 16) == 1
+    assert provider_for(remote).calls_at_once(remote, settings, 2) == (
+        2 * settings.ensemble.max_concurrency
+    )
+    assert "gives none" in provider_for(remote).likelihood_problem(remote)
+    assert provider_for(local).likelihood_problem(local) is None
+    # a model handed in (a test's scripted model) is asked as an injected one
+    assert provider_for(remote, script()).__class__.__name__ == "Injected"

@@ -12,8 +12,10 @@ import time
 from typing import Any
 
 import numpy as np
+from typing_extensions import override
 
-from infra.models import ChatModel, LikelihoodUnavailable
+from infra.models import ChatModel, LikelihoodUnavailable, provider_for
+from infra.settings import Settings
 from nodes.context import Context
 from nodes.ensemble.decide import majority_decision
 from nodes.ensemble.strategies.moi_fit import MoIFit, moi_flat, moi_solve, orient
@@ -40,6 +42,13 @@ def observation_text(docs: list[dict[str, Any]], chars: int) -> str:
 @register("moi")
 class MoI(Strategy):
     """Each model's likelihoods under several orders debias the order; one answer per model."""
+
+    @override
+    def refusal(self, settings: Settings) -> str | None:
+        for spec in settings.models.for_role("ensemble"):
+            if (why := provider_for(spec).likelihood_problem(spec)) is not None:
+                return f"ensemble.strategy 'moi' needs prompt log-probabilities: {why}"
+        return None
 
     async def plan(
         self,

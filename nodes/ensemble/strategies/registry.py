@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from infra.models import ChatModel
-from infra.settings import SettingsError
+from infra.settings import Settings, SettingsError
 from nodes.context import Context
 from nodes.ensemble.decide import majority_decision
 from nodes.ensemble.vote import candidate_keys, synonym_clusters, vote
@@ -78,6 +78,13 @@ class Strategy(ABC):
     def cites(self, qtype: str) -> bool:
         """Tell whether members cite the one passage that best supports the answer (CCV)."""
         return False
+
+    def refusal(self, settings: Settings) -> str | None:
+        """Return why the configured models cannot run this strategy, or None when they can.
+
+        Checked before any work (graphs/runtime.check_models).
+        """
+        return None
 
     @abstractmethod
     async def plan(

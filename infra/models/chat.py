@@ -1,0 +1,195 @@
+"""A configured chat model with the few calls nodes make: structured replies and likelihoods.
+
+What differs by provider (how a reply is asked for, whether text can be scored) is the
+provider's (providers.py); what every model shares — the reply cache, parsing, a reply cut off
+at the token limit asked again tighter, errors as values — is here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from pydantic import BaseModel, ValidationError
+
+from infra.likelihood import EchoedLikelihood
+from infra.llm_cache import ReplyCache
+from infra.models.providers import Provider, first_line, provider_for, whole_line
+from infra.settings import ModelSpec
+from infra.structured import (
+    BRIEF,
+    Reply,
+    Schema,
+    UnparsedReply,
+    add_usage,
+    parse_json_reply,
+    reply_text,
+    tightened,
+    was_cut_off,
+)
+
+UNPARSEABLE = "unparseable output"
+"""How a call's error begins when the model answered but not in the shape asked: the model was
+reached (unlike a connection, HTTP or key error), so its question is insufficient, not failed."""
+
+
+@dataclass
+class ChatModel:
+    """A configured chat model with the few calls nodes make."""
+
+    spec: ModelSpec
+    llm: BaseChatModel
+    semaphore: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
+    cache: ReplyCache | None = None
+    """Where parsed replies are kept, when the cache policy allows."""
+    cache_sampled: bool = False
+    """Whether sampled calls (temperature > 0) may be served from the cache too."""
+    echoed: EchoedLikelihood | None = None
+    """An endpoint's prompt log-probabilities, checked by a probe before the first score."""
+    provider: Provider | None = None
+    """How this model is asked (providers.py); found from the spec and the model when None."""
+
+    def __post_init__(self) -> None:
+        if self.provider is None:
+            self.provider = provider_for(self.spec, self.llm)
+
+    @property
+    def name(self) -> str:
+        """Return the model's display name."""
+        return self.spec.model
+
+    @property
+    def context_chars(self) -> int:
+        """Return how many characters of each passage this model is shown."""
+        # The spec's provider's budget, also for a model injected in its place (tests).
+        return self.spec.context_chars or provider_for(self.spec).context_chars
+
+    @property
+    def _provider(self) -> Provider:
+        assert self.provider is not None  # set in __post_init__
+        return self.provider
+
+    async def structured(
+        self,
+        schema: type[Schema],
+        messages: Sequence[BaseMessage],
+        *,
+        temperature: float | None = None,
+    ) -> Reply:
+        """Ask for an instance of `schema`; failures come back as a Reply with `error` set."""
+        params: dict[str, Any] = {}
+        if temperature is not None:
+            params["temperature"] = temperature
+        started, wall = time.perf_counter(), time.time()
+        raw = ""
+        usage: dict[str, int] = {}
+        key = self._cache_key(schema, messages, params)
+        # The cache is a file: read and written off the event loop, like any other disk I/O.
+        stored = (
+            await asyncio.to_thread(self.cache.get, key)
+            if key is not None and self.cache is not None
+            else None
+        )
+        try:
+            if stored is not None:
+                value = schema.model_validate(stored["value"])
+                raw, usage = stored.get("raw", ""), dict(stored.get("usage") or {})
+            else:
+                async with self.semaphore:
+                    started, wall = time.perf_counter(), time.time()
+                    value, raw, usage = await self._parsed_call(schema, list(messages), params)
+                if key is not None and self.cache is not None:  # only what parsed is kept
+                    kept = {"value": value.model_dump(mode="json"), "raw": raw, "usage": usage}
+                    await asyncio.to_thread(self.cache.put, key, kept)
+            error = None
+        except UnparsedReply as exc:
+            value, error, raw = None, f"{UNPARSEABLE}: {exc}", exc.raw
+        except (ValidationError, ValueError) as exc:
+            value, error = None, f"{UNPARSEABLE}: {first_line(exc)}"
+        except Exception as exc:
+            value, error = None, f"{type(exc).__name__}: {whole_line(exc)}"
+        return Reply(
+            value=value,
+            raw=raw,
+            model=self.name,
+            latency_s=time.perf_counter() - started,
+            input_tokens=int(usage.get("input_tokens", 0)),
+            output_tokens=int(usage.get("output_tokens", 0)),
+            error=error,
+            started=wall,
+            prompt=[{"role": m.type, "content": str(m.content)} for m in messages],
+            temperature=temperature,
+            method=self._shown_method(),
+        )
+
+    def _shown_method(self) -> str | None:
+        """Return "<method> (<why>)" when this endpoint is asked with a negotiated method."""
+        return self._provider.method_note(self.spec)
+
+    def _cache_key(
+        self, schema: type[BaseModel], messages: Sequence[BaseMessage], params: dict
+    ) -> str | None:
+        """Return the reply cache's key for this call, or None when it must not be cached."""
+        if self.cache is None:
+            return None
+        temperature = params.get("temperature", self.spec.temperature)
+        if temperature != 0 and not self.cache_sampled:
+            return None
+        return ReplyCache.key(
+            self.spec.key,
+            schema.model_json_schema(),
+            [(m.type, m.content) for m in messages],
+            params,
+        )
+
+    async def loglikelihood(self, context: str, continuation: str) -> tuple[float, int]:
+        """Return log P(continuation | context) and the tokens read.
+
+        Local models compute it directly; endpoints need prompt log-probabilities.
+
+        Raises:
+            LikelihoodUnavailable: The model cannot score text (a chat-only endpoint).
+        """
+        return await self._provider.loglikelihood(self, context, continuation)
+
+    async def _parsed_call(
+        self, schema: type[Schema], messages: list[BaseMessage], params: dict
+    ) -> tuple[Schema, str, dict[str, int]]:
+        """Call and parse; a reply cut off at the token limit is asked again once, tighter."""
+        limit = params.get("max_tokens") or self.spec.max_tokens
+        bound: dict[str, Any] = schema.model_json_schema()
+        usage: dict[str, int] = {}
+        for attempt in (1, 2):
+            message: AIMessage | None = None
+            try:
+                message = await self._call(bound, messages, params)
+                raw = reply_text(message)
+                add_usage(usage, message)
+                return parse_json_reply(schema, raw, message), raw, usage
+            except (UnparsedReply, ValidationError, ValueError) as exc:
+                counted = message is not None  # the call returned: its usage is in
+                message = getattr(exc, "message", None) or message
+                if not was_cut_off(message, limit):
+                    raise
+                if not counted:
+                    add_usage(usage, message)
+                raw = reply_text(message)
+                if attempt == 2:
+                    raise UnparsedReply(
+                        f"cut off at the {limit}-token limit, twice (the second time with every "
+                        "field bound halved); raise max_tokens or use a larger model",
+                        raw,
+                    ) from None
+                bound = tightened(bound)
+                messages = [*messages[:-1], SystemMessage(content=BRIEF), messages[-1]]
+        raise AssertionError("unreachable")
+
+    async def _call(
+        self, schema: dict[str, Any], messages: list[BaseMessage], params: dict
+    ) -> AIMessage:
+        return await self._provider.reply(self, schema, messages, params)
