@@ -169,7 +169,7 @@ def submission_entry(question: Question, phase: str, result: dict[str, Any]) -> 
     """Shape one answered question as a Task B submission entry for the phase."""
     entry: dict[str, Any] = {"id": question.id, "body": question.body, "type": question.type}
     if phase in RETRIEVING_PHASES:
-        entry["documents"] = [pubmed_url(p) for p in result.get("documents", [])][:10]
+        entry["documents"] = [pubmed_url(p) for p in result.get("documents", [])]  # finalize cut
         entry["snippets"] = [{k: s[k] for k in SNIPPET_KEYS} for s in result.get("snippets", [])][
             :10
         ]
