@@ -14,20 +14,10 @@ from typing import Any
 
 from graphs.runtime import graph_nodes
 from infra.bioasq.types import PHASES
+from nodes.describing import DESCRIPTIONS, confidence_text
 from nodes.state import Call, Decision, QAState
 
-LABELS = {
-    "given_evidence": "reading the given snippets",
-    "generate_query": "writing the search query",
-    "search": "searching",
-    "refine_query": "relaxing the query",
-    "rerank": "reranking",
-    "organize": "organizing contexts",
-    "ensemble": "ensemble answering",
-    "synthesize": "synthesizing",
-    "fallback_search": "searching PubMed",
-    "finalize": "finalizing",
-}
+LABELS = {name: described.label for name, described in DESCRIPTIONS.items()}
 """What a running node is doing, in a few words (`quorum ask`'s status, the page's progress)."""
 DEMO_NOTICE = (
     "answering with the built-in SmolLM2-135M demo model, which proves the pipeline's wiring, "
@@ -71,89 +61,18 @@ def measure_text(value: Any) -> str:
     return str(value)
 
 
-def plural(count: int, word: str, many: str | None = None) -> str:
-    """Return "1 hit", "2 hits", "1,204 hits": the count and the word in the right number."""
-    return f"{count:,} {word if count == 1 else many or word + 's'}"
-
-
 def done_line(node: str, update: QAState) -> str:
     """Say what a finished node did, in a few words: the same on the CLI, in chat and the page."""
-    if node == "generate_query":
-        proposals = update.get("queries") or []
-        if proposals and proposals[-1].get("source") == "keywords" and len(proposals) > 1:
-            why = proposals[-2].get("error") or "refused"
-            return f"the model's query failed ({str(why)[:80]}); searching the question's keywords"
-        return "query written"
-    if node == "refine_query":
-        return "query relaxed"
-    if node == "search":
-        return f"searched: {plural(update.get('hits', 0), 'hit')}"
-    if node == "rerank":
-        kept = f"reranked: {plural(len(update.get('contexts') or []), 'context')} kept"
-        added = (update.get("first_stage") or {}).get("dense_only", 0)
-        return kept + (f" ({plural(added, 'document')} found by vector alone)" if added else "")
-    if node == "organize":
-        kept = plural(len(update.get("organized") or []), "context")
-        groups = update.get("groups") or []
-        return f"organized {kept}" + (f" into {plural(len(groups), 'group')}" if groups else "")
-    if node == "ensemble":
-        if (update.get("decision") or {}).get("source") == "organize":
-            return "ensemble: the group answers decide"
-        votes = update.get("votes") or {}
-        answers = plural(votes.get("members", 0), "answer")
-        return f"ensemble: {answers}, agreement {votes.get('agreement', 0):.2f}"
-    if node == "synthesize":
-        answer = update.get("answer") or {}
-        confidence = confidence_text(answer)
-        if answer.get("failed"):
-            return f"synthesis failed, trying again: {answer['failed'][:120]}"
-        if answer.get("source") == "insufficient":
-            return f"insufficient evidence: {str(answer.get('insufficient', ''))[:120]}"
-        if answer.get("source") == "vote":
-            return f"synthesis failed again; the ensemble's decision stands in: {confidence}"
-        return f"synthesized: confidence {confidence}"
-    if node == "fallback_search":
-        rounds = update.get("fallbacks") or []
-        if rounds and all(str(f.get("status", "")).startswith("fallback ") for f in rounds):
-            why = str(rounds[-1]["status"]).split(": ", 1)[-1]
-            return f"PubMed unavailable ({why[:100]}): answering from the evidence found"
-        added = sum(f.get("added", 0) for f in rounds)
-        return f"searched PubMed: {plural(added, 'document')} added"
-    if node == "given_evidence":
-        return f"read the given snippets: {plural(len(update.get('contexts') or []), 'document')}"
-    if node == "finalize":
-        return "answer ready"
-    return node
+    described = DESCRIPTIONS.get(node)
+    return described.done(dict(update)) if described is not None else node
 
 
 def summarize(node: str, update: QAState) -> str:
     """Return one short line on what a node's update says (the page's progress list)."""
-    parts: list[str] = []
-    if node in ("generate_query", "refine_query") and update.get("query"):
-        parts.append(f"query: {update['query']}")
-    if node == "generate_query" and update.get("asked") and update.get("question"):
-        parts.append(f"read as: {update['question']}")
-    if "hits" in update:
-        parts.append(f"{update['hits']:,} hits")
-    if node == "rerank" and "contexts" in update:
-        parts.append(f"{len(update['contexts'])} contexts")
-    if node == "organize":
-        if update.get("groups"):
-            parts.append(f"{len(update['groups'])} groups")
-        elif "organized" in update:
-            parts.append(f"{len(update['organized'])} contexts kept")
-    if node == "ensemble" and "votes" in update:
-        votes = update["votes"] or {}
-        parts.append(
-            f"{len(update.get('members') or [])} member calls, "
-            f"agreement {votes.get('agreement', 0):.2f}"
-        )
-    if node == "synthesize" and (answer := update.get("answer")):
-        parts.append(f"confidence {confidence_text(answer)}")
-    if node == "finalize" and (result := update.get("result")):
-        parts.append(f"{len(result.get('documents') or [])} documents")
+    described = DESCRIPTIONS.get(node)
+    parts = described.summary(dict(update)) if described is not None else []
     if not parts and update.get("notes"):
-        parts.append(str(update["notes"][0])[:200])
+        parts = [str(update["notes"][0])[:200]]
     return "; ".join(parts)
 
 
@@ -345,19 +264,6 @@ def exact_text(exact: Any) -> str | None:
         names = [item[0] if isinstance(item, list) and item else item for item in exact]
         return "; ".join(str(n) for n in names if n) or "(none)"
     return str(exact)
-
-
-def confidence_text(result: dict[str, Any]) -> str:
-    """Return the reported confidence, saying whose it is when the model's differs.
-
-    "0.40 from the evidence (model said 0.95)" once the result carries the synthesizer's own
-    word beside the confidence earned from the evidence; "0.90" for an older result.
-    """
-    confidence = float(result.get("confidence") or 0.0)
-    model = result.get("model_confidence")
-    if model is None:
-        return f"{confidence:.2f}"
-    return f"{confidence:.2f} from the evidence (model said {float(model):.2f})"
 
 
 def cited_evidence(result: dict[str, Any]) -> list[dict[str, str]]:

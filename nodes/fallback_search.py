@@ -10,6 +10,7 @@ from infra.pubmed import FallbackUnavailable
 from infra.search.keywords import keyword_query, without_stopwords
 from infra.search.query import QueryError, parse_query, to_pubmed
 from nodes.context import Context
+from nodes.describing import NodeDescription, describes, plural
 from nodes.passages import bounded
 from nodes.state import QAState
 
@@ -56,3 +57,15 @@ async def fallback_search(state: QAState, runtime: Runtime[Context]) -> dict[str
 def _indexed(ctx: Context, pmid: str) -> bool:
     has = getattr(ctx.search, "has", None)
     return bool(has and has(pmid))
+
+
+def _fallback_done(update: dict[str, Any]) -> str:
+    rounds = update.get("fallbacks") or []
+    if rounds and all(str(f.get("status", "")).startswith("fallback ") for f in rounds):
+        why = str(rounds[-1]["status"]).split(": ", 1)[-1]
+        return f"PubMed unavailable ({why[:100]}): answering from the evidence found"
+    added = sum(f.get("added", 0) for f in rounds)
+    return f"searched PubMed: {plural(added, 'document')} added"
+
+
+describes("fallback_search", NodeDescription("searching PubMed", done=_fallback_done))

@@ -13,6 +13,7 @@ from infra.embeddings import Embedder
 from infra.models import UNPARSEABLE
 from infra.snippets import best_snippets, supporting_sentences
 from nodes.context import Context
+from nodes.describing import NodeDescription, describes
 from nodes.state import Evidence, QAState
 
 MAX_DOCUMENTS = 10
@@ -122,3 +123,17 @@ def _why_unanswered(
         errors = [a["error"] for a in state.get("attempts", []) if a.get("error")]
         return f"{problem}{f' ({errors[-1]})' if errors else ''}"
     return None
+
+
+describes(
+    "finalize",
+    NodeDescription(
+        "finalizing",
+        done=lambda update: "answer ready",
+        summary=lambda update: (
+            [f"{len(result.get('documents') or [])} documents"]
+            if (result := update.get("result"))
+            else []
+        ),
+    ),
+)

@@ -11,6 +11,7 @@ from infra.bioasq import detect_type
 from infra.search.keywords import copied_question, keyword_query, keywords
 from infra.search.query import QueryError
 from nodes.context import Context
+from nodes.describing import NodeDescription, describes
 from nodes.state import Call, Exchange, Limits, QAState, Query
 from prompts import render
 
@@ -162,3 +163,24 @@ def limits(ctx: Context) -> Limits:
         max_fallbacks=s.fallback.max_rounds if s.fallback.enabled else 0,
         min_contexts=s.fallback.min_contexts,
     )
+
+
+def _query_done(update: dict[str, Any]) -> str:
+    proposals = update.get("queries") or []
+    if proposals and proposals[-1].get("source") == "keywords" and len(proposals) > 1:
+        why = proposals[-2].get("error") or "refused"
+        return f"the model's query failed ({str(why)[:80]}); searching the question's keywords"
+    return "query written"
+
+
+def _query_summary(update: dict[str, Any]) -> list[str]:
+    parts = [f"query: {update['query']}"] if update.get("query") else []
+    if update.get("asked") and update.get("question"):
+        parts.append(f"read as: {update['question']}")
+    return parts
+
+
+describes(
+    "generate_query",
+    NodeDescription("writing the search query", done=_query_done, summary=_query_summary),
+)

@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 from infra.bioasq import detect_type
 from infra.bioasq.formats import pmid_of
 from nodes.context import Context
+from nodes.describing import NodeDescription, describes, plural
 from nodes.generate_query import limits
 from nodes.state import Passage, QAState, Snippet
 
@@ -52,3 +53,14 @@ async def given_evidence(state: QAState, runtime: Runtime[Context]) -> dict[str,
         "ranked": [(c["pmid"], c["score"]) for c in contexts],
         "notes": [f"given_evidence: {len(contexts)} document(s) from the given snippets"],
     }
+
+
+describes(
+    "given_evidence",
+    NodeDescription(
+        "reading the given snippets",
+        done=lambda update: (
+            f"read the given snippets: {plural(len(update.get('contexts') or []), 'document')}"
+        ),
+    ),
+)

@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 from infra.embeddings import document_text
 from infra.search.fusion import blend, fuse
 from nodes.context import Context
+from nodes.describing import NodeDescription, describes, plural
 from nodes.passages import bounded
 from nodes.state import FirstStage, Passage, QAState
 
@@ -117,3 +118,21 @@ def _texts(ctx: Context, pool: dict[str, dict], pmids: list[str]) -> dict[str, d
     """Return the documents' text, from the fallback pool or the index."""
     stored = {d["pmid"]: d for d in ctx.search.fetch([p for p in pmids if p not in pool])}
     return {p: pool.get(p) or stored[p] for p in pmids if p in pool or p in stored}
+
+
+def _rerank_done(update: dict[str, Any]) -> str:
+    kept = f"reranked: {plural(len(update.get('contexts') or []), 'context')} kept"
+    added = (update.get("first_stage") or {}).get("dense_only", 0)
+    return kept + (f" ({plural(added, 'document')} found by vector alone)" if added else "")
+
+
+describes(
+    "rerank",
+    NodeDescription(
+        "reranking",
+        done=_rerank_done,
+        summary=lambda update: (
+            [f"{len(update['contexts'])} contexts"] if "contexts" in update else []
+        ),
+    ),
+)

@@ -10,6 +10,7 @@ from langgraph.runtime import Runtime
 
 from infra.search.query import QueryError
 from nodes.context import Context
+from nodes.describing import NodeDescription, describes, plural
 from nodes.state import QAState
 
 
@@ -44,3 +45,13 @@ async def search(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
             }
         ],
     }
+
+
+describes(
+    "search",
+    NodeDescription(
+        "searching",
+        done=lambda update: f"searched: {plural(update.get('hits', 0), 'hit')}",
+        summary=lambda update: [f"{update['hits']:,} hits"] if "hits" in update else [],
+    ),
+)

@@ -40,7 +40,7 @@ def embed(
     ] = 8192,
 ) -> None:
     """Compute the configured model's vectors for every document that lacks them."""
-    from graphs.describe import plural
+    from nodes.describing import plural
 
     if backend is not None and backend not in BACKENDS:
         raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")

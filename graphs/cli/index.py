@@ -39,7 +39,7 @@ def index(
     ] = 4096,
 ) -> None:
     """Index corpus files; re-indexing replaces by PMID, and an interrupted run resumes."""
-    from graphs.describe import plural
+    from nodes.describing import plural
 
     if backend is not None and backend not in BACKENDS:
         raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")

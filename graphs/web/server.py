@@ -42,7 +42,6 @@ from graphs.describe import (
     DESCRIBERS,
     LABELS,
     cited_evidence,
-    confidence_text,
     done_line,
     exact_text,
     retrieved_documents,
@@ -52,6 +51,7 @@ from graphs.runtime import InputProblem, build_context, check_question
 from graphs.traces.read import Step, UnknownThread, node_updates
 from infra.settings import Settings, SettingsError, secret_from_env
 from nodes.context import Context
+from nodes.describing import confidence_text
 from nodes.state import QAState
 
 WEB = Path(__file__).parent

@@ -23,6 +23,7 @@ from nodes.answer_fields import (
     pmid_type,
 )
 from nodes.context import Context
+from nodes.describing import NodeDescription, describes, plural
 from nodes.ensemble.strategies import StrategyUnavailable, View, strategy_named
 from nodes.ensemble.views import view_seed
 from nodes.ensemble.vote import vote
@@ -207,3 +208,27 @@ async def _member(
             list(value.pmids), [d["pmid"] for d in docs], f"ensemble member {view.number}"
         )
     return record
+
+
+def _ensemble_done(update: dict[str, Any]) -> str:
+    if (update.get("decision") or {}).get("source") == "organize":
+        return "ensemble: the group answers decide"
+    votes = update.get("votes") or {}
+    answers = plural(votes.get("members", 0), "answer")
+    return f"ensemble: {answers}, agreement {votes.get('agreement', 0):.2f}"
+
+
+def _ensemble_summary(update: dict[str, Any]) -> list[str]:
+    if "votes" not in update:
+        return []
+    votes = update["votes"] or {}
+    return [
+        f"{len(update.get('members') or [])} member calls, "
+        f"agreement {votes.get('agreement', 0):.2f}"
+    ]
+
+
+describes(
+    "ensemble",
+    NodeDescription("ensemble answering", done=_ensemble_done, summary=_ensemble_summary),
+)

@@ -28,6 +28,7 @@ from nodes.answer_fields import (
     pmid_type,
 )
 from nodes.context import Context
+from nodes.describing import NodeDescription, confidence_text, describes
 from nodes.passages import passages
 from nodes.state import Answer, Attempt, Decision, Passage, QAState
 from nodes.synthesize.confidence import earned_confidence
@@ -270,3 +271,27 @@ async def _standing_in(
     if answer["source"] == "insufficient":
         return answer | {"model_confidence": None}
     return answer | _earned(state, answer, contexts, model=None)
+
+
+def _synthesis_done(update: dict[str, Any]) -> str:
+    answer = update.get("answer") or {}
+    confidence = confidence_text(answer)
+    if answer.get("failed"):
+        return f"synthesis failed, trying again: {answer['failed'][:120]}"
+    if answer.get("source") == "insufficient":
+        return f"insufficient evidence: {str(answer.get('insufficient', ''))[:120]}"
+    if answer.get("source") == "vote":
+        return f"synthesis failed again; the ensemble's decision stands in: {confidence}"
+    return f"synthesized: confidence {confidence}"
+
+
+describes(
+    "synthesize",
+    NodeDescription(
+        "synthesizing",
+        done=_synthesis_done,
+        summary=lambda update: (
+            [f"confidence {confidence_text(answer)}"] if (answer := update.get("answer")) else []
+        ),
+    ),
+)

@@ -7,10 +7,10 @@ from graphs.cli.ask import ANSWER_KEYS, answer_json
 from graphs.describe import (
     answer_lines,
     cited_evidence,
-    confidence_text,
     exact_text,
     retrieved_documents,
 )
+from nodes.describing import confidence_text
 
 ANSWERS = Path(__file__).resolve().parents[1] / "fixtures" / "answers"
 CITED = json.loads((ANSWERS / "cited.json").read_text())

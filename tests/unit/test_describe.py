@@ -8,11 +8,11 @@ from graphs.describe import (
     done_line,
     node_names,
     nodes,
-    plural,
     summarize,
 )
 from graphs.qa import build_graph
 from infra.bioasq.types import PHASES
+from nodes.describing import plural
 
 
 @pytest.mark.parametrize("phase", PHASES)
@@ -75,3 +75,14 @@ def test_a_measure_with_no_value_reads_the_same_whether_none_or_nan(capsys):
     print_report({"factoid_mrr": None, "list_f1": float("nan"), "yesno_accuracy": 1.0})
     shown = capsys.readouterr().out
     assert "None" not in shown and "nan" not in shown and shown.count(NO_FIGURE) == 2
+
+
+def test_every_node_of_every_phase_describes_itself():
+    from graphs.runtime import graph_nodes
+    from infra.bioasq.types import PHASES
+    from nodes.describing import DESCRIPTIONS
+
+    for phase in PHASES:
+        for node in graph_nodes(phase):
+            assert node in DESCRIPTIONS, f"{node} ({phase}) has no description"
+            assert DESCRIPTIONS[node].label and DESCRIPTIONS[node].done({})
