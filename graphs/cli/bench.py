@@ -87,14 +87,7 @@ def bench_scale_cmd(
     if bad := [b for b in chosen if b not in BACKENDS]:
         raise CliError(f"unknown backend {bad[0]!r}; choose {' and/or '.join(BACKENDS)}")
     shared_corpus, shared_questions = default_inputs()
-    corpus = corpus or shared_corpus
-    if corpus is None:
-        raise CliError(
-            "no corpus to resample: pass --corpus FILE.jsonl.gz (../shared/data/corpus/"
-            "pubmed_docs.jsonl.gz is not beside this checkout)"
-        )
-    if not corpus.is_file():
-        raise CliError(f"{corpus}: no such file")
+    corpus = _corpus(corpus, shared_corpus, "no corpus to resample")
     files = [*(questions or []), *extra_files(ctx)] or shared_questions
     if not files:
         raise CliError("no questions to time: pass --questions FILE.json (BioASQ golden files)")
@@ -159,14 +152,7 @@ def bench_embed_cmd(
     from infra.embeddings import default_model_dir, resolve_device
 
     chosen = resolve_device(device_choice(device), "--device")
-    corpus = corpus or default_inputs()[0]
-    if corpus is None:
-        raise CliError(
-            "no abstracts to embed: pass --corpus FILE.jsonl.gz (../shared/data/corpus/"
-            "pubmed_docs.jsonl.gz is not beside this checkout)"
-        )
-    if not corpus.is_file():
-        raise CliError(f"{corpus}: no such file")
+    corpus = _corpus(corpus, default_inputs()[0], "no abstracts to embed")
     model = model or settings_for().embeddings.path or default_model_dir()
     if not (model / "config.json").is_file():
         raise CliError(f"{model}: no model there (config.json missing); pass --model DIR")
@@ -392,3 +378,16 @@ def _managed_elasticsearch() -> tuple[Path, int, str]:
             f"`python -m infra.elasticsearch_server start --dir {work} --port {port}`"
         )
     return work, port, url
+
+
+def _corpus(given: Path | None, shared: Path | None, missing: str) -> Path:
+    """Return the corpus given, else ../shared's; refuse, naming what to pass, when neither is."""
+    corpus = given or shared
+    if corpus is None:
+        raise CliError(
+            f"{missing}: pass --corpus FILE.jsonl.gz (../shared/data/corpus/"
+            "pubmed_docs.jsonl.gz is not beside this checkout)"
+        )
+    if not corpus.is_file():
+        raise CliError(f"{corpus}: no such file")
+    return corpus
