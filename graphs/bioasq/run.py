@@ -214,14 +214,17 @@ async def run_batch(
     progress: bool | None = None,
     on_question: Callable[[str], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    questions: list[Question] | None = None,
 ) -> BatchReport:
     """Answer a test set's questions into `output`, resuming from its journal.
 
     Questions the journal holds as answered are skipped; those it holds as insufficient are
     tried again unless `keep_insufficient`. Once `stop()` is true no question starts; those in
-    flight finish and are journalled.
+    flight finish and are journalled. `questions`: the test set already read (and checked) from
+    `input_path` by the caller; read here when None.
     """
-    questions = load_testset(input_path, phase=phase, limit=limit)
+    if questions is None:
+        questions = load_testset(input_path, phase=phase, limit=limit)
     output.parent.mkdir(parents=True, exist_ok=True)
     journal = Journal(journal_path(output), _fingerprint(input_path, phase))
 

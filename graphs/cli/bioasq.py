@@ -72,7 +72,8 @@ def bioasq_run(
     if no_llm:
         overrides.setdefault("search", {})["query_mode"] = "question"
     settings = settings_for(**overrides)
-    load_testset(input_path, phase=phase, limit=limit)  # refuse a bad file before loading models
+    # Read once, and refused now if bad: before any model loads.
+    questions = load_testset(input_path, phase=phase, limit=limit)
     from tqdm import tqdm
 
     from graphs.bioasq.run import BatchReport, JournalMismatch, run_batch
@@ -99,6 +100,7 @@ def bioasq_run(
                 limit=limit,
                 keep_insufficient=keep_insufficient,
                 stop=lambda: interrupts.stopping,
+                questions=questions,
             )
 
     try:
