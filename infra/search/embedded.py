@@ -24,6 +24,9 @@ from infra.search.embedded_store import build_fresh, open_layout
 from infra.search.query import Bool, Node, Phrase, QueryError, Term, parse_query
 
 _SPECIAL = set("+-&|!(){}[]^\"~*?:\\/<>=' ")
+_KEYWORDS = frozenset({"IN", "TO", "AND", "OR", "NOT"})
+"""Words tantivy's parser reads as syntax when upper-case ("cells IN leaves" was a syntax
+error): a term holding one is quoted, which searches it as the word it is."""
 _OCCUR = tantivy.Occur
 
 
@@ -199,7 +202,11 @@ class EmbeddedIndex:
             query = self._fuzzy(node)
         else:
             words = node.text.replace('"', " ").strip()
-            quoted = isinstance(node, Phrase) or any(ch in _SPECIAL for ch in words)
+            quoted = (
+                isinstance(node, Phrase)
+                or any(ch in _SPECIAL for ch in words)
+                or bool(_KEYWORDS & set(words.split()))
+            )
             text = f'"{words}"' if quoted else words
             if isinstance(node, Phrase) and node.slop:
                 text += f"~{node.slop}"

@@ -314,3 +314,10 @@ def test_has_tells_whether_a_pmid_is_indexed(idx):
     assert idx.has("18")
     assert not idx.has("99")
     assert not idx.has("")
+
+
+@pytest.mark.parametrize("query", ["ASPIRIN IN COLORECTAL", "aspirin TO colorectal", "IN"])
+def test_words_tantivy_reads_as_syntax_are_searched_as_words(idx, query):
+    idx.validate(query)  # "Syntax Error: IN" before
+    idx.search(query, 10)
+    assert pmids(idx, "ASPIRIN IN COLORECTAL") == pmids(idx, "aspirin in colorectal")
