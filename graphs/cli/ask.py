@@ -48,7 +48,10 @@ def ask(
 
     demo_notice(settings)
     with LiveStatus(err, "loading models and index…") as status:
-        context = build_context(settings)
+        try:
+            context = build_context(settings)
+        except KeyboardInterrupt:  # before any question: nothing to finish, nothing written
+            fail("interrupted while loading models and index; nothing was asked", 130)
 
         def started(node: str) -> None:
             status.update(f"{LABELS.get(node, node)}…")

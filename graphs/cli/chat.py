@@ -9,6 +9,7 @@ from graphs.cli.common import (
     checked_type,
     demo_notice,
     err,
+    fail,
     search_options,
     settings_for,
 )
@@ -30,6 +31,9 @@ def chat(
     from graphs.runtime import build_context
 
     with LiveStatus(err, "loading models and index…"):
-        context = build_context(settings)
+        try:
+            context = build_context(settings)
+        except KeyboardInterrupt:  # before any question: nothing to finish, nothing written
+            fail("interrupted while loading models and index; nothing was asked", 130)
     console = Console()
     run_chat(settings, context, console, lambda: console.input("[bold]you>[/bold] "), qtype)

@@ -31,6 +31,8 @@ class Interrupts:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def __enter__(self) -> Interrupts:
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            return self  # started with Ctrl-C ignored (nohup, a background job): keep it so
         try:
             self._loop = asyncio.get_running_loop()
             self._loop.add_signal_handler(signal.SIGINT, self.interrupt)
