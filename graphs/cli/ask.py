@@ -60,10 +60,7 @@ def ask(
             status.print(f"[dim]✓ {escape(done_line(node, update))}[/dim]")
 
         async def answer() -> dict[str, Any]:
-            def say(message: str) -> None:
-                status.print(f"[yellow]{escape(message)}[/yellow]")
-
-            with Interrupts(say, "this question"):
+            with Interrupts("this question"):
                 _, result = await run_question(
                     settings,
                     question,

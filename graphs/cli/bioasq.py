@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -74,7 +73,6 @@ def bioasq_run(
     settings = settings_for(**overrides)
     # Read once, and refused now if bad: before any model loads.
     questions = load_testset(input_path, phase=phase, limit=limit)
-    from tqdm import tqdm
 
     from graphs.bioasq.run import BatchReport, JournalMismatch, run_batch
     from graphs.cli.interrupts import STOPPED_CODE, Interrupts
@@ -86,11 +84,7 @@ def bioasq_run(
     context = build_context(settings, models=models, questions_in_flight=concurrency)
 
     async def batch() -> BatchReport:
-        def say(message: str) -> None:
-            tqdm.write(f"quorum: {message}", file=sys.stderr)
-
-        in_flight = "the questions in flight (each goes to the journal)"
-        with Interrupts(say, in_flight) as interrupts:
+        with Interrupts("the questions in flight (each goes to the journal)") as interrupts:
             return await run_batch(
                 context,
                 input_path,

@@ -11,49 +11,62 @@ record is fsynced), checkpoints are SQLite transactions, and the run shows as `i
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
+from typing import Any
 
 STOPPED_CODE = 130
 """Exit status after an interrupt (128 + SIGINT), as shells report it."""
 
 
 class Interrupts:
-    """SIGINT on the running event loop: the first sets `stopping`, the second exits."""
+    """SIGINT for the length of a run: the first sets `stopping`, the second exits.
 
-    def __init__(self, say: Callable[[str], None], in_flight: str = "the question in flight"):
-        self._say = say
+    A plain signal handler, not the event loop's: Python runs it in the main thread at the next
+    bytecode, so the answer comes at once even while the loop is busy in a node's own work
+    (the loop's handler waits for the loop's next turn). Its words go straight to the stderr
+    file descriptor, so an interrupt that lands inside another write cannot trip over it.
+    """
+
+    def __init__(self, in_flight: str = "the question in flight"):
         self._in_flight = in_flight
         self.stopping = False
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._before: Any = None
+        self._installed = False
 
     def __enter__(self) -> Interrupts:
         if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
             return self  # started with Ctrl-C ignored (nohup, a background job): keep it so
         try:
-            self._loop = asyncio.get_running_loop()
-            self._loop.add_signal_handler(signal.SIGINT, self.interrupt)
-        except (RuntimeError, NotImplementedError, ValueError):
-            self._loop = None  # not the main thread, or no signals here: Ctrl-C raises as before
+            self._before = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        except ValueError:  # not the main thread: Ctrl-C raises as before
+            self._installed = False
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._loop is not None:
-            self._loop.remove_signal_handler(signal.SIGINT)
+        if self._installed:
+            signal.signal(signal.SIGINT, self._before)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.interrupt()
 
     def interrupt(self) -> None:
         """Handle one Ctrl-C."""
         if not self.stopping:
             self.stopping = True
-            self._say(
-                f"interrupt: finishing {self._in_flight}, starting nothing new — "
-                "Ctrl-C again to stop now"
+            _write(
+                f"\nquorum: interrupt: finishing {self._in_flight}, starting nothing new — "
+                "Ctrl-C again to stop now\n"
             )
             return
-        self._say("stopped")
-        sys.stderr.flush()
-        sys.stdout.flush()
+        _write("quorum: stopped\n")
         os._exit(STOPPED_CODE)
+
+
+def _write(text: str) -> None:
+    """Write to stderr's file descriptor directly (safe inside a signal handler)."""
+    with contextlib.suppress(OSError, ValueError):
+        os.write(sys.stderr.fileno(), text.encode("utf-8", "replace"))

@@ -6,19 +6,20 @@ import signal
 from graphs.cli.interrupts import Interrupts
 
 
-def test_the_first_interrupt_says_so_and_asks_the_work_to_stop():
-    said: list[str] = []
-
+def test_the_first_interrupt_says_so_at_once_and_asks_the_work_to_stop(capfd):
     async def run():
-        with Interrupts(said.append, "the questions in flight") as interrupts:
-            interrupts.interrupt()
-            return interrupts.stopping
+        with Interrupts("the questions in flight") as interrupts:
+            signal.raise_signal(signal.SIGINT)  # handled in this thread, before the next line
+            return interrupts.stopping, signal.getsignal(signal.SIGINT)
 
-    assert asyncio.run(run()) is True
-    assert said == [
-        "interrupt: finishing the questions in flight, starting nothing new — "
-        "Ctrl-C again to stop now"
-    ]
+    before = signal.getsignal(signal.SIGINT)
+    stopping, during = asyncio.run(run())
+    assert stopping is True and during is not before
+    assert signal.getsignal(signal.SIGINT) is before  # put back after the run
+    assert capfd.readouterr().err == (
+        "\nquorum: interrupt: finishing the questions in flight, starting nothing new — "
+        "Ctrl-C again to stop now\n"
+    )
 
 
 def test_an_inherited_ignore_is_kept():
@@ -26,7 +27,7 @@ def test_an_inherited_ignore_is_kept():
     try:
 
         async def run():
-            with Interrupts(lambda m: None):
+            with Interrupts():
                 return signal.getsignal(signal.SIGINT)
 
         assert asyncio.run(run()) is signal.SIG_IGN
