@@ -11,7 +11,8 @@ from infra.simulate.server import SimulatedEndpoint
 from tests.integration.test_bioasq_run import write_testset
 from tests.support.cli import QUORUM, run_quorum, simulated_env
 
-QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
+# Worded for this file alone: the integration session's quorum_home holds other files' runs.
+QUESTION = "Is programmed cell death in lace plant leaves stopped when ask is interrupted?"
 
 
 class Running:
