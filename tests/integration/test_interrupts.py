@@ -20,7 +20,14 @@ class Running:
 
     def __init__(self, args, env):
         self.proc = subprocess.Popen(
-            [QUORUM, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [QUORUM, *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            # As a terminal's foreground job: Ctrl-C not ignored, whatever this process inherited
+            # (an ignored signal stays ignored across exec, and quorum keeps an inherited ignore).
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self.lines: list[tuple[float, str]] = []
         threading.Thread(target=self._read, daemon=True).start()
