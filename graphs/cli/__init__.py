@@ -48,6 +48,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "eval": ("graphs.cli.eval_methods", "eval_app", "Measure quorum on golden data."),
     "bench": ("graphs.cli.bench", "bench_app", "Speed and memory benchmarks."),
     "bioasq": ("graphs.cli.bioasq", "bioasq_app", "BioASQ Task B: run, validate, evaluate."),
+    "pubmed": (
+        "graphs.cli.pubmed",
+        "pubmed_app",
+        "PubMed itself: sync the baseline and daily updates into an index.",
+    ),
     "train": (
         "graphs.cli.train",
         "train_app",
