@@ -30,7 +30,6 @@ FILE_NAME = re.compile(r"^pubmed(\d+)n(\d{4,})\.xml\.gz$")
 _HREF = re.compile(r"""href\s*=\s*["']?([^"'\s>]+)""", re.IGNORECASE)
 _MD5_LINE = re.compile(r"^\s*MD5\s*\((?P<name>[^)]+)\)\s*=\s*(?P<hex>[0-9a-fA-F]{32})\s*$")
 _MD5SUM_LINE = re.compile(r"^\s*(?P<hex>[0-9a-fA-F]{32})\s+\*?(?P<name>\S+)\s*$")
-CHUNK = 1 << 16
 
 
 class SyncError(Exception):
@@ -243,7 +242,7 @@ class Mirror:
             _check(response, url)
             resumed = response.status_code == 206
             with open(part, "ab" if resumed else "wb") as fh:
-                for chunk in response.iter_bytes(CHUNK):
+                for chunk in response.iter_raw():  # the file's bytes as they arrive
                     if stop.is_set():
                         raise Stopped(url)
                     fh.write(chunk)
