@@ -1,4 +1,4 @@
-"""The QA graph described for people: node labels, summaries, trace describers, answer words.
+"""The QA graph described for people: node labels, summaries, trace lines, answer words.
 
 The answer is put in the same words wherever it is shown: ask, chat, the page and the HTML
 export (`answer_lines`, `confidence_text`, `cited_evidence`, `retrieved_documents`).
@@ -15,7 +15,8 @@ from typing import Any
 from graphs.runtime import graph_nodes
 from infra.bioasq.types import PHASES
 from nodes.describing import DESCRIPTIONS, confidence_text
-from nodes.state import Call, Decision, QAState
+from nodes.state import Call, QAState
+from nodes.trace_view import Block, Facts, Lines, Table
 
 LABELS = {name: described.label for name, described in DESCRIPTIONS.items()}
 """What a running node is doing, in a few words (`quorum ask`'s status, the page's progress)."""
@@ -99,158 +100,66 @@ def describe_call(call: Call) -> list[str]:
     return lines
 
 
-def describe_organize(update: QAState) -> list[str]:
-    """Return readable lines for an organize update: the relation graph, then the groups."""
-    lines: list[str] = []
-    graph = update.get("relation_graph")
-    if graph:
-        pmids = graph.get("pmids", [])
+def trace_blocks(node: str, update: QAState) -> tuple[list[Block], frozenset[str]]:
+    """Return what a node's update shows in a trace, and the update keys those blocks cover.
 
-        def name(i: int) -> str:
-            return f"[{i + 1}] {pmids[i]}" if i < len(pmids) else f"[{i + 1}]"
+    A trace recorded by an older quorum may lack a key a node's blocks expect: the blocks then
+    say so and cover nothing, so the update is still shown whole.
+    """
+    described = DESCRIPTIONS.get(node)
+    if described is None:
+        return [], frozenset()
+    try:
+        return described.trace(dict(update)), described.covers
+    except (KeyError, TypeError, ValueError) as exc:
+        return [Facts(f"(could not describe: {type(exc).__name__} {exc})")], frozenset()
 
-        anchors = ", ".join(name(i) for i in graph.get("rounds", []))
-        lines.append(
-            f"relation graph: {graph['n']} contexts, {graph['calls']} relation calls for "
-            f"{graph['naive_calls']} pairs; anchors {anchors or '-'}"
-        )
-        for edge in graph.get("edges", []):
-            a, b = edge["pair"]
-            how = edge["source"]
-            if edge.get("via") is not None:
-                how += f" via {name(edge['via'])}"
-            if edge.get("error"):
-                how += f" ({edge['error'][:80]})"
-            lines.append(f"  {name(a)} ~ {name(b)}: {edge['label']} ({how})")
-    elif update.get("relations"):
-        for r in update["relations"]:
-            state = "applied" if r.get("applied", True) else "not applied"
-            lines.append(f"  {r['a']} ~ {r['b']}: {r['label']} ({state})")
-    for number, group in enumerate(update.get("groups") or [], 1):
-        lines.append(f"group {number}: {', '.join(group['pmids'])}")
-        if group.get("question"):
-            lines.append(f"  asks: {group['question']}")
-        cited = f" [{', '.join(group['cited'])}]" if group.get("cited") else ""
-        answer = group.get("answer") or f"(no answer: {group.get('error') or 'empty'})"
-        lines.append(f"  answer: {answer}{cited}")
-        if group.get("exact"):
-            lines.append(f"  exact: {'; '.join(group['exact'])}")
-        if len(group.get("covers") or []) > len(group["pmids"]):
-            lines.append(f"  stands for: {', '.join(group['covers'])}")
-    if decision := update.get("decision"):
-        lines.append(f"aggregate ({decision['strategy']}): {decision['why']}")
-        for rank, row in enumerate(decision["answers"], 1):
-            text = row["answer"] if isinstance(row["answer"], str) else "; ".join(row["answer"])
-            cites = f" [{', '.join(row['cited'])}]" if row["cited"] else ""
-            lines.append(f"  {rank}. {text} (support {row['support']:.2f}){cites}")
-        lines.append(f"  order: {', '.join(decision['order']) or '-'}")
-        settings = ", ".join(f"{k}={v}" for k, v in decision["settings"].items())
-        lines.append(f"  settings: {settings or '-'}")
+
+def trace_text(node: str, update: QAState) -> tuple[list[str], frozenset[str]]:
+    """Return a node's trace blocks as lines, and the update keys they cover.
+
+    The lines of `quorum trace show`, chat's /trace and the page's step view.
+    """
+    blocks, covers = trace_blocks(node, update)
+    return [line for block in blocks for line in block_lines(block)], covers
+
+
+def block_lines(block: Block) -> list[str]:
+    """Return one trace block as text: facts as a line, tables aligned, the graph's edges."""
+    if isinstance(block, Facts):
+        return [block.text]
+    if isinstance(block, Lines):
+        return list(block.lines)
+    if isinstance(block, Table):
+        return [f"{block.title.lower()}:", *_aligned(block)]
+    lines = [f"relation graph: {block.summary()}"]
+    for edge in block.edges:
+        a, b = edge["pair"]
+        lines.append(f"  {block.name(a)} ~ {block.name(b)}: {edge['label']} ({block.how(edge)})")
     return lines
 
 
-def describe_ensemble(update: QAState) -> list[str]:
-    """Return readable lines for an ensemble update: members, the vote, then the decision."""
-    votes = update.get("votes") or {}
-    members = update.get("members") or []
-    lines = [
-        f"strategy {votes.get('strategy', '?')}: {len(members)} member call(s), agreement "
-        f"{votes.get('agreement', 0):.2f}, {votes.get('distinct', 0)} distinct answer(s)"
+CELL_CHARS = 60
+"""A table cell's width in text; longer values end in "…" (the HTML view shows them whole)."""
+
+
+def _aligned(table: Table) -> list[str]:
+    rows = [
+        tuple(v if len(v) <= CELL_CHARS else v[: CELL_CHARS - 1] + "…" for v in row)
+        for row in (table.header, *table.rows)
     ]
-    for m in members:
-        said = "; ".join(m.get("answer") or []) or "-"
-        cited = f" cites {', '.join(m['pmids'])}" if m.get("pmids") else ""
-        outcome = f"ERROR {m['error']}" if m.get("error") else f"{said}{cited}"
-        lines.append(
-            f"  {m['model']} view {m['view']} [{' '.join(m['order'])}] "
-            f"t={m.get('temperature', 0):g} {m.get('latency_s', 0):.2f}s: {outcome}"
-        )
-    lines.append("vote table:")
-    for row in votes.get("table", []):
-        variants = f" (as {', '.join(row['variants'])})" if row.get("variants") else ""
-        lines.append(f"  {row['votes']:>3}  {row['answer']}{variants}")
-    ccv = votes.get("ccv")
-    if isinstance(ccv, str):  # a question type CCV cannot vote on, and why
-        lines.append(f"citation-consistent vote: not used ({ccv})")
-    elif ccv:
-        lines.append(
-            f"citation-consistent vote ({ccv['evidence']}): winner {ccv['winner']!r}, "
-            f"citation agreement {ccv['citation_agreement']:.2f}"
-        )
-        for row in ccv["table"]:
-            lines.append(
-                f"  score {row['score']} (said {row['frequency']}x, cites {row['pmid']}): "
-                f"{row['answer']}"
-            )
-    for name, fit in (votes.get("moi") or {}).items():
-        weights = ", ".join(f"{w:.2f}" for w in fit["position_weights"])
-        utilities = ", ".join(f"{p} {u:.2f}" for p, u in fit["utilities"].items())
-        lines.append(f"MoI {name}: position weights [{weights}]; utilities {utilities}")
-        if fit.get("orientation"):
-            lines.append(f"  oriented by: {fit['orientation']}")
-        lines.append(f"  debiased order: {' '.join(fit['order'])}")
-    lines.append(f"ranked: {'; '.join(votes.get('ranked', [])) or '-'}")
-    return lines + describe_decision(update.get("decision"))
-
-
-def describe_decision(decision: Decision | None) -> list[str]:
-    """Return readable lines for a decision: its answers and support, order, why, settings."""
-    if not decision:
-        return []
-    lines = [f"decision ({decision['strategy']}, by {decision['source']}): {decision['why']}"]
-    for rank, answer in enumerate(decision["answers"][:10], 1):
-        said = answer["answer"]
-        text = "; ".join(said) if isinstance(said, list) else said
-        cited = f", cites {', '.join(answer['cited'])}" if answer["cited"] else ""
-        lines.append(f"  {rank}. {text} (support {answer['support']:g}{cited})")
-    if not decision["answers"]:
-        lines.append("  (no answer)")
-    if decision["order"]:
-        lines.append(f"  evidence order: {' '.join(decision['order'])}")
-    if decision["settings"]:
-        settings = ", ".join(f"{k}={v}" for k, v in decision["settings"].items())
-        lines.append(f"  settings: {settings}")
-    return lines
-
-
-def describe_synthesize(update: QAState) -> list[str]:
-    """Return readable lines for a synthesis attempt: temperature, answer, confidence, why."""
-    lines = []
-    for attempt in update.get("attempts", []):
-        answer = attempt.get("answer") or {}
-        if answer.get("source") == "decision":
-            head = "the decision is final (synthesis.mode vote, no model call)"
-        else:
-            again = " (again, at temperature 0)" if attempt["temperature"] == 0 else ""
-            head = f"at temperature {attempt['temperature']:g}{again}"
-        lines.append(
-            f"attempt in round {attempt['round']} {head}: confidence "
-            f"{confidence_text(answer)}, answer from {answer.get('source')}"
-        )
-        if attempt.get("error"):
-            lines.append(f"  error: {attempt['error']}")
-        if answer.get("overrode_decision"):
-            lines.append("  overrode the ensemble's decision")
-        if answer.get("extracted") and answer.get("extracted") != answer.get("exact"):
-            lines.append(f"  extracted: {'; '.join(answer['extracted'])}")
-        lines.append(f"  exact: {'; '.join(answer.get('exact') or []) or '-'}")
-        lines.append(f"  ideal: {answer.get('ideal') or '-'}")
-        if answer.get("rationale"):
-            lines.append(f"  rationale: {answer['rationale']}")
-        if answer.get("cited"):
-            lines.append(f"  cites: {', '.join(answer['cited'])}")
-    return lines
-
-
-DESCRIBERS = {
-    "organize": (
-        describe_organize,
-        frozenset({"relation_graph", "relations", "groups", "decision"}),
-    ),
-    "ensemble": (describe_ensemble, frozenset({"members", "votes", "decision"})),
-    "synthesize": (describe_synthesize, frozenset({"attempts", "answer"})),
-}
-"""Nodes whose updates read better as lines than as raw JSON, and the keys the lines cover."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(table.header))]
+    last = len(widths) - 1
+    return [
+        "  "
+        + "  ".join(
+            value.rjust(widths[i])
+            if i in table.numeric
+            else (value if i == last else value.ljust(widths[i]))
+            for i, value in enumerate(row)
+        ).rstrip()
+        for row in rows
+    ]
 
 
 # The answer in the same words wherever it is shown: ask, chat, the page and the HTML export.

@@ -2,9 +2,10 @@
 
 Each node module registers its own (`describes(...)` beside the node function): the label shown
 while it runs, the few words when it finishes (the same on the CLI, in chat and on the page),
-and the parts of its one-line summary. graphs/describe.py reads them from DESCRIPTIONS and
-holds no node-by-node chain, so adding a node is its module, its line in the graph and its
-prompt.
+the parts of its one-line summary, and what its update shows in a trace (`nodes.trace_view`
+blocks, which the text and the HTML views both render). graphs/describe.py reads them from
+DESCRIPTIONS and holds no node-by-node chain, so adding a node is its module, its line in the
+graph and its prompt.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodes.trace_view import Block
+
 Update = dict[str, Any]
 
 
-def _nothing(update: Update) -> list[str]:
+def _nothing(update: Update) -> list[Any]:
     return []
 
 
@@ -30,6 +33,10 @@ class NodeDescription:
     """A few words on what its update says once it finished ("searched: 1,204 hits")."""
     summary: Callable[[Update], list[str]] = field(default=_nothing)
     """The parts of its one-line summary (the page's progress list), none when nothing to add."""
+    trace: Callable[[Update], list[Block]] = field(default=_nothing)
+    """What its update shows in a trace, as blocks (none: the update is shown as it is)."""
+    covers: frozenset[str] = frozenset()
+    """The update's keys the trace's blocks show, which the views then leave out of the rest."""
 
 
 DESCRIPTIONS: dict[str, NodeDescription] = {}

@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from graphs.chat.conversation import Conversations, Turn, run_turn
 from graphs.cli.live import LiveStatus
-from graphs.describe import DESCRIBERS, LABELS, answer_lines, done_line
+from graphs.describe import LABELS, answer_lines, done_line, trace_text
 from graphs.traces.read import node_updates
 from infra.settings import Settings
 from nodes.context import Context
@@ -183,10 +183,9 @@ class Chat:
         for step in node_updates(self.settings, self.last.thread_id):
             took = f" {step['seconds']:.2f}s" if step["seconds"] is not None else ""
             self.console.print(f"[bold]{step['node']}[/bold][dim]{took}[/dim]")
-            describe, shown = DESCRIBERS.get(step["node"], (None, frozenset()))
-            if describe is not None:
-                for line in describe(step["update"]):
-                    self.console.print(f"    {line}", markup=False, highlight=False)
+            lines, shown = trace_text(step["node"], step["update"])
+            for line in lines:
+                self.console.print(f"    {line}", markup=False, highlight=False)
             for key, value in step["update"].items():
                 if key in shown or key in ("calls",):
                     continue

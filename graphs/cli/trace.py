@@ -94,7 +94,7 @@ def trace_show(
     ] = False,
 ) -> None:
     """Show a run's nodes in execution order with each node's state update."""
-    from graphs.describe import DESCRIBERS, describe_call, node_names
+    from graphs.describe import describe_call, node_names, trace_text
 
     if node is not None and node not in node_names():
         raise CliError(f"unknown node {node!r}; the graph's nodes: {', '.join(node_names())}")
@@ -112,10 +112,9 @@ def trace_show(
     for s in steps:
         took = f" {s['seconds']:.2f}s" if s["seconds"] is not None else ""
         out.print(f"[bold]{s['step']:>2} {s['node']}[/bold][dim]{took}[/dim]")
-        describe, shown = DESCRIBERS.get(s["node"], (None, frozenset()))
-        if describe is not None:
-            for line in describe(s["update"]):
-                out.print(f"    {line}", markup=False, highlight=False)
+        lines, shown = trace_text(s["node"], s["update"])
+        for line in lines:
+            out.print(f"    {line}", markup=False, highlight=False)
         for key, value in s["update"].items():
             if key in shown or (node is not None and key == "calls"):
                 continue

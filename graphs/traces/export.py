@@ -7,16 +7,12 @@ wherever it lands, and the page loads nothing from anywhere (inline CSS and a fe
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable
 from datetime import datetime
-from html import escape
 from typing import Any
 
 from graphs.describe import (
     CITED_EVIDENCE,
     CONFIDENCE,
-    DESCRIBERS,
     EXACT_ANSWER,
     IDEAL_ANSWER,
     NO_EVIDENCE,
@@ -26,18 +22,12 @@ from graphs.describe import (
     confidence_text,
     exact_text,
     retrieved_documents,
+    trace_blocks,
 )
+from graphs.traces.blocks_html import blocks_html, table
+from graphs.traces.blocks_html import e as _e
 from graphs.traces.read import Step
-from nodes.state import Call, QAState, RelationEdge, call_tokens
-
-LABEL_COLOURS = {
-    "duplicated": "#6a3d9a",
-    "counterfactual": "#d62728",
-    "distracting": "#ff7f0e",
-    "ambiguous": "#1f9bb4",
-    "none": "#a0a0a0",
-}
-OTHER_COLOUR = "#2ca02c"
+from nodes.state import Call, call_tokens
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1100px;
@@ -108,19 +98,13 @@ def export_html(steps: list[Step], *, thread_id: str, question: str) -> str:
         '<button type="button" onclick="setAll(false)">collapse all</button></p>',
         _timeline(steps),
     ]
-    for step in steps:
-        update = step["update"]
-        where = f"{_e(step['node'])} (step {_e(step.get('step'))})"
-        if update.get("relation_graph"):
-            parts += [f"<h2>Relation graph · {where}</h2>", _relation_graph(update)]
-        if update.get("votes") or update.get("members"):
-            parts += [f"<h2>Ensemble · {where}</h2>", _ensemble(update)]
+    for step in steps:  # what each node's trace blocks show, as the text views show them
+        blocks, _ = trace_blocks(step["node"], step["update"])
+        if blocks:
+            parts += [f"<h2>{_e(step['node'])} · step {_e(step.get('step'))}</h2>"]
+            parts.append(blocks_html(blocks))
     parts += ["<h2>Costs</h2>", _costs(steps), "</body></html>"]
     return "\n".join(parts) + "\n"
-
-
-def _e(value: Any) -> str:
-    return escape("" if value is None else str(value), quote=True)
 
 
 def _json(value: Any) -> str:
@@ -218,14 +202,6 @@ def _bar(kind: str, offset: float, seconds: float, total: float) -> str:
 def _step_body(step: Step) -> str:
     update = step["update"]
     parts = [f'<p class="meta">started {_e(step.get("started"))}</p>']
-    describe, _ = DESCRIBERS.get(step["node"], (None, None))
-    if describe is not None:
-        try:
-            lines = describe(update)
-        except (KeyError, TypeError, ValueError):  # a summary is a nicety; the JSON follows
-            lines = []
-        if lines:
-            parts.append(f"<pre>{_e(chr(10).join(lines))}</pre>")
     rest = {k: v for k, v in update.items() if k != "calls"}
     parts.append(f"<details><summary>state update</summary><pre>{_json(rest)}</pre></details>")
     calls = _calls(step)
@@ -255,124 +231,6 @@ def _call(call: Call, number: int, count: int) -> str:
         parts.append(f'<p class="error">{_e(call["error"])}</p>')
     parts.append("</details>")
     return "\n".join(parts)
-
-
-def _relation_graph(update: QAState) -> str:
-    graph = update["relation_graph"]
-    pmids = [str(p) for p in graph.get("pmids") or []]
-    n = int(graph.get("n") or 0)
-    n = max([n, *(i + 1 for e in graph.get("edges", []) for i in e["pair"])])
-
-    def name(i: Any) -> str:
-        if not isinstance(i, int):
-            return "-"
-        return f"[{i + 1}] {pmids[i]}" if i < len(pmids) else f"[{i + 1}]"
-
-    size, radius = 360, 140
-    centre = size / 2
-    points = [
-        (
-            centre + radius * math.cos(2 * math.pi * i / max(n, 1) - math.pi / 2),
-            centre + radius * math.sin(2 * math.pi * i / max(n, 1) - math.pi / 2),
-        )
-        for i in range(n)
-    ]
-    shapes = []
-    for edge in graph.get("edges", []):
-        a, b = edge["pair"]
-        (x1, y1), (x2, y2) = points[a], points[b]
-        colour = LABEL_COLOURS.get(edge.get("label"), OTHER_COLOUR)
-        dash = ' stroke-dasharray="6 4"' if edge.get("mirrored") else ""
-        faint = ' stroke-opacity="0.45"' if edge.get("label") == "none" else ""
-        tip = f"{name(a)} ~ {name(b)}: {edge.get('label')} ({_how(edge, name)})"
-        shapes.append(
-            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" '
-            f'stroke="{colour}" stroke-width="2"{dash}{faint}><title>{_e(tip)}</title></line>'
-        )
-    for i, (x, y) in enumerate(points):
-        shapes.append(
-            f'<g><title>{_e(name(i))}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="13" '
-            f'fill="#fff" stroke="#333"/><text x="{x:.1f}" y="{y + 4:.1f}" '
-            f'text-anchor="middle">{i + 1}</text></g>'
-        )
-    svg = (
-        f'<svg width="{size}" height="{size}" '
-        f'viewBox="0 0 {size} {size}" role="img" aria-label="relation graph">'
-        + "".join(shapes)
-        + "</svg>"
-    )
-    used = dict.fromkeys(e.get("label") for e in graph.get("edges", []))
-    legend = "".join(
-        f'<span><i class="chip" style="background:{LABEL_COLOURS.get(label, OTHER_COLOUR)}"></i>'
-        f"{_e(label)}</span>"
-        for label in used
-    )
-    anchors = ", ".join(name(i) for i in graph.get("rounds") or []) or "-"
-    summary = (
-        f"{n} contexts, {graph.get('calls')} relation calls for {graph.get('naive_calls')} pairs; "
-        f"anchors {anchors}"
-    )
-    rows = [
-        [str(k), name(e["pair"][0]), name(e["pair"][1]), e.get("label"), _how(e, name)]
-        for k, e in enumerate(graph.get("edges", []), 1)
-    ]
-    table = _table(["#", "context", "context", "label", "how"], rows)
-    return (
-        f'<p class="meta">{_e(summary)}</p>{svg}'
-        f'<p class="legend">{legend} <span>dashed: mirrored</span></p>{table}'
-    )
-
-
-def _how(edge: RelationEdge, name: Callable[[Any], str]) -> str:
-    how = str(edge.get("source") or "")
-    if edge.get("via") is not None:
-        how += f" via {name(edge['via'])}"
-    if edge.get("error"):
-        how += f" ({edge['error']})"
-    return how
-
-
-def _ensemble(update: QAState) -> str:
-    votes = update.get("votes") or {}
-    parts = []
-    if votes:
-        facts = [f"strategy {votes.get('strategy', '?')}"]
-        if isinstance(votes.get("agreement"), int | float):
-            facts.append(f"agreement {votes['agreement']:.2f}")
-        facts += [f"{votes.get('distinct', '?')} distinct answer(s)"]
-        if votes.get("failed"):
-            facts.append(f"{votes['failed']} failed member(s)")
-        parts.append(f'<p class="meta">{_e(", ".join(facts))}</p>')
-        table = [r for r in votes.get("table") or [] if isinstance(r, dict)]
-        extra = list(dict.fromkeys(k for r in table for k in r if k not in ("answer", "votes")))
-        rows = [[r.get("answer"), r.get("votes"), *(_cell(r.get(k)) for k in extra)] for r in table]
-        parts += ["<h3>Vote table</h3>", _table(["answer", "votes", *extra], rows, numeric={1})]
-        if votes.get("ranked"):
-            parts.append(f'<p class="meta">ranked: {_e("; ".join(map(str, votes["ranked"])))}</p>')
-    members = [m for m in update.get("members") or [] if isinstance(m, dict)]
-    if members:
-        rows = [
-            [
-                m.get("model"),
-                m.get("view"),
-                " ".join(map(str, m.get("order") or [])),
-                "; ".join(map(str, m.get("answer") or [])) or "-",
-                ", ".join(map(str, m.get("pmids") or [])),
-                m.get("error") or "",
-                f"{m.get('latency_s') or 0:.2f}",
-                m.get("tokens"),
-            ]
-            for m in members
-        ]
-        header = ["model", "view", "order", "answer", "cites", "error", "latency s", "tokens"]
-        parts += ["<h3>Members</h3>", _table(header, rows, numeric={6, 7})]
-    return "\n".join(parts)
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _costs(steps: list[Step]) -> str:
@@ -409,23 +267,4 @@ def _costs(steps: list[Step]) -> str:
     header = ["node", "steps", "wall s", "calls", "input tokens", "output tokens", "tokens"]
     header.append("call latency s")
     rows = [cells(name, r) for name, r in by_node.items()]
-    return _table(header, rows, numeric=set(range(1, 8)), total=cells("total", total))
-
-
-def _table(
-    header: list[str],
-    rows: list[list[Any]],
-    *,
-    numeric: set[int] | frozenset[int] = frozenset(),
-    total: list[Any] | None = None,
-) -> str:
-    def row(values: list[Any], css: str = "") -> str:
-        tds = "".join(
-            f'<td class="n">{_e(v)}</td>' if i in numeric else f"<td>{_e(v)}</td>"
-            for i, v in enumerate(values)
-        )
-        return f'<tr class="{css}">{tds}</tr>' if css else f"<tr>{tds}</tr>"
-
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join(row(r) for r in rows) + (row(total, "total") if total else "")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return table(header, rows, numeric=set(range(1, 8)), total=cells("total", total))

@@ -39,13 +39,13 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from graphs.chat.conversation import Conversations, Turn, run_turn
 from graphs.describe import (
     DEMO_NOTICE,
-    DESCRIBERS,
     LABELS,
     cited_evidence,
     done_line,
     exact_text,
     retrieved_documents,
     summarize,
+    trace_text,
 )
 from graphs.runtime import InputProblem, build_context, check_question
 from graphs.traces.read import Step, UnknownThread, node_updates
@@ -351,10 +351,5 @@ def _answer(turn: Turn) -> dict[str, Any]:
 
 
 def _step(step: Step) -> dict[str, Any]:
-    describe, covered = DESCRIBERS.get(step["node"], (None, frozenset()))
-    try:
-        lines = describe(step["update"]) if describe else []
-    except (KeyError, TypeError, ValueError) as exc:
-        # A trace from an older run may lack a key the describer expects; the JSON still shows.
-        lines, covered = [f"(could not describe: {type(exc).__name__} {exc})"], frozenset()
+    lines, covered = trace_text(step["node"], step["update"])
     return {**step, "lines": lines, "described": sorted(covered)}

@@ -25,6 +25,7 @@ from nodes.answer_fields import (
 from nodes.context import Context
 from nodes.describing import NodeDescription, describes, plural
 from nodes.ensemble.strategies import StrategyUnavailable, View, strategy_named
+from nodes.ensemble.trace import COVERS, ensemble_trace
 from nodes.ensemble.views import view_seed
 from nodes.ensemble.vote import vote
 from nodes.organize.aggregate import aggregate, answered
@@ -230,5 +231,11 @@ def _ensemble_summary(update: dict[str, Any]) -> list[str]:
 
 describes(
     "ensemble",
-    NodeDescription("ensemble answering", done=_ensemble_done, summary=_ensemble_summary),
+    NodeDescription(
+        "ensemble answering",
+        done=_ensemble_done,
+        summary=_ensemble_summary,
+        trace=ensemble_trace,
+        covers=COVERS,
+    ),
 )

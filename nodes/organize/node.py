@@ -15,6 +15,7 @@ from nodes.context import Context
 from nodes.describing import NodeDescription, describes, plural
 from nodes.organize.aggregate import aggregate, answered
 from nodes.organize.strategies import strategy_named
+from nodes.organize.trace import COVERS, organize_trace
 from nodes.state import QAState
 
 
@@ -54,5 +55,11 @@ def _organize_summary(update: dict[str, Any]) -> list[str]:
 
 describes(
     "organize",
-    NodeDescription("organizing contexts", done=_organize_done, summary=_organize_summary),
+    NodeDescription(
+        "organizing contexts",
+        done=_organize_done,
+        summary=_organize_summary,
+        trace=organize_trace,
+        covers=COVERS,
+    ),
 )

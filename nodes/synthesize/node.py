@@ -33,6 +33,7 @@ from nodes.passages import passages
 from nodes.state import Answer, Attempt, Decision, Passage, QAState
 from nodes.synthesize.confidence import earned_confidence
 from nodes.synthesize.rule import decided, rule_answer
+from nodes.synthesize.trace import COVERS, synthesize_trace
 from prompts import render
 
 
@@ -293,5 +294,7 @@ describes(
         summary=lambda update: (
             [f"confidence {confidence_text(answer)}"] if (answer := update.get("answer")) else []
         ),
+        trace=synthesize_trace,
+        covers=COVERS,
     ),
 )

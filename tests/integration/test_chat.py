@@ -61,7 +61,7 @@ def test_two_turns_a_follow_up_trace_open_and_new(make_context, settings):
     assert "the 2011 lace plant study" in text
     assert text.count("Mitochondria act early in lace plant cell death.") >= 2
     assert "[101] Mitochondria drive programmed cell death in lace plant leaves" in text
-    assert "generate_query" in text and "vote table:" in text  # /trace of the last turn
+    assert "generate_query" in text and "members:" in text  # /trace of the last turn
     assert "Mitochondrial dynamics change early" in text  # /open 101
     assert "PMID 999999 is not in the index" in text
     assert "unknown command /frobnicate" in text and "new conversation chat-" in text

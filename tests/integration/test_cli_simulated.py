@@ -53,5 +53,5 @@ def test_chat_two_turns_trace_open_and_quit(simulated):
     text = proc.stdout
     assert text.count("/trace for every step") == 2  # two answered turns
     assert "read as: simulated" in text  # the follow-up was rewritten (the simulator's words)
-    assert "generate_query" in text and "vote table:" in text  # /trace
+    assert "generate_query" in text and "members:" in text  # /trace
     assert "[21645374]" in text  # /open of a demo-corpus abstract

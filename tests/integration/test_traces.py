@@ -1,6 +1,6 @@
 """A run read back from its SQLite checkpoints, as `quorum trace show` prints it."""
 
-from graphs.describe import DESCRIBERS
+from graphs.describe import trace_text
 from graphs.runtime import run_question
 from graphs.traces.read import node_updates
 from tests.support.fakes import pmids_in, script
@@ -31,18 +31,32 @@ async def test_trace_shows_members_votes_and_the_greedy_resynthesis(make_context
     steps = node_updates(settings, thread)
     shown = {}
     for step in steps:
-        describe, _ = DESCRIBERS.get(step["node"], (None, None))
-        if describe is not None:
-            shown.setdefault(step["node"], []).append(describe(step["update"]))
+        lines, _ = trace_text(step["node"], step["update"])
+        if lines:
+            shown.setdefault(step["node"], []).append(lines)
     (ensemble,) = shown["ensemble"]
     assert ensemble[0].startswith("strategy permute_vote: 5 member call(s), agreement 0.60")
-    member_lines = [line for line in ensemble if " view " in line]
-    assert len(member_lines) == 5 and all(" cites " in line for line in member_lines)
-    assert "vote table:" in ensemble and "    3  yes" in ensemble and "    2  no" in ensemble
+    at = ensemble.index("members:")
+    assert ensemble[at + 1].split() == [
+        "model",
+        "view",
+        "order",
+        "t",
+        "answer",
+        "cites",
+        "error",
+        "latency",
+        "s",
+        "tokens",
+    ]
+    member_lines = [line for line in ensemble[at + 2 : at + 7] if line.startswith("  scripted ")]
+    assert len(member_lines) == 5
+    at = ensemble.index("vote table:")
+    assert [line.split()[:2] for line in ensemble[at + 2 : at + 4]] == [["yes", "3"], ["no", "2"]]
     # The decision synthesis read, with every setting of the strategy that made it.
     decided = "decision (permute_vote, by ensemble): 3 of 5 members answered 'yes' (majority vote)"
     assert decided in ensemble
-    assert any(line.startswith("  settings: models=['scripted'], seed=13") for line in ensemble)
+    assert any(line.startswith("settings: models=['scripted'], seed=13") for line in ensemble)
     first, second = shown["synthesize"]  # low confidence, so a second, greedy attempt
     # The model's own confidence drives the gate; the trace shows it beside the evidence's.
     assert "temperature 0.1" in first[0] and said(first[0], 0.30)

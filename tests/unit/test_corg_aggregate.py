@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from langgraph.runtime import Runtime
 
-from graphs.describe import describe_organize
+from graphs.describe import trace_text
 from graphs.eval.organize import pair_outcomes
 from infra.models import ChatModel
 from infra.settings import ModelSpec
@@ -222,13 +222,15 @@ async def test_corg_writes_the_aggregate_as_the_decision(make_context, settings,
     assert decision["settings"]["relation_chars"] == 2500  # local: 500 x top_k 10 / 2
     assert decision["settings"]["strategy"] == "corg" and decision["settings"]["top_k"] == 10
     # What `quorum trace show` prints of it, after the relations and the groups.
-    lines = describe_organize(update)
+    lines = trace_text("organize", update)[0]
     assert "  stands for: 101, 108" in lines and "  exact: mitochondria" in lines
-    at = lines.index(f"aggregate (corg): {decision['why']}")
+    at = lines.index(f"aggregate (corg, by organize): {decision['why']}")
     assert lines[at + 1 :] == [
-        "  1. mitochondria (support 1.00) [101, 108]",
-        "  order: 101",
-        "  settings: " + ", ".join(f"{k}={v}" for k, v in decision["settings"].items()),
+        "answers:",
+        "  #  answer        support  cites",
+        "  1  mitochondria        1  101, 108",
+        "evidence order: 101",
+        "settings: " + ", ".join(f"{k}={v}" for k, v in decision["settings"].items()),
     ]
     assert "relation_chars=2500" in lines[-1]
 

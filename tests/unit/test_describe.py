@@ -4,11 +4,11 @@ import pytest
 
 from graphs.describe import (
     LABELS,
-    describe_ensemble,
     done_line,
     node_names,
     nodes,
     summarize,
+    trace_text,
 )
 from graphs.qa import build_graph
 from infra.bioasq.types import PHASES
@@ -61,7 +61,7 @@ def test_summaries_give_the_details_behind_a_line():
 
 def test_a_ccv_vote_left_to_the_majority_is_described_not_a_crash():
     votes = {"strategy": "ccv", "ranked": ["a", "b"], "table": [], "ccv": "list answers are voted"}
-    lines = describe_ensemble({"members": [], "votes": votes})
+    lines = trace_text("ensemble", {"members": [], "votes": votes})[0]
     assert "citation-consistent vote: not used (list answers are voted)" in lines
     assert lines[-1] == "ranked: a; b"
 

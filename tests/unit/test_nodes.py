@@ -5,7 +5,7 @@ import json
 import pytest
 from langgraph.runtime import Runtime
 
-from graphs.describe import describe_organize, done_line
+from graphs.describe import done_line, trace_text
 from infra.search.fusion import fuse
 from nodes.ensemble import ensemble
 from nodes.fallback_search import fallback_search
@@ -498,7 +498,7 @@ async def test_organize_with_corg_groups_and_answers_each_group(make_context, se
     ]
     assert len(relation_calls) == graph["calls"]
     # What `quorum trace show` prints of it: every edge with how it was known, then the groups.
-    lines = describe_organize(update)
+    lines = trace_text("organize", update)[0]
     assert lines[0].startswith(f"relation graph: 4 contexts, {graph['calls']} relation calls for 6")
     assert sum("~" in line for line in lines) == 6
     assert any("(mirrored via [1] 101)" in line for line in lines)

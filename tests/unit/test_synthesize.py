@@ -3,7 +3,7 @@
 import pytest
 from langgraph.runtime import Runtime
 
-from graphs.describe import describe_ensemble, describe_synthesize
+from graphs.describe import trace_text
 from nodes.synthesize import synthesize
 from tests.support.fakes import pmids_in, script
 
@@ -73,7 +73,7 @@ async def test_llm_mode_records_when_the_synthesizer_overrides_the_decision(make
     assert update["notes"] == [
         "synthesize: answered 'CFTR; ENaC' over the ccv decision 'ENaC; CFTR'"
     ]
-    assert "  overrode the ensemble's decision" in describe_synthesize(update)
+    assert "  overrode the ensemble's decision" in trace_text("synthesize", update)[0]
 
 
 async def test_vote_mode_makes_the_decision_final_without_a_model_call(
@@ -89,7 +89,7 @@ async def test_vote_mode_makes_the_decision_final_without_a_model_call(
     assert answer["confidence"] == 0.24 and answer["cited"] == ["103"]
     assert answer["source"] == "decision" and answer["rationale"] == DECIDED["why"]
     assert update["attempts"] == [{"round": 0, "temperature": 0.0, "answer": answer, "error": None}]
-    assert describe_synthesize(update)[0].startswith(
+    assert trace_text("synthesize", update)[0][0].startswith(
         "attempt in round 0 the decision is final (synthesis.mode vote, no model call)"
     )
 
@@ -207,8 +207,13 @@ async def test_without_a_decision_synthesis_reads_the_top_contexts(make_context,
 
 
 def test_trace_shows_the_decision_its_order_and_settings():
-    lines = describe_ensemble({"members": [], "votes": MAJORITY, "decision": DECIDED})
+    lines = trace_text("ensemble", {"members": [], "votes": MAJORITY, "decision": DECIDED})[0]
     assert "decision (ccv, by ensemble): CCV: 2 valid citations of 103" in lines
-    assert "  1. ENaC (support 2, cites 103)" in lines
-    assert "  evidence order: 103 101" in lines
-    assert "  settings: members=20, evidence=relaxed" in lines
+    at = lines.index("answers:")
+    assert lines[at + 1 : at + 4] == [
+        "  #  answer  support  cites",
+        "  1  ENaC          2  103",
+        "  2  CFTR          1  101, 102",
+    ]
+    assert "evidence order: 103 101" in lines
+    assert "settings: members=20, evidence=relaxed" in lines

@@ -6,8 +6,10 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+from graphs.describe import trace_blocks
 from graphs.traces.export import export_html
 from infra.files import write_atomic
+from nodes.trace_view import Facts, Lines, Table
 
 EVIL = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -203,10 +205,31 @@ def test_no_svg_without_a_relation_graph():
 
 def test_vote_table_and_members_are_rendered():
     page = export_html(steps(), thread_id="t1", question="q")
-    assert '<td>yes</td><td class="n">7</td><td>[&quot;Yes&quot;]</td>' in page
+    assert '<td>yes</td><td class="n">7</td><td>Yes</td>' in page
     assert f'<td>{ESCAPED}</td><td class="n">1</td>' in page
-    assert "strategy permute_vote, agreement 0.50, 2 distinct answer(s)" in page
-    assert "<td>m2</td><td>1</td><td>102 101</td>" in page
+    assert "strategy permute_vote: 2 member call(s), agreement 0.50, 2 distinct answer(s)" in page
+    assert '<td>m2</td><td class="n">1</td><td>102 101</td>' in page
+
+
+def test_the_page_shows_the_blocks_the_text_view_prints():
+    """One source: every fact, table cell and line of a node's trace blocks is on the page."""
+    page = export_html(steps(), thread_id="t1", question="q")
+    shown = 0
+    for step in steps():
+        blocks, _ = trace_blocks(step["node"], step["update"])
+        for block in blocks:
+            if isinstance(block, Facts):
+                texts = [block.text]
+            elif isinstance(block, Table):
+                texts = [block.title, *block.header, *(c for row in block.rows for c in row)]
+            elif isinstance(block, Lines):
+                texts = list(block.lines)
+            else:
+                texts = [block.summary(), *(block.how(edge) for edge in block.edges)]
+            for text in texts:
+                assert html.escape(text) in page, text
+                shown += 1
+    assert shown > 40
 
 
 def test_costs_per_node_and_in_total():

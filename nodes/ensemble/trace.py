@@ -1,0 +1,89 @@
+"""What the ensemble shows in a trace: its members, the vote, CCV and MoI, then the decision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodes.trace_view import Block, Facts, Table, cell, decision_blocks
+
+COVERS = frozenset({"members", "votes", "decision"})
+"""The update's keys these blocks show (the rest is shown as it is)."""
+
+MEMBER_COLUMNS = ("model", "view", "order", "t", "answer", "cites", "error", "latency s", "tokens")
+
+
+def ensemble_trace(update: dict[str, Any]) -> list[Block]:
+    """Return the ensemble's blocks: facts of the vote, its table, members, CCV, MoI, decision."""
+    votes = update.get("votes") or {}
+    members = [m for m in update.get("members") or [] if isinstance(m, dict)]
+    blocks: list[Block] = []
+    if votes or members:
+        facts = [f"{len(members)} member call(s)"]
+        if isinstance(votes.get("agreement"), int | float):
+            facts.append(f"agreement {votes['agreement']:.2f}")
+        facts.append(f"{votes.get('distinct', '?')} distinct answer(s)")
+        if votes.get("failed"):
+            facts.append(f"{votes['failed']} failed member(s)")
+        blocks.append(Facts(f"strategy {votes.get('strategy', '?')}: {', '.join(facts)}"))
+    table = [r for r in votes.get("table") or [] if isinstance(r, dict)]
+    if table:
+        extra = tuple(dict.fromkeys(k for r in table for k in r if k not in ("answer", "votes")))
+        rows = tuple(
+            (cell(r.get("answer")), cell(r.get("votes")), *(cell(r.get(k)) for k in extra))
+            for r in table
+        )
+        blocks.append(Table("Vote table", ("answer", "votes", *extra), rows, frozenset({1})))
+    if members:
+        blocks.append(Table("Members", MEMBER_COLUMNS, tuple(map(_member, members)), _NUMBERS))
+    blocks += _ccv(votes.get("ccv"))
+    for name, fit in (votes.get("moi") or {}).items():
+        weights = ", ".join(f"{w:.2f}" for w in fit["position_weights"])
+        utilities = ", ".join(f"{p} {u:.2f}" for p, u in fit["utilities"].items())
+        blocks.append(Facts(f"MoI {name}: position weights [{weights}]; utilities {utilities}"))
+        if fit.get("orientation"):
+            blocks.append(Facts(f"MoI {name} oriented by: {fit['orientation']}"))
+        blocks.append(Facts(f"MoI {name} debiased order: {' '.join(fit['order'])}"))
+    if votes:
+        blocks.append(Facts(f"ranked: {'; '.join(map(str, votes.get('ranked') or [])) or '-'}"))
+    return blocks + decision_blocks(update.get("decision"))
+
+
+_NUMBERS = frozenset({1, 3, 7, 8})
+
+
+def _member(m: dict[str, Any]) -> tuple[str, ...]:
+    temperature = m.get("temperature")
+    return (
+        cell(m.get("model")),
+        cell(m.get("view")),
+        " ".join(map(str, m.get("order") or [])),
+        f"{temperature:g}" if isinstance(temperature, int | float) else "",
+        "; ".join(map(str, m.get("answer") or [])) or "-",
+        ", ".join(map(str, m.get("pmids") or [])),
+        cell(m.get("error")),
+        f"{m.get('latency_s') or 0:.2f}",
+        cell(m.get("tokens")),
+    )
+
+
+def _ccv(ccv: Any) -> list[Block]:
+    if isinstance(ccv, str):  # a question type CCV cannot vote on, and why
+        return [Facts(f"citation-consistent vote: not used ({ccv})")]
+    if not ccv:
+        return []
+    rows = tuple(
+        (cell(r["score"]), cell(r["frequency"]), cell(r["pmid"]), cell(r["answer"]))
+        for r in ccv["table"]
+    )
+    return [
+        Facts(
+            f"citation-consistent vote ({ccv['evidence']}): winner {ccv['winner']!r}, "
+            f"citation agreement {ccv['citation_agreement']:.2f}"
+        ),
+        Table(
+            "Citation-consistent vote",
+            ("score", "said", "cites", "answer"),
+            rows,
+            frozenset({0, 1}),
+        ),
+    ]

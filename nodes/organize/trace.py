@@ -1,0 +1,43 @@
+"""What organize shows in a trace: the relation graph, the groups, then the aggregate's decision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodes.trace_view import Block, Lines, RelationGraph, Table, decision_blocks
+
+COVERS = frozenset({"relation_graph", "relations", "groups", "decision"})
+"""The update's keys these blocks show (the rest is shown as it is)."""
+
+
+def organize_trace(update: dict[str, Any]) -> list[Block]:
+    """Return organize's blocks: relations (as a graph when CORG built one), groups, decision."""
+    blocks: list[Block] = []
+    if graph := update.get("relation_graph"):
+        blocks.append(RelationGraph.of(graph))
+    elif update.get("relations"):
+        rows = tuple(
+            (
+                str(r["a"]),
+                str(r["b"]),
+                str(r["label"]),
+                "applied" if r.get("applied", True) else "not applied",
+            )
+            for r in update["relations"]
+        )
+        blocks.append(Table("Relations", ("context", "context", "label", "state"), rows))
+    groups = []
+    for number, group in enumerate(update.get("groups") or [], 1):
+        groups.append(f"group {number}: {', '.join(group['pmids'])}")
+        if group.get("question"):
+            groups.append(f"  asks: {group['question']}")
+        cited = f" [{', '.join(group['cited'])}]" if group.get("cited") else ""
+        answer = group.get("answer") or f"(no answer: {group.get('error') or 'empty'})"
+        groups.append(f"  answer: {answer}{cited}")
+        if group.get("exact"):
+            groups.append(f"  exact: {'; '.join(group['exact'])}")
+        if len(group.get("covers") or []) > len(group["pmids"]):
+            groups.append(f"  stands for: {', '.join(group['covers'])}")
+    if groups:
+        blocks.append(Lines(tuple(groups)))
+    return blocks + decision_blocks(update.get("decision"), title="aggregate")
