@@ -91,6 +91,7 @@ def sync(
     from infra.pubmed.mirror import Mirror, SyncError, mirror_url
     from infra.pubmed.sync import SyncProgress, SyncState, SyncSummary, plan
     from infra.pubmed.sync import sync as run_sync
+    from nodes.describing import plural
 
     if backend is not None and backend not in BACKENDS:
         raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")
@@ -124,7 +125,8 @@ def sync(
         todo, summary.already = plan(files, state, until)
         if todo:
             err.print(
-                f"pubmed sync: {len(todo):,} files to fetch and apply from {base} into {where}",
+                f"pubmed sync: {plural(len(todo), 'file')} to fetch and apply from {base} "
+                f"into {where}",
                 markup=False,
             )
         with _progress_shown(progress):
@@ -152,10 +154,13 @@ def sync(
 
 
 def _report(summary, as_json: bool, where: str) -> None:
+    from nodes.describing import plural
+
     err.print(
-        f"pubmed sync: applied {summary.files_applied:,} files ({summary.files_downloaded:,} "
-        f"downloaded), {summary.records:,} records, {summary.deleted:,} deleted, "
-        f"{summary.skipped:,} left out; {summary.already:,} files applied before; into {where}",
+        f"pubmed sync: applied {plural(summary.files_applied, 'file')} "
+        f"({summary.files_downloaded:,} downloaded), {plural(summary.records, 'record')}, "
+        f"{summary.deleted:,} deleted, {summary.skipped:,} left out; "
+        f"{plural(summary.already, 'file')} applied before; into {where}",
         markup=False,
     )
     if as_json:
@@ -191,7 +196,10 @@ class _Applier:
                 on_reject=lambda why: err.print(f"skipped {why}", markup=False),
             )
         except SourceError as exc:  # verified against its MD5, yet unreadable: the mirror's fault
-            raise SyncError(f"{exc}; the files before it stay applied") from None
+            raise SyncError(
+                f"{exc} (the file matches its published MD5: the mirror serves it so); the files "
+                "before it stay applied"
+            ) from None
         self.applied_any = True
         return Applied(report.upserted, report.deleted, len(report.rejected))
 

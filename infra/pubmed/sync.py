@@ -173,6 +173,7 @@ def sync(
 
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="pubmed-fetch")
     futures: list[Future[str]] = []
+    interrupted = False
     try:
         for i, remote in enumerate(todo):
             while len(futures) < min(len(todo), i + window):
@@ -189,7 +190,12 @@ def sync(
                 path.unlink(missing_ok=True)
                 (folder / (remote.name + ".md5")).unlink(missing_ok=True)
             progress.add(files_done=1)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
+        # Interrupted, leave at once: a transfer blocked in a read would hold the exit for up to
+        # its timeout; it stops at its next chunk, its .part kept for the next run.
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
     return summary

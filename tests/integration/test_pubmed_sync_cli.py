@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from infra.search.embedded import EmbeddedIndex
-from tests.support.cli import QUORUM, quorum_env
+from infra.simulate.server import SimulatedEndpoint
+from tests.support.cli import QUORUM, quorum_env, run_quorum, simulated_env
 
 
 def article(pmid: str, title: str, abstract: str) -> str:
@@ -406,3 +407,44 @@ def test_killed_mid_file_resumes_without_fetching_a_finished_file_twice(tmp_path
         ncbi.release.set()
         ncbi.httpd.shutdown()
         ncbi.httpd.server_close()
+
+
+def test_an_index_synced_without_embeddings_answers_at_once_in_bm25_order(tmp_path, ncbi):
+    home = tmp_path / "home"
+    assert sync(home, ncbi).returncode == 0
+    question = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
+    with SimulatedEndpoint(0.0) as endpoint:
+        env = simulated_env(endpoint.base_url, home, QUORUM_MODELS__CACHE="off")
+        asked = run_quorum(env, "ask", question, "--index", "pm", "--json", timeout=300)
+        assert asked.returncode == 0, asked.stderr
+        answer = json.loads(asked.stdout)
+        steps = run_quorum(env, "trace", "show", answer["thread_id"], "--json", timeout=120)
+    assert steps.returncode == 0, steps.stderr
+    assert set(answer["documents"]) == {"1", "2", "4", "6"}  # 3 and 5 were deleted
+    updates = json.loads(steps.stdout)
+    searched_last = [s["update"] for s in updates if s["node"] == "search"][-1]
+    rerank = next(s["update"] for s in updates if s["node"] == "rerank")
+    assert "rerank: the index stores no document vectors; kept BM25 order" in rerank["notes"]
+    assert [p for p, _ in rerank["ranked"]] == [p for p, _ in searched_last["candidates"]]
+
+
+def test_elasticsearch_takes_the_same_sync(tmp_path, ncbi, es_url, new_name):
+    from infra.search.elastic import ElasticIndex
+
+    home, name = tmp_path / "home", new_name()
+    args = ("--backend", "elasticsearch", "--index", name)
+    es = {"QUORUM_SEARCH__ELASTICSEARCH_URL": es_url}
+    done = sync(home, ncbi, *args, **es)
+    assert done.returncode == 0, done.stderr
+    assert summary(done) == {
+        "files_downloaded": 4, "files_applied": 4, "records": 7, "deleted": 2, "skipped": 0
+    }  # fmt: skip
+    index = ElasticIndex(es_url, name)
+    assert sorted(index.search("mitochondria", 20).pmids, key=int) == ["1", "2", "4", "6"]
+    assert {d["pmid"]: d["title"] for d in index.fetch(["2", "3", "5"])} == {
+        "2": "Revised lace plant title"
+    }
+    again = sync(home, ncbi, *args, **es)
+    assert again.returncode == 0, again.stderr
+    assert summary(again)["files_downloaded"] == 0 and summary(again)["files_applied"] == 0
+    assert (home / "pubmed" / f"elasticsearch-{name}" / "state.json").exists()
