@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer
 
 from graphs.routers import after_fallback, after_synthesis, needs_refinement
-from infra.bioasq.types import PHASES, RETRIEVING_PHASES
+from infra.bioasq.types import RETRIEVING_PHASES, check_phase
 from nodes.context import Context
 from nodes.ensemble import ensemble
 from nodes.fallback_search import fallback_search
@@ -68,8 +68,7 @@ def build_graph(
             snippets only); "B" starts from the question's given snippets (no search).
         default_context: Builds the Context for runs started without one (`langgraph dev`).
     """
-    if phase not in PHASES:
-        raise ValueError(f"unknown phase {phase!r}; choose one of {', '.join(PHASES)}")
+    phase = check_phase(phase)
     builder = StateGraph(
         QAState,
         context_schema=ServerContext if default_context else Context,
@@ -103,12 +102,9 @@ def build_graph(
         add(given_evidence)
         builder.add_edge(START, "given_evidence")
         builder.add_edge("given_evidence", "organize")
-        # Phase B never searches elsewhere (its bounds allow no fallback round).
-        builder.add_conditional_edges(
-            "synthesize",
-            after_synthesis,
-            {"synthesize": "synthesize", "finalize": "finalize", "fallback_search": "finalize"},
-        )
+        # No fallback node: given_evidence's bounds allow no fallback round, so the router
+        # never asks for one (were it to, LangGraph would fail the run, not search).
+        builder.add_conditional_edges("synthesize", after_synthesis, ["synthesize", "finalize"])
         return builder.compile(checkpointer=checkpointer, name="quorum-qa-phase-b")
     add(fallback_search)
     builder.add_edge("rerank", "organize")

@@ -18,7 +18,7 @@ from graphs.cli.common import (
     settings_for,
     write_json,
 )
-from infra.bioasq.types import ANSWERING_PHASES, PHASES, RETRIEVING_PHASES
+from infra.bioasq.types import ANSWERING_PHASES, RETRIEVING_PHASES, check_phase
 
 bioasq_app = typer.Typer(no_args_is_help=True, help="BioASQ Task B: run, validate, evaluate.")
 
@@ -54,8 +54,7 @@ def bioasq_run(
     """Answer a test set; killed and re-run, it resumes where its journal ends."""
     from graphs.inputs import load_testset
 
-    if phase not in PHASES:
-        raise CliError(f"unknown --phase {phase!r}; choose one of {', '.join(PHASES)}")
+    phase = _phase(phase)
     if no_llm and phase != "A":
         raise CliError(f"--no-llm runs phase A only (phase {phase} answers with a model)")
     if not input_path.is_file():
@@ -150,8 +149,7 @@ def bioasq_validate(
     """One line per problem, exit 1 when there is any; silence and exit 0 when it is valid."""
     from infra.bioasq.validate import validate_file
 
-    if phase is not None and phase not in PHASES:
-        raise CliError(f"unknown --phase {phase!r}; choose one of {', '.join(PHASES)}")
+    phase = _phase(phase) if phase is not None else None
     if not submission.is_file():
         raise CliError(f"{submission}: no such file")
     if input_path is not None and not input_path.is_file():
@@ -236,8 +234,7 @@ def bioasq_eval(
     from infra.bioasq.formats import FormatError
     from infra.bioasq.measures import evaluate_phase_a, evaluate_phase_b
 
-    if phase not in PHASES:
-        raise CliError(f"unknown --phase {phase!r}; choose one of {', '.join(PHASES)}")
+    phase = _phase(phase)
     data = []
     for path in (gold, submission):
         if not path.is_file():
@@ -325,3 +322,11 @@ def bioasq_report(
     err.print(
         f"report for {figures['questions']} question(s) in {target}: {', '.join(figures['files'])}"
     )
+
+
+def _phase(value: str) -> str:
+    """Return --phase as PHASES spells it, or the one-line error for an unknown one."""
+    try:
+        return check_phase(value, name="--phase")
+    except ValueError as exc:
+        raise CliError(str(exc)) from None

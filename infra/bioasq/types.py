@@ -14,6 +14,17 @@ RETRIEVING_PHASES = ("A", "A+")
 ANSWERING_PHASES = ("A+", "B")
 """The phases that answer the question (exact and ideal answers)."""
 
+
+def check_phase(phase: str, *, name: str = "phase") -> str:
+    """Return a phase as PHASES spells it ("a+" reads as "A+").
+
+    Raises:
+        ValueError: "unknown phase 'C'; choose one of A, A+, B" (`name` in place of "phase").
+    """
+    if phase.upper() not in PHASES:
+        raise ValueError(f"unknown {name} {phase!r}; choose one of {', '.join(PHASES)}")
+    return phase.upper()
+
 _YESNO = re.compile(
     r"^(is|are|was|were|do|does|did|can|could|should|has|have|had|will|would|may|might|must)\b",
     re.I,

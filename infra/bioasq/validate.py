@@ -29,7 +29,7 @@ from infra.bioasq.contract import (
     is_insufficient,
 )
 from infra.bioasq.formats import FormatError
-from infra.bioasq.types import PHASES, QUESTION_TYPES
+from infra.bioasq.types import QUESTION_TYPES, check_phase
 from infra.bioasq.urls import PUBMED_URL, pubmed_url, written_form_problem
 
 MAX_DOCUMENTS = 10
@@ -109,10 +109,8 @@ def validate_submission(
         ValueError: an unknown phase.
         FormatError: a test set without an id and a type for every question.
     """
-    if phase is not None and phase.upper() not in PHASES:
-        raise ValueError(f"unknown phase {phase!r}; choose one of {', '.join(PHASES)}")
     check = _Checker(
-        phase=phase.upper() if phase else None,
+        phase=check_phase(phase) if phase else None,
         types=_testset_types(testset) if testset is not None else None,
         texts=texts or {},
     )
