@@ -2,11 +2,13 @@
 baseline/ and updatefiles/ with HTML listings and .md5 files; a corrupt file, a transfer cut
 short, a 404, a server that stalls, a kill mid-file, revisions and deletions in an update."""
 
+import fcntl
 import gzip
 import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import threading
@@ -273,6 +275,12 @@ def test_until_stops_at_the_named_file_and_an_unknown_one_is_wrong_input(tmp_pat
     assert done.returncode == 0, done.stderr
     assert summary(done)["files_applied"] == 2 and state(home) == [B1, B2]
     assert sorted(searched(home, "mitochondria"), key=int) == ["1", "2", "3", "4"]
+    # The index gone, its recorded files are applied again rather than trusted.
+    shutil.rmtree(home / "indexes" / "pm")
+    rebuilt = sync(home, ncbi, "--until", "pubmed25n0002.xml.gz")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "index embedded:pm does not exist; applying the 2 files recorded" in rebuilt.stderr
+    assert summary(rebuilt)["files_applied"] == 2 and summary(rebuilt)["records"] == 4
     bad = sync(home, ncbi, "--until", "pubmed19n0999.xml.gz")
     assert bad.returncode == 2 and bad.stdout == ""
     assert "--until 'pubmed19n0999.xml.gz': the mirror lists no such file" in bad.stderr
@@ -355,6 +363,18 @@ def test_wrong_input_is_one_line_and_exit_2(tmp_path, ncbi):
         )  # fmt: skip
         assert done.returncode == 2, done.stderr
         assert words in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_second_sync_into_the_same_index_waits_its_turn(tmp_path, ncbi):
+    home = tmp_path / "home"
+    folder = home / "pubmed" / "embedded-pm"
+    folder.mkdir(parents=True)
+    with open(folder / "lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        done = sync(home, ncbi)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "another `quorum pubmed sync` into embedded:pm is running" in done.stderr
+    assert ncbi.requests == []
 
 
 def test_a_mirror_that_is_down_is_exit_1(tmp_path):

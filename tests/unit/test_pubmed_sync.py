@@ -300,3 +300,17 @@ def test_sync_applies_in_file_order_and_stops_at_the_first_bad_file(tmp_path):
         not (tmp_path / "dl" / names[2]).exists()
         and not (tmp_path / "dl" / (names[2] + ".part")).exists()
     )
+
+
+def test_progress_off_a_terminal_names_files_bytes_records_and_eta():
+    from graphs.cli.pubmed import _progress_shown
+    from infra.pubmed.sync import SyncProgress
+
+    progress = SyncProgress(total=4)
+    shown = _progress_shown(progress)
+    assert "ETA" not in shown.describe()  # no file applied yet: no rate to go by
+    progress.started -= 30
+    progress.add(files_done=1, bytes=3 * 1024 * 1024, records=1200, deleted=3)
+    line = shown.describe()
+    assert line.startswith("pubmed sync: 1/4 files, 3.0 MB downloaded, 1,200 records, 3 deleted")
+    assert "ETA 1 m 30 s" in line
