@@ -17,7 +17,7 @@ from scipy.stats import spearmanr
 
 from graphs.eval.controls import CORG, Arm
 from graphs.eval.datasets import MethodCase, is_correct
-from graphs.eval.organize import (
+from graphs.eval.organize_measures import (
     answered_confidently,
     answered_plurally_or_below_gate,
     pair_outcomes,

@@ -5,18 +5,20 @@ import pytest
 from graphs.eval import datasets
 from graphs.eval.datasets import MethodCase, Passage
 from graphs.eval.organize import (
-    GATE,
     Case,
+    evaluate_organize,
+    load_cases,
+    score_case,
+    without_counterfactual,
+)
+from graphs.eval.organize_measures import (
+    GATE,
     answered_confidently,
     answered_plurally_or_below_gate,
     disambig_f1,
-    evaluate_organize,
-    load_cases,
     organization_scores,
-    score_case,
     span_f1,
     token_recall,
-    without_counterfactual,
 )
 from infra.bioasq.formats import FormatError
 from nodes.organize.aggregate import aggregate
