@@ -20,12 +20,12 @@ import numpy as np
 
 from graphs.bioasq.run import journal_path
 from graphs.describe import measure_text
-from graphs.eval.answers import mcnemar
 from infra.bioasq.formats import FormatError
 from infra.bioasq.measures import challenge_version, evaluate_phase_a, evaluate_phase_b
 from infra.bioasq.measures.parsed import pairs
 from infra.bioasq.types import ANSWERING_PHASES, RETRIEVING_PHASES
 from infra.files import check_target, write_atomic
+from infra.stats import mcnemar
 
 BOOTSTRAP_SAMPLES = 10_000
 # The per-question measure each type is judged by, and the column it is shown in.

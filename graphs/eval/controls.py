@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from graphs.eval.answers import paired, wilson
 from infra.settings import Settings
 from infra.settings.methods import OrganizeSettings
+from infra.stats import paired, wilson
 
 CORG = "corg"
 CORG_ENSEMBLE = "single"

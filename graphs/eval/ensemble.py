@@ -31,7 +31,6 @@ from tqdm import tqdm
 
 from graphs.eval.answers import (
     exact_match,
-    mcnemar,
     normalize,
     substring_match,
     token_f1,
@@ -42,6 +41,7 @@ from infra.search.embedded import EmbeddedIndex
 from infra.search.keywords import keyword_query
 from infra.search.query import QueryError
 from infra.settings import Settings
+from infra.stats import mcnemar
 from nodes.context import Context
 from nodes.ensemble import StrategyUnavailable, ensemble
 from nodes.records import call_tokens

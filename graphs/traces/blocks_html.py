@@ -37,7 +37,10 @@ def blocks_html(blocks: Iterable[Block]) -> str:
         elif isinstance(block, Lines):
             parts.append(f"<pre>{e(chr(10).join(block.lines))}</pre>")
         elif isinstance(block, Table):
-            parts += [f"<h3>{e(block.title)}</h3>", table(block.header, block.rows, numeric=block.numeric)]
+            parts += [
+                f"<h3>{e(block.title)}</h3>",
+                table(block.header, block.rows, numeric=block.numeric),
+            ]
         else:
             parts += ["<h3>Relation graph</h3>", _relation_graph(block)]
     return "\n".join(parts)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from graphs.eval.answers import paired, wilson
 from graphs.eval.datasets import MethodCase, Passage
 from graphs.eval.method_rows import corg_measures
+from infra.stats import paired, wilson
 
 
 def test_wilson_interval_holds_the_proportion_and_narrows_with_n():

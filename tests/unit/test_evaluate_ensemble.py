@@ -6,7 +6,6 @@ import pytest
 
 from graphs.eval.answers import (
     exact_match,
-    mcnemar,
     normalize,
     substring_match,
     token_f1,
@@ -22,6 +21,7 @@ from graphs.eval.ensemble import (
     with_models,
 )
 from infra.bioasq.formats import FormatError
+from infra.stats import mcnemar
 from nodes.ensemble.views import permuted_views, view_seed
 from tests.support.data import GOLDEN, NQ
 from tests.support.fakes import pmids_in, script

@@ -85,6 +85,21 @@ def test_no_import_circle():
     assert circles == []
 
 
+LAB_COMMANDS = ("graphs.cli.eval", "graphs.cli.eval_methods", "graphs.cli.bench", "graphs.cli.train")
+"""The commands that run the lab: the only modules outside it that may import it."""
+
+
+def test_nothing_in_the_product_imports_the_lab():
+    product = [m for m in MODULES if not m.startswith(LAB) and m not in LAB_COMMANDS]
+    entering = [
+        f"{name} imports {target}"
+        for name in product
+        for target in sorted(GRAPH[name])
+        if target.startswith(LAB)
+    ]
+    assert entering == []
+
+
 def test_the_answering_path_never_enters_the_lab():
     reached, todo = set(), list(ANSWERING)
     while todo:
