@@ -113,6 +113,7 @@ def sync(
     summary = SyncSummary()
     progress = SyncProgress()
     applier = _Applier(settings, embeddings, progress)
+    failure: tuple[str, int] | None = None
     try:
         files = client.list_files()
         if state.applied and not _index_exists(settings):
@@ -142,15 +143,17 @@ def sync(
                 progress=progress,
             )
     except SyncError as exc:
-        _report(summary, as_json, where)
-        fail(str(exc), 1)
+        failure = str(exc), 1
     except KeyboardInterrupt:
-        _report(summary, as_json, where)
-        fail("interrupted; run the same command again to resume", 130)
+        failure = "interrupted; run the same command again to resume", 130
     finally:
+        # Before any exit: fail() leaves at once, and Elasticsearch's writer puts the index's
+        # refresh and replicas back when it closes.
         applier.close()
         client.close()
     _report(summary, as_json, where)
+    if failure is not None:
+        fail(*failure)
 
 
 def _report(summary, as_json: bool, where: str) -> None:

@@ -468,3 +468,24 @@ def test_elasticsearch_takes_the_same_sync(tmp_path, ncbi, es_url, new_name):
     assert again.returncode == 0, again.stderr
     assert summary(again)["files_downloaded"] == 0 and summary(again)["files_applied"] == 0
     assert (home / "pubmed" / f"elasticsearch-{name}" / "state.json").exists()
+
+
+def test_a_failed_sync_into_elasticsearch_leaves_what_it_applied_searchable(
+    tmp_path, ncbi, es_url, new_name, admin
+):
+    from infra.search.elastic import ElasticIndex
+
+    name = new_name()
+    (ncbi.root / "updatefiles" / (U1 + ".md5")).write_text(f"MD5({U1})= {'0' * 32}\n")
+    done = sync(
+        tmp_path / "home",
+        ncbi,
+        *("--backend", "elasticsearch", "--index", name),
+        QUORUM_SEARCH__ELASTICSEARCH_URL=es_url,
+    )
+    assert done.returncode == 1 and f"{U1}: MD5 mismatch" in done.stderr
+    # The bulk load ended before the exit: refresh is back on and the baseline shows.
+    index_settings = admin.indices.get_settings(index=name)[name]["settings"]["index"]
+    assert index_settings.get("refresh_interval") != "-1"
+    index = ElasticIndex(es_url, name)
+    assert sorted(index.search("mitochondria", 20).pmids, key=int) == ["1", "2", "3", "4", "5"]
