@@ -1,4 +1,4 @@
-"""The Elasticsearch engine: BM25 over title, abstract and MeSH, cosine over stored vectors.
+"""The Elasticsearch engine: BM25 over title + abstract (`text`) and MeSH, cosine over vectors.
 
 Text is analyzed on the client exactly as the embedded engine analyzes it (`elastic_schema`),
 so both engines find the same documents on any server; parsed queries compile to a small, safe
@@ -30,7 +30,7 @@ from infra.search.elastic_schema import (
     vector_field_name,
 )
 from infra.search.elastic_vectors import HIT_FIELDS, IDS_ONLY, PAGE, VectorSearch, hit_scores
-from infra.search.query import QueryError, parse_query
+from infra.search.query import COMBINED, QueryError, parse_query
 from infra.settings import INDEX_NAME, INDEX_NAME_RULE
 
 MAX_HITS = 100_000  # search() pages at most MAX_HITS / PAGE times
@@ -159,9 +159,18 @@ class ElasticIndex(VectorSearch, BulkLoading):
 
     def compile(self, query: str) -> dict[str, Any]:
         """Parse a quorum query and compile it to query DSL (QueryError when it may not run)."""
+        node = parse_query(query)
         return to_elasticsearch(
-            parse_query(query), max_prefix_expansions=self.max_prefix_expansions
+            node, max_prefix_expansions=self.max_prefix_expansions, combined=self.combined
         )
+
+    @property
+    def combined(self) -> bool:
+        """Tell whether unqualified words score one title + abstract field (`text`).
+
+        An index made before it had one scores the two fields, as it did.
+        """
+        return COMBINED in self._properties()
 
     def search(self, query: str, limit: int) -> SearchResult:
         """Return the top `limit` BM25 hits, best first, with the total match count."""

@@ -9,27 +9,37 @@ never reaches `query_string`, scripts or other indexes.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from infra.search.analysis import analyze
-from infra.search.query import Bool, Node, Phrase, Term
+from infra.search.query import Bool, Node, Phrase, Term, searched_fields
 
 NOTHING: dict[str, Any] = {"match_none": {}}
 
 
-def to_elasticsearch(node: Node, *, max_prefix_expansions: int = 64) -> dict[str, Any]:
-    """Compile a parsed query to query DSL (bool, match, match_phrase, prefix, fuzzy)."""
+def to_elasticsearch(
+    node: Node, *, max_prefix_expansions: int = 64, combined: bool = True
+) -> dict[str, Any]:
+    """Compile a parsed query to query DSL (bool, match, match_phrase, prefix, fuzzy).
+
+    `combined`: title + abstract are searched as the one `text` field (False for an index made
+    before it had one).
+    """
     if isinstance(node, Bool):
         body: dict[str, Any] = {}
         for occur in ("must", "should", "must_not"):
             if clauses := getattr(node, occur):
                 body[occur] = [
-                    to_elasticsearch(n, max_prefix_expansions=max_prefix_expansions)
+                    to_elasticsearch(
+                        n, max_prefix_expansions=max_prefix_expansions, combined=combined
+                    )
                     for n in clauses
                 ]
         if node.should and not node.must:
             body["minimum_should_match"] = 1
         return {"bool": body}
+    node = replace(node, fields=searched_fields(node.fields, combined))
     if isinstance(node, Term) and node.prefix:
         # Like embedded: the lowercased prefix, unstemmed, against the indexed stems. NOTE: past
         # the cap the two keep different terms (embedded: most frequent over all fields; here:

@@ -2,8 +2,10 @@
 
 `title`, `abstract` and `mesh` hold the en_stem terms of the text (`infra.search.analysis`),
 space-joined and split again by the prebuilt `whitespace` analyzer, so positions survive and
-phrases work. The integ-test distribution has no analysis-common (no `english` analyzer, no
-stemmer, no `whitespace` tokenizer for a custom analyzer), but the prebuilt analyzer is in core.
+phrases work; `title` and `abstract` are copied into `text`, the one field unqualified words are
+scored against (an index made before it has no `text`: its queries score the two fields). The
+integ-test distribution has no analysis-common (no `english` analyzer, no stemmer, no
+`whitespace` tokenizer for a custom analyzer), but the prebuilt analyzer is in core.
 The text as given is kept under `original` (in `_source` only, never indexed) for `fetch`.
 Vectors are a `dense_vector` whose `index_options` type is `search.elasticsearch_vector_index`
 (flat float32 by default; int8 and bbq quantize them), the model that made them named in
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from infra.search.analysis import VERSION, analyze
+from infra.search.query import COMBINED
 
 ANALYZER = "whitespace"
 META_KEY = "quorum_analysis"
@@ -57,11 +60,15 @@ def mappings(
 ) -> dict[str, Any]:
     """Return the mappings of a new index (with `dims`-dimensional vectors when given)."""
     stems = {"type": "text", "analyzer": ANALYZER}
+    # title and abstract are copied into one field, as two values: the embedded engine's `text`
+    # (tantivy leaves a gap of one position between a field's values; so does this gap).
+    combined = {**stems, "position_increment_gap": 1}
     properties: dict[str, Any] = {
         "pmid": {"type": "keyword"},
-        "title": stems,
-        "abstract": stems,
-        "mesh": stems,
+        "title": {**stems, "copy_to": COMBINED},
+        "abstract": {**stems, "copy_to": COMBINED},
+        COMBINED: combined,
+        "mesh": dict(stems),
         "original": {"type": "object", "enabled": False},
         "year": {"type": "integer"},
         "journal": {"type": "keyword", "ignore_above": 512},

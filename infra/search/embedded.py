@@ -20,8 +20,17 @@ from infra.search.embedded_layout import (
     mapped,
     pmids_file,
 )
+from infra.search.embedded_schema import has_combined
 from infra.search.embedded_store import build_fresh, open_layout
-from infra.search.query import Bool, Node, Phrase, QueryError, Term, parse_query
+from infra.search.query import (
+    Bool,
+    Node,
+    Phrase,
+    QueryError,
+    Term,
+    parse_query,
+    searched_fields,
+)
 
 _SPECIAL = set("+-&|!(){}[]^\"~*?:\\/<>=' ")
 _KEYWORDS = frozenset({"IN", "TO", "AND", "OR", "NOT"})
@@ -39,6 +48,8 @@ class EmbeddedIndex:
         self.path = Path(path)
         self._index, self.meta, rows = open_layout(self.path)
         self._schema = self._index.schema
+        self.combined = has_combined(self._schema)
+        """Unqualified words score one title + abstract field (False: an index built before it)."""
         self._searcher = self._index.searcher()
         width = int(self.meta["pmid_width"])
         self._pmids = mapped(self.path / pmids_file(width), f"S{width}", (rows,))
@@ -210,14 +221,17 @@ class EmbeddedIndex:
             text = f'"{words}"' if quoted else words
             if isinstance(node, Phrase) and node.slop:
                 text += f"~{node.slop}"
-            query = self._index.parse_query(text, list(node.fields))
+            query = self._index.parse_query(text, list(self._fields(node)))
         if query is not None and node.boost:
             query = tantivy.Query.boost_query(query, float(node.boost))
         return query
 
+    def _fields(self, node: Term | Phrase) -> tuple[str, ...]:
+        return searched_fields(node.fields, self.combined)
+
     def _prefix(self, term: Term) -> tantivy.Query | None:
         found: dict[tuple[str, str], int] = {}
-        for field in term.fields:
+        for field in self._fields(term):
             for word, freq in self._searcher.terms_with_prefix(field, term.text):
                 found[(field, word)] = freq
         best = sorted(found, key=lambda key: -found[key])[: self._max_prefix]
@@ -233,7 +247,7 @@ class EmbeddedIndex:
             _any(
                 [
                     tantivy.Query.fuzzy_term_query(self._schema, f, tok, term.fuzzy)
-                    for f in term.fields
+                    for f in self._fields(term)
                 ]
             )
             for tok in tokens

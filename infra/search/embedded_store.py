@@ -1,7 +1,8 @@
 """On-disk layout of the embedded engine, and its writer.
 
 An index directory holds:
-  tantivy/      BM25 index: pmid, title, abstract, mesh, journal, year, row (fast field)
+  tantivy/      BM25 index: pmid, title, abstract, text (both), mesh, journal, year, row
+                (`embedded_schema`)
   pmids.S<w>, lookup.*, vectors.i8, scales.f32
                 the memory-mapped arrays of `embedded_layout` (row → PMID, PMID → row, vectors)
   meta.json     dims, embedding model, committed rows (+ rows of a commit in flight), the PMID
@@ -40,25 +41,13 @@ from infra.search.embedded_layout import (
     write_meta,
 )
 from infra.search.embedded_reembed import Reembedding, finish_swap
+from infra.search.embedded_schema import document, has_combined, schema
 from infra.search.unembedded import Unembedded
 
 RESORT_AT = 1_000_000
 """Rows written since the lookup was sorted that make a commit sort it again (each `close`
 does): readers keep those rows in a dict, so it stays small, and re-sorting only when the tail
 reaches max(this, the sorted rows) keeps the total sorting work linear in the rows."""
-
-
-def schema() -> tantivy.Schema:
-    """Return the tantivy schema of an embedded index."""
-    builder = tantivy.SchemaBuilder()
-    builder.add_text_field("pmid", stored=True, tokenizer_name="raw")
-    builder.add_text_field("title", stored=True, tokenizer_name="en_stem")
-    builder.add_text_field("abstract", stored=True, tokenizer_name="en_stem")
-    builder.add_text_field("mesh", stored=True, tokenizer_name="en_stem")
-    builder.add_text_field("journal", stored=True, tokenizer_name="raw")
-    builder.add_integer_field("year", stored=True, indexed=True, fast=True)
-    builder.add_unsigned_field("row", stored=True, indexed=True, fast=True)
-    return builder.build()
 
 
 def read_meta(path: Path) -> dict[str, Any]:
@@ -129,6 +118,7 @@ class EmbeddedWriter:
                 },
             )
         self._index, self.meta, self.rows = open_layout(self.path)
+        self._combined = has_combined(self._index.schema)  # older indexes: title, abstract only
         self.dims = self.meta["dims"]
         self._truncate(self.rows)
         # Every core indexes (tantivy splits its heap among its threads, at least 15 MB each).
@@ -174,12 +164,14 @@ class EmbeddedWriter:
         latest = {str(doc["pmid"]): i for i, doc in enumerate(docs)}
         order = sorted(latest.values())
         # Build every document first: a bad one must fail the batch before any row is written.
-        built = [self._document(docs[i], self._next + k) for k, i in enumerate(order)]
+        built = [
+            document(docs[i], self._next + k, combined=self._combined) for k, i in enumerate(order)
+        ]
         pmids = [str(docs[i]["pmid"]).encode("utf-8") for i in order]
         self._widen(max((len(p) for p in pmids), default=0))
-        for pmid, document in zip(pmids, built, strict=True):
+        for pmid, written in zip(pmids, built, strict=True):
             self._writer.delete_documents_by_term("pmid", pmid.decode("utf-8"))
-            self._writer.add_document(document)
+            self._writer.add_document(written)
         self._pmids.write(np.array(pmids, dtype=f"S{self._width}").tobytes())
         if self.dims and self._embedded == self._next and np.any(vectors[order], axis=1).all():
             self._embedded += len(order)  # still contiguous: nothing for `quorum embed` here
@@ -206,22 +198,6 @@ class EmbeddedWriter:
         write_meta(self.path, self.meta)
         stale.unlink()
         self._pmids = open(self.path / pmids_file(needed), "ab")  # noqa: SIM115
-
-    @staticmethod
-    def _document(doc: dict[str, Any], row: int) -> tantivy.Document:
-        year = int(doc.get("year") or 0)
-        if not -(2**63) <= year < 2**63:
-            raise ValueError(f"PMID {doc['pmid']}: year {year} is out of range")
-        document = tantivy.Document(
-            pmid=str(doc["pmid"]),
-            title=doc.get("title") or "",
-            abstract=doc.get("abstract") or "",
-            mesh=" ; ".join(doc.get("mesh") or []),
-            journal=doc.get("journal") or "",
-        )
-        document.add_integer("year", year)
-        document.add_unsigned("row", row)
-        return document
 
     def delete(self, pmids: Sequence[str]) -> int:
         """Delete documents by PMID; return how many were in the index as of the last commit."""

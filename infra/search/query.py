@@ -26,6 +26,9 @@ FIELDS = ("title", "abstract", "mesh")
 SENTENCE_END = "?!.,;"
 """Punctuation that ends a word in a sentence; dropped from the end of query words."""
 TEXT_FIELDS = ("title", "abstract")
+COMBINED = "text"
+"""The field both engines index title and abstract into together: unqualified words (and [tiab])
+are scored against it as one BM25 field, not as the sum of two."""
 _FIELD_ALIASES = {
     "title": ("title",),
     "ti": ("title",),
@@ -290,6 +293,15 @@ def _with_fields(node: Node, fields: tuple[str, ...]) -> Node:
             for group in (node.must, node.should, node.must_not)
         )
     )
+
+
+def searched_fields(fields: tuple[str, ...], combined: bool) -> tuple[str, ...]:
+    """Return the index fields a node's `fields` are searched in.
+
+    Title + abstract together are the one `COMBINED` field where the index has it (`combined`);
+    any other choice is itself.
+    """
+    return (COMBINED,) if combined and set(fields) == set(TEXT_FIELDS) else fields
 
 
 def parse_query(query: str) -> Node:

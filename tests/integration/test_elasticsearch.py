@@ -236,8 +236,11 @@ def test_mapping(pair, admin):
     assert props["pmid"] == {"type": "keyword"}
     assert props["year"] == {"type": "integer"}
     assert props["journal"]["type"] == "keyword"
-    for field in ("title", "abstract", "mesh"):
-        assert props[field] == {"type": "text", "analyzer": "whitespace"}
+    stems = {"type": "text", "analyzer": "whitespace"}
+    for field in ("title", "abstract"):
+        assert props[field] == stems | {"copy_to": ["text"]}
+    assert props["text"] == stems | {"position_increment_gap": 1}
+    assert props["mesh"] == stems
     assert props["original"] == {"type": "object", "enabled": False}
     assert props["embedding"]["dims"] == DIMS
     assert props["embedding"]["similarity"] == "cosine"

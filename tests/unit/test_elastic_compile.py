@@ -123,7 +123,25 @@ CASES = [
 
 @pytest.mark.parametrize(("node", "expected"), CASES)
 def test_compiles(node, expected):
-    assert to_elasticsearch(node) == expected
+    # As for an index made before the combined field: title and abstract are two fields.
+    assert to_elasticsearch(node, combined=False) == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("aspirin", {"match": {"text": {"query": "aspirin"}}}),
+        ("aspirin[tiab]", {"match": {"text": {"query": "aspirin"}}}),
+        ('"cell death"~1', {"match_phrase": {"text": {"query": "cell death", "slop": 1}}}),
+        ("mitochond*", {"prefix": {"text": {"value": "mitochond", "rewrite": "top_terms_64"}}}),
+        ("aspirns~1", {"fuzzy": {"text": {"value": "aspirn", **FUZZY1}}}),
+        ("title:aspirin", {"match": {"title": {"query": "aspirin"}}}),
+        ("aspirin[ab]", {"match": {"abstract": {"query": "aspirin"}}}),
+        ("mesh:aspirin", {"match": {"mesh": {"query": "aspirin"}}}),
+    ],
+)
+def test_unqualified_words_score_the_combined_field(query, expected):
+    assert to_elasticsearch(parse_query(query)) == expected
 
 
 def test_prefix_cap_follows_setting():
@@ -138,7 +156,7 @@ def test_parsed_query_keeps_and_or_not_semantics():
     assert dsl["bool"]["must_not"] == [{"match": {"mesh": {"query": "mice"}}}]
     either_, title = dsl["bool"]["should"][0]["bool"]["must"]
     assert either_["bool"]["minimum_should_match"] == 1
-    assert len(either_["bool"]["should"]) == 2
+    assert [next(iter(leaf)) for leaf in either_["bool"]["should"]] == ["match", "prefix"]
     assert title == {"match": {"title": {"query": "cancer"}}}
 
 
@@ -162,6 +180,6 @@ def test_only_safe_dsl(query):
     allowed = {
         "bool", "must", "should", "must_not", "minimum_should_match", "match", "match_phrase",
         "prefix", "query", "slop", "boost", "fuzzy", "fuzziness", "transpositions", "value",
-        "rewrite", "match_none", "title", "abstract", "mesh",
+        "rewrite", "match_none", "title", "abstract", "text", "mesh",
     }  # fmt: skip
     assert _keys(to_elasticsearch(parse_query(query))) <= allowed
