@@ -489,3 +489,40 @@ def test_a_failed_sync_into_elasticsearch_leaves_what_it_applied_searchable(
     assert index_settings.get("refresh_interval") != "-1"
     index = ElasticIndex(es_url, name)
     assert sorted(index.search("mitochondria", 20).pmids, key=int) == ["1", "2", "3", "4", "5"]
+
+
+def test_ctrl_c_mid_file_leaves_at_once_and_the_next_run_resumes(tmp_path):
+    home = tmp_path / "home"
+    ncbi = NcbiLike(tmp_path / "mirror")
+    layout(ncbi.root, big=True)
+    ncbi.faults[B2] = "slow"
+    ncbi.thread.start()
+    try:
+        part = home / "pubmed" / "embedded-pm" / "files" / (B2 + ".part")
+        proc = subprocess.Popen(
+            sync_args(ncbi, "--timeout", "30"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=quorum_env(home),
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (part.exists() and part.stat().st_size):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        assert time.monotonic() - started < 10  # not held up by the trickling transfer
+        assert proc.returncode == 130, err
+        assert "interrupted; run the same command again to resume" in err
+        assert json.loads(out)["files_applied"] <= 1
+        del ncbi.faults[B2]
+        done = sync(home, ncbi)
+        assert done.returncode == 0, done.stderr
+        assert state(home) == [B1, B2, B3, U1]
+        assert ncbi.gets(B2)[-1].startswith("bytes=")
+    finally:
+        ncbi.release.set()
+        ncbi.httpd.shutdown()
+        ncbi.httpd.server_close()
