@@ -122,9 +122,10 @@ def test_messages_not_rendered_from_a_template_have_no_template():
     assert template_of([]) is None
 
 
-def test_the_scripted_model_has_a_reply_key_for_every_template():
-    assert set(SCRIPT_KEYS) == set(TEMPLATES)
-    assert len(set(SCRIPT_KEYS.values())) == len(SCRIPT_KEYS)
+def test_the_scripted_model_keys_every_template_apart():
+    assert set(SCRIPT_KEYS) <= set(TEMPLATES)  # aliases name real templates
+    keys = [SCRIPT_KEYS.get(name, name) for name in TEMPLATES]
+    assert len(set(keys)) == len(keys)
 
 
 class Query(BaseModel):
