@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 BACKENDS = backend_names()
 NCBI = "https://ftp.ncbi.nlm.nih.gov/pubmed/"
+_HELD: list = []
+"""Lock files held open for the life of the process (the lock goes with the process)."""
 
 pubmed_app = typer.Typer(
     no_args_is_help=True,
@@ -241,7 +243,7 @@ def _lock(home: Path, where: str) -> None:
         raise CliError(
             f"another `quorum pubmed sync` into {where} is running; wait for it to finish"
         ) from None
-    _lock.handle = handle  # type: ignore[attr-defined]
+    _HELD.append(handle)
 
 
 def _user_agent(settings: Settings) -> str:
@@ -265,6 +267,7 @@ class _progress_shown:
         self.progress = progress
         self.bar = tqdm(
             total=0,
+            desc="pubmed sync",
             unit=" files",
             file=sys.stderr,
             dynamic_ncols=True,
