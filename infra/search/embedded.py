@@ -95,19 +95,20 @@ class EmbeddedIndex:
         if compiled is None:
             return SearchResult(total=0)
         found = self._searcher.search(compiled, limit, count=True)
-        if not found.hits:
+        hits = found.hits
+        if not hits:
             return SearchResult(total=int(found.count or 0))
-        scores, addresses = zip(*found.hits, strict=True)
-        rows = np.asarray(self._searcher.fast_field_values("row", list(addresses)), np.int64)
-        scores = np.asarray(scores, dtype=np.float32)
+        scores, addresses = zip(*hits, strict=True)
+        rows = np.array(self._searcher.fast_field_values("row", list(addresses)), np.int64)
+        scores = np.array(scores, dtype=np.float32)
         # Equal scores in row order: tantivy breaks ties by segment, and segments depend on how
         # its writer threads and merges happened to run, so the same corpus would rank ties
-        # differently from one build to the next.
-        order = np.lexsort((rows, -scores))
+        # differently from one build to the next. Its hits come best first: only ties move.
+        if (scores[1:] == scores[:-1]).any():
+            order = np.lexsort((rows, -scores))
+            rows, scores = rows[order], scores[order]
         return SearchResult(
-            total=int(found.count or 0),
-            pmids=decode(self._pmids[rows[order]]),
-            scores=scores[order],
+            total=int(found.count or 0), pmids=decode(self._pmids[rows]), scores=scores
         )
 
     def fetch(self, pmids: Sequence[str]) -> list[dict[str, Any]]:

@@ -75,10 +75,15 @@ def mapped(path: Path, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
 
 def decode(raw: np.ndarray) -> list[str]:
     """Return fixed-width PMID bytes as strings."""
+    parts = raw.tolist()  # bytes without their padding
     try:
-        return raw.astype(str).tolist()  # ASCII, the PubMed case: numpy decodes in C
+        # ASCII, the PubMed case: one join, decode and split in C (numpy's astype(str) took
+        # twice as long, 0.1 ms of a top-1000 search).
+        text = b"\n".join(parts).decode("ascii")
     except UnicodeDecodeError:
-        return [b.decode("utf-8") for b in raw.tolist()]
+        return [b.decode("utf-8") for b in parts]
+    out = text.split("\n")
+    return out if len(out) == len(parts) else [b.decode("ascii") for b in parts]
 
 
 def encode(pmids: Any) -> np.ndarray:
