@@ -133,7 +133,9 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
         default.append((time.perf_counter() - started) * 1000)
         depth.append(len(pmids))
         recall_10.append(len(set(top[:10]) & wanted) / len(wanted))
+    segments = backend.segments() if hasattr(backend, "segments") else None
     return {
+        **({"segments": segments} if segments is not None else {}),
         "open_s": round(opened_s, 3),
         "open_rss_mib": round(after_open - before, 1),
         "bm25_top1000_p50_ms": _percentile(bm25, 50),

@@ -77,6 +77,10 @@ class EmbeddedIndex:
         """Return how many documents the index holds."""
         return int(self._searcher.num_docs)
 
+    def segments(self) -> int:
+        """Return how many tantivy segments a search walks (each collects its own top hits)."""
+        return int(self._searcher.num_segments)
+
     def compile(self, query: str) -> tantivy.Query | None:
         """Compile a quorum query for tantivy; None when it can match nothing."""
         node = parse_query(query)
