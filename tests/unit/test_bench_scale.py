@@ -158,6 +158,19 @@ def test_targets_are_checked_at_a_million_documents_against_bm25s_of_the_same_ru
     assert missed == {"bm25_p50_ms_vs_bm25s_numba", "default_p50_ms"}
 
 
+def test_bm25_is_held_within_one_and_a_half_times_bm25s_numba_at_every_size():
+    sizes = {
+        "200000": {
+            "embedded": {"bm25_top1000_p50_ms": 0.6},
+            "bm25s": {"bm25s_top1000_p50_ms": 5.0, "bm25s_numba_top1000_p50_ms": 0.4},
+        }
+    }
+    checked = scale.targets(sizes)["200000"]
+    assert checked == {"bm25_p50_ms_vs_bm25s_numba": {"measured": 0.6, "target": 0.6, "met": True}}
+    sizes["200000"]["embedded"]["bm25_top1000_p50_ms"] = 0.61
+    assert not scale.targets(sizes)["200000"]["bm25_p50_ms_vs_bm25s_numba"]["met"]
+
+
 def test_without_a_corpus_the_command_says_what_to_pass(monkeypatch, tmp_path):
     monkeypatch.setattr(scale, "SHARED_CORPUS", tmp_path / "missing.jsonl.gz")
     result = CliRunner().invoke(app, ["bench", "scale", "--sizes", "20000"])
