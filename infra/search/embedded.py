@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ _KEYWORDS = frozenset({"IN", "TO", "AND", "OR", "NOT"})
 """Words tantivy's parser reads as syntax when upper-case ("cells IN leaves" was a syntax
 error): a term holding one is quoted, which searches it as the word it is."""
 _OCCUR = tantivy.Occur
+_SCORE, _ADDRESS = itemgetter(0), itemgetter(1)
 
 
 class EmbeddedIndex:
@@ -102,14 +104,19 @@ class EmbeddedIndex:
         hits = found.hits
         if not hits:
             return SearchResult(total=int(found.count or 0))
-        scores, addresses = zip(*hits, strict=True)
-        rows = np.array(self._searcher.fast_field_values("row", list(addresses)), np.int64)
-        scores = np.array(scores, dtype=np.float32)
+        n = len(hits)
+        scores = np.fromiter(map(_SCORE, hits), np.float32, n)
+        addresses = list(map(_ADDRESS, hits))
+        rows = np.fromiter(self._searcher.fast_field_values("row", addresses), np.int64, n)
         # Equal scores in row order: tantivy breaks ties by segment, and segments depend on how
-        # its writer threads and merges happened to run, so the same corpus would rank ties
-        # differently from one build to the next. Its hits come best first: only ties move.
-        if (scores[1:] == scores[:-1]).any():
-            order = np.lexsort((rows, -scores))
+        # its writer and merges happened to run, so the same corpus would rank ties differently
+        # from one build to the next. Its hits come best first: only runs of ties move, sorted
+        # by (run, row) in one int64 key (rows < 2**32).
+        tied = scores[1:] == scores[:-1]
+        if tied.any():
+            run = np.zeros(n, np.int64)
+            np.cumsum(~tied, out=run[1:])
+            order = np.argsort((run << 32) | rows, kind="stable")
             rows, scores = rows[order], scores[order]
         return SearchResult(
             total=int(found.count or 0), pmids=decode(self._pmids[rows]), scores=scores
