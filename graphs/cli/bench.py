@@ -99,6 +99,67 @@ def bench_scale_cmd(
     out.print(json.dumps(report, indent=2))
 
 
+@bench_app.command("dense", context_settings={"allow_extra_args": True})
+def bench_dense_cmd(
+    ctx: typer.Context,
+    sizes: Annotated[
+        str, typer.Option(help="Comma-separated synthetic set sizes (the real set always runs).")
+    ] = "1000000",
+    shares: Annotated[
+        str, typer.Option(help="Comma-separated shares of the IVF lists probed.")
+    ] = "0.03125,0.0625,0.125,0.25",
+    corpus: Annotated[
+        Path | None,
+        typer.Option(help="Real documents whose vectors are used (default: ../shared's)."),
+    ] = None,
+    questions: Annotated[
+        list[Path] | None,
+        typer.Option("--questions", help="BioASQ JSON files (default: ../shared's golden files)."),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Questions asked.")] = 200,
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic sets and of k-means.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """The approximate dense stage (IVF) against the exact scan: recall@100, latency, build."""
+    import numpy as np
+
+    from graphs.bench.dense import bench_dense
+    from graphs.bench.scale import _queries, _real_vectors, default_inputs
+    from infra.bioasq.formats import load_questions
+    from infra.embeddings import HuggingFaceEmbedder
+    from infra.ingest.corpus import read_jsonl
+    from infra.ingest.sources import normalize
+
+    try:
+        wanted = sorted({int(s.replace("_", "")) for s in sizes.split(",") if s.strip()})
+        probed = [float(s) for s in shares.split(",") if s.strip()]
+    except ValueError:
+        raise CliError(f"--sizes {sizes!r} / --shares {shares!r}: give numbers") from None
+    if not probed or not all(0 < s <= 1 for s in probed):
+        raise CliError(f"--shares {shares!r}: give shares above 0 and at most 1, e.g. 0.125")
+    shared_corpus, shared_questions = default_inputs()
+    corpus = _corpus(corpus, shared_corpus, "no real documents")
+    files = [*(questions or []), *extra_files(ctx)] or shared_questions
+    if not files:
+        raise CliError("no questions: pass --questions FILE.json (BioASQ golden files)")
+    docs = [normalize(d) for d in read_jsonl(corpus) if isinstance(d, dict)]
+    if wanted and min(wanted) < len(docs):
+        raise CliError(f"--sizes: each synthetic set holds at least the {len(docs):,} real ones")
+    settings = settings_for()
+    work = settings.home / "bench" / "scale"
+    work.mkdir(parents=True, exist_ok=True)
+    embedder = HuggingFaceEmbedder(settings.embeddings)
+    real = np.load(_real_vectors(work, docs, embedder))
+    loaded = [q for path in files for q in load_questions(path) if q.documents][:limit]
+    vectors = np.load(_queries(work, docs, loaded, embedder)["path"], allow_pickle=True)["vectors"]
+    report = bench_dense(docs, real, vectors, wanted, probed, seed=seed, work=work)
+    report["model"] = embedder.name
+    if as_json:
+        write_json(report)
+        return
+    out.print(json.dumps(report, indent=2))
+
+
 @bench_app.command("help")
 def bench_help_cmd(
     repeat: Annotated[int, typer.Option(min=1, help="Runs of each help (the median counts).")] = 3,

@@ -60,6 +60,9 @@ def embed(
         f"{settings.search.backend}:{settings.search.index} ({report.docs_per_s:,.0f} docs/s)",
         markup=False,
     )
+    from graphs.cli.index import refresh_dense_stage
+
+    refresh_dense_stage(settings)
 
 
 def run_embed(settings: Settings, *, batch_size: int, commit_every: int) -> EmbedReport:

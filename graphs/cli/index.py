@@ -62,6 +62,28 @@ def index(
         f"({report.docs_per_s:,.0f} docs/s)",
         markup=False,
     )
+    if embeddings:
+        refresh_dense_stage(settings)
+
+
+def refresh_dense_stage(settings: Settings) -> None:
+    """Build the dense stage's index when the vectors have outgrown it, with a progress bar."""
+    from infra.search.backends import refresh_dense
+
+    bar = tqdm(unit=" rows", file=sys.stderr, dynamic_ncols=True, mininterval=0.5, disable=None)
+    bar.set_description("dense stage: IVF index")
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    try:
+        with Heartbeat(lambda: f"building the dense stage's IVF index: {bar.n:,} rows"):
+            said = refresh_dense(settings, progress)
+    finally:
+        bar.close()
+    if said:
+        err.print(said, markup=False)
 
 
 def run_index(

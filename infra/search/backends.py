@@ -8,12 +8,14 @@ that is not here is a one-line settings error, never another backend.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from infra.embeddings import Embedder
 from infra.errors import UserError
 from infra.ingest.corpus import DEMO_MODEL, IndexMissing, demo_documents, ensure_index
 from infra.search.base import Backend, IndexWriter, SearchBackend
+from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_store import META, EmbeddedWriter, read_meta
 from infra.settings import Settings, SettingsError, secret_from_env
 
@@ -36,6 +38,9 @@ class Embedded:
             )
         except IndexMissing:
             raise _missing(settings, self.index_names(settings), "") from None
+        index.dense_stage(
+            ann_rows=settings.search.dense_ann_rows, share=settings.search.dense_ann_share
+        )
         stored = index.meta.get("embedding_model")
         if embedder is not None and stored and stored != embedder.name:
             raise IndexMismatch(
@@ -88,6 +93,21 @@ class Embedded:
     def stored_dims(self, settings: Settings) -> int | None:
         """Return the existing index's vector dimension from its meta file (nothing opened)."""
         return read_meta(settings.index_dir).get("dims") if self.exists(settings) else None
+
+    def refresh_dense(
+        self, settings: Settings, on_progress: Callable[[int, int], None] | None = None
+    ) -> str | None:
+        """Build the IVF index of the dense stage when the vectors have outgrown the last one."""
+        if not self.exists(settings):
+            return None
+        index = EmbeddedIndex(settings.index_dir)
+        index.dense_stage(
+            ann_rows=settings.search.dense_ann_rows, share=settings.search.dense_ann_share
+        )
+        built = index.refresh_ann(on_progress)
+        if built is None:
+            return None
+        return f"built the dense stage's IVF index: {built.rows:,} rows in {built.lists:,} lists"
 
 
 class Elasticsearch:
@@ -144,6 +164,15 @@ class Elasticsearch:
         """Return the index's vector dimension from its mapping."""
         return _elastic(settings, create=False).dims
 
+    def refresh_dense(
+        self, settings: Settings, on_progress: Callable[[int, int], None] | None = None
+    ) -> str | None:
+        """Build nothing: Elasticsearch indexes vectors as they arrive.
+
+        search.elasticsearch_vector_index chooses an exact scan or Elasticsearch's HNSW graph.
+        """
+        return None
+
 
 BACKENDS: dict[str, Backend] = {"embedded": Embedded(), "elasticsearch": Elasticsearch()}
 """Every search backend by its `search.backend` name."""
@@ -183,6 +212,13 @@ def stored_dims(settings: Settings) -> int | None:
 def index_exists(settings: Settings) -> bool:
     """Tell whether the configured index exists."""
     return backend_for(settings).exists(settings)
+
+
+def refresh_dense(
+    settings: Settings, on_progress: Callable[[int, int], None] | None = None
+) -> str | None:
+    """Bring the configured index's dense stage up to date after a load; say what was built."""
+    return backend_for(settings).refresh_dense(settings, on_progress)
 
 
 def drop_index(settings: Settings) -> None:

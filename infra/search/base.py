@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -142,4 +142,10 @@ class Backend(Protocol):
 
     def journal_path(self, settings: Settings, writer: IndexWriter) -> Path:
         """Return the ingestion journal of the index `writer` writes, tied to that very index."""
+        ...
+
+    def refresh_dense(
+        self, settings: Settings, on_progress: Callable[[int, int], None] | None = None
+    ) -> str | None:
+        """Bring the dense stage up to date after a load (building what it needs); say what."""
         ...

@@ -11,6 +11,8 @@ import numpy as np
 import tantivy
 
 from infra.search.analysis import analyzer
+from infra.search.ann import AnnIndex
+from infra.search.ann import build as build_ann
 from infra.search.base import SearchResult
 from infra.search.embedded_layout import (
     BLOCK,
@@ -33,6 +35,9 @@ from infra.search.query import (
     searched_fields,
 )
 
+ANN_ROWS, ANN_SHARE = 500_000, 0.25
+"""search.dense_ann_rows and search.dense_ann_share's defaults, for an index opened without
+settings (`dense_stage` sets them)."""
 _SPECIAL = set("+-&|!(){}[]^\"~*?:\\/<>=' ")
 _KEYWORDS = frozenset({"IN", "TO", "AND", "OR", "NOT"})
 """Words tantivy's parser reads as syntax when upper-case ("cells IN leaves" was a syntax
@@ -61,6 +66,36 @@ class EmbeddedIndex:
         self._scales = mapped(self.path / SCALES, np.float32, (rows,)) if dims else None
         self._max_prefix = max_prefix_expansions
         self._analyzer = analyzer()
+        self._ann: AnnIndex | None = None
+        self._ann_rows, self._ann_share = ANN_ROWS, ANN_SHARE
+
+    def dense_stage(self, *, ann_rows: int, share: float) -> None:
+        """Set when `nearest` uses the IVF index (search.dense_ann_rows, dense_ann_share).
+
+        From `ann_rows` rows on, scanning `share` of its lists; below, the exact scan.
+        """
+        self._ann_rows, self._ann_share = ann_rows, share
+
+    def refresh_ann(self, on_progress: Any = None) -> AnnIndex | None:
+        """Build the IVF index once `ann_rows` rows have vectors, and again when it is stale.
+
+        Stale: the one built covers less than nine tenths of the rows (rows written since it
+        was built are scanned exactly meanwhile).
+
+        Returns:
+            The index built, or None when none was needed.
+        """
+        if self._vectors is None or self._scales is None:
+            return None
+        rows = int(self.meta.get("embedded_rows", self._vectors.shape[0]))
+        built = AnnIndex.open(self.path)
+        if rows < self._ann_rows or (built is not None and built.rows >= 0.9 * rows):
+            return None
+        model = str(self.meta.get("embedding_model") or "")
+        self._ann = build_ann(
+            self.path, self._vectors, self._scales, rows, model=model, on_progress=on_progress
+        )
+        return self._ann
 
     @classmethod
     def build(
@@ -156,9 +191,12 @@ class EmbeddedIndex:
     def nearest(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
         """Return the `k` documents whose stored vectors are closest to `vector`, best first.
 
-        Exact over the stored int8 vectors: every row of the memory-mapped matrix is scored, a
-        block at a time (a large index never sits in memory as float32). Rows of re-indexed or
-        deleted PMIDs are skipped.
+        Below search.dense_ann_rows, exact over the stored int8 vectors: every row of the
+        memory-mapped matrix is scored, a block at a time (a large index never sits in memory
+        as float32). Above, the IVF index (`infra.search.ann`) names candidates among the rows it
+        covers, rows written since it was built are scanned exactly, and every candidate is
+        scored from its int8 vector as the exact scan scores it. Rows of re-indexed or deleted
+        PMIDs are skipped.
         """
         if self._vectors is None or k <= 0:
             return []
@@ -172,13 +210,29 @@ class EmbeddedIndex:
         # Superseded and deleted rows are rare: take a few more, then drop them.
         want = k
         while True:
-            best = _top_rows(self._vectors, self._scales, query, min(rows, want + 16))
+            best = self._nearest_rows(query, min(rows, want + 16))
             pmids = self._pmid_list([r for r, _ in best])
             live = self._live(pmids)
             hits = [(p, s) for p, (r, s) in zip(pmids, best, strict=True) if r in live][:k]
             if len(hits) >= k or len(best) >= rows:
                 return hits
             want *= 4
+
+    def _nearest_rows(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Return the best `k` rows for `query`: exactly, or through the IVF index."""
+        assert self._vectors is not None and self._scales is not None
+        rows = self._vectors.shape[0]
+        if self._ann is None and rows >= self._ann_rows:
+            self._ann = AnnIndex.open(self.path)
+        ann = self._ann
+        if ann is None or rows < self._ann_rows or self._ann_share >= 1:
+            return _top_rows(self._vectors, self._scales, query, k)
+        found = ann.search(query, k, round(ann.lists * self._ann_share))
+        tail = np.arange(ann.rows, rows)  # written after the IVF index was built
+        candidates = np.union1d(found[found < ann.rows], tail)
+        scores = _scores(self._vectors, self._scales, candidates, query)
+        order = np.lexsort((candidates, -scores))[:k]  # ties: the earlier row, as exactly
+        return [(int(candidates[i]), float(scores[i])) for i in order]
 
     def _live(self, pmids: Sequence[str]) -> set[int]:
         """Return the rows holding these PMIDs' current, undeleted documents."""

@@ -36,8 +36,22 @@ class SearchSettings(Group):
         0,
         ge=0,
         le=10_000,
-        description="Dense first stage: the documents nearest the question by vector (exact, "
-        "over every stored vector) join BM25's candidates before reranking; 0 = off.",
+        description="Dense first stage: the documents nearest the question by vector join "
+        "BM25's candidates before reranking; 0 = off.",
+    )
+    dense_ann_rows: int = Field(
+        500_000,
+        ge=1,
+        description="The embedded engine answers the dense stage from an IVF index (built by "
+        "`quorum index`/`quorum embed`) once it holds this many vectors; below, an exact scan "
+        "of every vector, cheaper there. docs/measured.md: `quorum bench dense`.",
+    )
+    dense_ann_share: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="Share of the IVF index's lists a dense query scans (1 = every list, the "
+        "exact answer): recall@100 against the exact scan 0.95 on real vectors at 0.25.",
     )
     query_mode: Literal["llm", "question"] = Field(
         "llm",

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from infra.search.embedded import EmbeddedIndex
@@ -257,3 +258,20 @@ def test_reindexing_unchanged_files_loads_no_model(tmp_path):
     )
     assert again.returncode == 0, again.stderr
     assert "indexed 0 documents" in again.stderr and "resumed past 5" in again.stderr
+
+
+def test_an_index_with_enough_vectors_gets_its_ivf_index(tmp_path):
+    source = corpus(tmp_path, 200)
+    run = subprocess.run(
+        [QUORUM, "index", str(source), "--index", "dense"],
+        capture_output=True,
+        text=True,
+        env=env(tmp_path, QUORUM_SEARCH__DENSE_ANN_ROWS="100"),
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "built the dense stage's IVF index: 200 rows in 64 lists" in run.stderr
+    index = EmbeddedIndex(tmp_path / "indexes" / "dense")
+    index.dense_stage(ann_rows=100, share=0.25)
+    vector = index._vectors[7].astype(np.float32) * index._scales[7]
+    assert index.nearest(vector, 1)[0][0] == row_pmids(tmp_path / "indexes" / "dense")[7]

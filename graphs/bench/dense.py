@@ -1,0 +1,144 @@
+"""`quorum bench dense`: the approximate dense stage against the exact scan it stands in for.
+
+For the real documents' own vectors (the shared corpus, embedded once by `bench scale`'s cache)
+and for synthetic sets of the sizes asked for, the vectors are stored as the embedded engine
+stores them (int8 rows × a scale, memory-mapped from disk), the IVF index is built
+(`infra.search.ann`), and each question's top 100 by the exact scan is compared with the top
+100 the IVF index finds and the int8 vectors rescore, at each probed share of the lists.
+
+A synthetic vector is what `bench scale` gives a synthetic document: the normalised mean of the
+real vectors of the abstracts its sentences were drawn from. Such means crowd together (their
+cosines nearly tie), which makes any approximate search harder than on real vectors: recall is
+judged on the real vectors, and reported on the synthetic ones.
+"""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphs.bench.synthetic import SentencePool
+from infra.search.ann import build
+from infra.search.embedded import _top_rows
+from infra.search.embedded_layout import quantize
+
+K = 100
+"""The depth recall is measured at (issue 31: recall@100 against the exact scan): the share of
+the approximate top 100 scoring at least the exact 100th score."""
+BLOCK = 100_000
+
+
+def bench_dense(
+    docs: list[dict[str, Any]],
+    real_vectors: np.ndarray,
+    queries: np.ndarray,
+    sizes: Sequence[int],
+    shares: Sequence[float],
+    *,
+    seed: int = 0,
+    work: Path | None = None,
+) -> dict[str, Any]:
+    """Measure exact and approximate top-100 on the real vectors and each synthetic size."""
+    queries = np.asarray(queries, np.float32)
+    report: dict[str, Any] = {"queries": len(queries), "k": K, "seed": seed, "sets": {}}
+    pool = SentencePool(docs, real_vectors)
+    sets: list[tuple[str, int]] = [("real", len(docs)), *((f"synthetic-{n}", n) for n in sizes)]
+    for name, rows in sets:
+        where = Path(tempfile.mkdtemp(prefix="quorum-dense-", dir=work))
+        try:
+            vectors, scales = _store(where, pool, rows, seed, real=name == "real")
+            report["sets"][name] = _measure(where, vectors, scales, queries, shares, seed)
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
+        print(f"{name}: {report['sets'][name]}", flush=True)
+    return report
+
+
+def _store(
+    where: Path, pool: SentencePool, rows: int, seed: int, *, real: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Write `rows` int8 vectors and scales as the engine lays them out; return them mapped."""
+    dims = pool.vectors.shape[1]  # type: ignore[union-attr]
+    vectors = np.lib.format.open_memmap(where / "vectors.npy", "w+", np.int8, (rows, dims))
+    scales = np.empty(rows, np.float32)
+    rng = np.random.default_rng(seed)
+    for start in range(0, rows, BLOCK):
+        n = min(BLOCK, rows - start)
+        block = pool.vectors[start : start + n] if real else _synthetic(pool, rng, n)  # type: ignore[index]
+        vectors[start : start + n], scales[start : start + n] = quantize(block)
+    vectors.flush()
+    del vectors
+    return np.load(where / "vectors.npy", mmap_mode="r"), scales
+
+
+def _synthetic(pool: SentencePool, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Return `n` vectors drawn as `SentencePool` draws a synthetic document's vector."""
+    assert pool.vectors is not None
+    lengths = pool.counts[rng.integers(len(pool.docs), size=n)]
+    picks = rng.integers(len(pool.sentences), size=int(lengths.sum()))
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    summed = np.add.reduceat(pool.vectors[pool.owners[picks]], offsets, axis=0)
+    norms = np.linalg.norm(summed, axis=1, keepdims=True)
+    return summed / np.where(norms > 0, norms, 1.0)
+
+
+def _measure(
+    where: Path,
+    vectors: np.ndarray,
+    scales: np.ndarray,
+    queries: np.ndarray,
+    shares: Sequence[float],
+    seed: int,
+) -> dict[str, Any]:
+    rows = len(vectors)
+    exact, exact_s = [], []
+    for query in queries:
+        started = time.perf_counter()
+        best = _top_rows(vectors, scales, query, K)
+        exact_s.append(time.perf_counter() - started)
+        exact.append(best[-1][1])  # the 100th score: rows scoring as much are as right
+    started = time.perf_counter()
+    ann = build(where, vectors, scales, rows, model="bench", seed=seed)
+    built = time.perf_counter() - started
+    figures: dict[str, Any] = {
+        "rows": rows,
+        "lists": ann.lists,
+        "build_s": round(built, 1),
+        "ann_mib": round((where / "ann.faiss").stat().st_size / 2**20, 1),
+        "vectors_mib": round(vectors.nbytes / 2**20, 1),
+        "exact_p50_ms": _ms(exact_s, 50),
+        "exact_p95_ms": _ms(exact_s, 95),
+        "shares": {},
+    }
+    for share in shares:
+        nprobe = max(1, round(ann.lists * share))
+        recalls, took = [], []
+        for query, truth in zip(queries, exact, strict=True):
+            started = time.perf_counter()
+            found = np.sort(ann.search(query, K, nprobe))
+            scores = (vectors[found].astype(np.float32) @ query) * scales[found]
+            top = np.sort(scores)[::-1][:K]
+            took.append(time.perf_counter() - started)
+            # Tie-aware: synthetic vectors repeat (a one-sentence document's is its source's),
+            # so rows tied at the 100th score are equally right whichever of them comes back.
+            recalls.append(min(K, int((top >= truth - 1e-6).sum())) / K)
+        figures["shares"][f"{share:g}"] = {
+            "nprobe": nprobe,
+            "recall_at_100": round(float(np.mean(recalls)), 4),
+            "recall_p5": round(float(np.percentile(recalls, 5)), 4),
+            "p50_ms": _ms(took, 50),
+            "p95_ms": _ms(took, 95),
+        }
+    figures["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return figures
+
+
+def _ms(seconds: Sequence[float], q: float) -> float:
+    return round(float(np.percentile(seconds, q)) * 1000, 2)
