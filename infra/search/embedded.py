@@ -35,7 +35,7 @@ from infra.search.query import (
     searched_fields,
 )
 
-ANN_ROWS, ANN_SHARE = 500_000, 0.25
+ANN_ROWS, ANN_SHARE = 100_000, 0.25
 """search.dense_ann_rows and search.dense_ann_share's defaults, for an index opened without
 settings (`dense_stage` sets them)."""
 _SPECIAL = set("+-&|!(){}[]^\"~*?:\\/<>=' ")
