@@ -120,7 +120,7 @@ def _measure(
     for share in shares:
         nprobe = max(1, round(ann.lists * share))
         recalls, took = [], []
-        for query, truth in zip(queries, exact, strict=True):
+        for query, kth in zip(queries, exact, strict=True):
             started = time.perf_counter()
             found = np.sort(ann.search(query, K, nprobe))
             scores = (vectors[found].astype(np.float32) @ query) * scales[found]
@@ -128,7 +128,7 @@ def _measure(
             took.append(time.perf_counter() - started)
             # Tie-aware: synthetic vectors repeat (a one-sentence document's is its source's),
             # so rows tied at the 100th score are equally right whichever of them comes back.
-            recalls.append(min(K, int((top >= truth - 1e-6).sum())) / K)
+            recalls.append(min(K, int((top >= kth - 1e-6).sum())) / K)
         figures["shares"][f"{share:g}"] = {
             "nprobe": nprobe,
             "recall_at_100": round(float(np.mean(recalls)), 4),

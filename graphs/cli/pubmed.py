@@ -156,6 +156,10 @@ def sync(
     _report(summary, as_json, where)
     if failure is not None:
         fail(*failure)
+    if embeddings and summary.files_applied:
+        from graphs.cli.index import refresh_dense_stage
+
+        refresh_dense_stage(settings)
 
 
 def _report(summary, as_json: bool, where: str) -> None:
