@@ -135,8 +135,9 @@ class EmbeddedIndex:
         compiled = self.compile(query)
         if compiled is None:
             return SearchResult(total=0)
-        found = self._searcher.search(compiled, limit, count=True)
-        hits = found.hits
+        # tantivy panics on a limit of 0 ("Limit must be greater than 0"): count with one hit.
+        found = self._searcher.search(compiled, max(1, limit), count=True)
+        hits = found.hits[: max(0, limit)]
         if not hits:
             return SearchResult(total=int(found.count or 0))
         n = len(hits)

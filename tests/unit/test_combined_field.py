@@ -69,6 +69,12 @@ def test_fields_still_restrict(index, query, pmids):
     assert {p for p, _ in hits(index, query)} == pmids
 
 
+def test_a_limit_of_zero_counts_without_hits(index):
+    found = index.search("stroke", 0)
+    assert found.total == 3
+    assert found.hits == []
+
+
 def test_a_phrase_does_not_run_from_the_title_into_the_abstract(index):
     # Title and abstract are two values of `text`: a gap of one position lies between them.
     assert hits(index, '"warfarin stroke"') == []
