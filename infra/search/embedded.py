@@ -149,7 +149,10 @@ class EmbeddedIndex:
         # from one build to the next. Its hits come best first: only runs of ties move, sorted
         # by (run, row) in one int64 key (rows < 2**32).
         tied = scores[1:] == scores[:-1]
-        if tied.any():
+        if (scores[1:] > scores[:-1]).any():  # never seen; if tantivy's order ever breaks
+            order = np.lexsort((rows, -scores))
+            rows, scores = rows[order], scores[order]
+        elif tied.any():
             run = np.zeros(n, np.int64)
             np.cumsum(~tied, out=run[1:])
             order = np.argsort((run << 32) | rows, kind="stable")
