@@ -1,6 +1,7 @@
 """Ctrl-C: the first finishes what is in flight and starts nothing new, the second stops now."""
 
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -69,13 +70,24 @@ def test_the_first_ctrl_c_finishes_the_question_in_flight_and_starts_no_other(
         assert said is not None and said - sent < 1.0, run.lines  # at once
         assert code == 130
         done = _records(journal)
-        assert len(done) == 2 and all(r["status"] == "ok" for r in done)  # the one in flight too
-        assert run.said("interrupted: 3 question(s) not started") is not None
+        # The Ctrl-C lands after the first answer is journaled: the second question is then in
+        # flight (and finishes), or, if the signal came before it started, none is; either way
+        # every question is either answered or said not started, and none starts after.
+        left = next(
+            (
+                int(m.group(1))
+                for _, line in run.lines
+                if (m := re.search(r"interrupted: (\d+) question\(s\) not started", line))
+            ),
+            None,
+        )
+        assert left in (3, 4), run.lines
+        assert len(done) == 5 - left and all(r["status"] == "ok" for r in done)
         again = subprocess.run(
             [QUORUM, *args], env=env, capture_output=True, text=True, timeout=600
         )
     assert again.returncode == 0, again.stderr
-    assert "2 from the journal" in again.stderr
+    assert f"{len(done)} from the journal" in again.stderr
     assert len(json.loads(out.read_text())["questions"]) == 5
 
 
