@@ -67,6 +67,7 @@ class EmbeddedIndex:
         self._max_prefix = max_prefix_expansions
         self._analyzer = analyzer()
         self._ann: AnnIndex | None = None
+        self._ann_looked = False
         self._ann_rows, self._ann_share = ANN_ROWS, ANN_SHARE
 
     def dense_stage(self, *, ann_rows: int, share: float) -> None:
@@ -226,8 +227,9 @@ class EmbeddedIndex:
         """Return the best `k` rows for `query`: exactly, or through the IVF index."""
         assert self._vectors is not None and self._scales is not None
         rows = self._vectors.shape[0]
-        if self._ann is None and rows >= self._ann_rows:
-            self._ann = AnnIndex.open(self.path)
+        if not self._ann_looked and rows >= self._ann_rows:
+            # Looked for once per opening, not per query (a later build sets `_ann` itself).
+            self._ann, self._ann_looked = AnnIndex.open(self.path), True
         ann = self._ann
         if ann is None or rows < self._ann_rows or self._ann_share >= 1:
             return _top_rows(self._vectors, self._scales, query, k)
