@@ -92,3 +92,29 @@ def test_the_index_is_built_only_once_the_vectors_outgrow_the_exact_scan(tmp_pat
 
 def test_list_counts_follow_the_square_root():
     assert [lists_for(n) for n in (100, 14_448, 1_000_000, 10_000_000)] == [32, 512, 4096, 16384]
+
+
+def test_an_index_built_with_the_earlier_scalar_quantizer_still_serves(tmp_path):
+    import faiss
+
+    index, vectors = built(tmp_path, share=0.999)
+    index.refresh_ann()
+    # Rewrite ann.faiss as the 8-bit scalar quantizer indexes of an earlier release were built.
+    lists = lists_for(len(vectors))
+    old = faiss.IndexIVFScalarQuantizer(
+        faiss.IndexFlatIP(DIMS),
+        DIMS,
+        lists,
+        faiss.ScalarQuantizer.QT_8bit,
+        faiss.METRIC_INNER_PRODUCT,
+    )
+    old.train(vectors)
+    old.add_with_ids(vectors, np.arange(len(vectors), dtype=np.int64))
+    faiss.write_index(old, str(tmp_path / "i" / ANN_FILE))
+    reopened = EmbeddedIndex(tmp_path / "i")
+    reopened.dense_stage(ann_rows=1000, share=0.999)
+    plain = EmbeddedIndex(tmp_path / "i")
+    plain.dense_stage(ann_rows=10**9, share=1.0)
+    query = clustered(1, seed=300)[0]
+    assert type(AnnIndex.open(tmp_path / "i").index).__name__ == "IndexIVFScalarQuantizer"
+    assert reopened.nearest(query, 20) == plain.nearest(query, 20)
