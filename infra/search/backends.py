@@ -246,6 +246,7 @@ def _elastic(
         shards=search.elasticsearch_shards,
         replicas=search.elasticsearch_replicas,
         vector_index=search.elasticsearch_vector_index,
+        knn_candidates=search.elasticsearch_knn_candidates,
         embedding_model=model,
         bulk_threads=search.elasticsearch_bulk_threads,
         bulk_docs=search.elasticsearch_bulk_docs,

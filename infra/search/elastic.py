@@ -55,6 +55,7 @@ class ElasticIndex(VectorSearch, BulkLoading):
         shards: int = 1,
         replicas: int = 0,
         vector_index: str = "flat",
+        knn_candidates: float = 1.5,
         embedding_model: str | None = None,
         bulk_threads: int = 2,
         bulk_docs: int = 500,
@@ -72,6 +73,7 @@ class ElasticIndex(VectorSearch, BulkLoading):
         self._mapping: dict[str, Any] | None = None  # properties, once analysis is checked
         self._meta: dict[str, Any] = {}  # the index's `_meta`, read with the properties
         self.shards, self.replicas, self.vector_index = shards, replicas, vector_index
+        self.knn_candidates = knn_candidates
         self.embedding_model = embedding_model
         self.bulk_threads, self.bulk_docs = bulk_threads, bulk_docs
         self._bulk_mode = False

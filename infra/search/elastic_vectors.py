@@ -7,6 +7,7 @@ as the embedded engine's scan is. Elasticsearch scores cosine as (1 + cos) / 2; 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ class VectorSearch:
     _client: Any
     index: str
     _meta: dict[str, Any]
+    knn_candidates: float
 
     def similarities(self, pmids: Sequence[str], vector: np.ndarray) -> np.ndarray | None:
         """Return cosine(vector, stored vector) per PMID, computed in the server; 0 if none."""
@@ -63,8 +65,9 @@ class VectorSearch:
     def nearest(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
         """Return the `k` documents whose stored vectors are closest to `vector`, best first.
 
-        A knn query on `embedding`: its flat (brute-force) index makes it exact, as the embedded
-        engine's scan is. Scores are cosines, as `similarities` returns them.
+        A knn query on `embedding`: a flat (brute-force) index makes it exact, as the embedded
+        engine's scan is; on a graph (*_hnsw) it gathers `knn_candidates` × k candidates a shard
+        (search.elasticsearch_knn_candidates). Scores are cosines, as `similarities` gives them.
         """
         dims = self.dims
         if dims is None or k <= 0:
@@ -74,7 +77,7 @@ class VectorSearch:
             raise ValueError(f"the query vector has {query.shape[0]} dims; the index has {dims}")
         k = min(int(k), PAGE)
         knn = {"field": vector_field_name(self._meta), "query_vector": query.tolist(), "k": k}
-        knn["num_candidates"] = k
+        knn["num_candidates"] = min(PAGE, max(k, math.ceil(k * self.knn_candidates)))
         with self._guarded():
             found = self._client.search(
                 index=self.index,

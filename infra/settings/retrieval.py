@@ -90,6 +90,15 @@ class SearchSettings(Group):
         "('flat', 4 bytes a dimension), int8 (1 byte) or bbq (1 bit) quantized; *_hnsw adds a "
         "graph for approximate nearest-neighbour search. README: memory measured.",
     )
+    elasticsearch_knn_candidates: float = Field(
+        1.5,
+        ge=1.0,
+        le=100.0,
+        description="Candidates an Elasticsearch knn query gathers per document wanted "
+        "(num_candidates = k × this, at most 10,000): 1.5 is Elasticsearch's own default; on a "
+        "graph (*_hnsw) more finds more of the exact nearest, slower (quorum bench dense "
+        "--elasticsearch measures both). Flat indexes are exact at any value.",
+    )
     elasticsearch_bulk_threads: int = Field(
         2, ge=1, le=64, description="Bulk requests in flight at once while loading."
     )

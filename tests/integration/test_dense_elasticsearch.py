@@ -92,3 +92,30 @@ async def test_rerank_fuses_the_same_dense_candidates_on_both_engines(
     assert on_disk["first_stage"] == in_cluster["first_stage"]
     assert on_disk["first_stage"]["dense_only"] == 4
     assert [p for p, _ in on_disk["ranked"]] == [p for p, _ in in_cluster["ranked"]]
+
+
+def test_a_quantized_graph_finds_the_nearest_and_gathers_the_candidates_asked(
+    es_url: str, new_name
+):
+    """search.elasticsearch_knn_candidates reaches the graph: more candidates, more of the exact
+    top 10 (int8 codes and an HNSW graph; bbq's figures on real vectors: `bench dense`)."""
+    dims, n = 128, 5000
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(n, dims)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    docs = [{"pmid": str(i), "title": "t", "abstract": "a"} for i in range(n)]
+    name = new_name()
+    index = ElasticIndex(es_url, name, dims=dims, create=True, vector_index="int8_hnsw")
+    index.upsert(docs, vectors)
+    index.commit()
+    queries = rng.normal(size=(100, dims)).astype(np.float32)
+    found = {}
+    for factor in (1.0, 50.0):
+        asked = ElasticIndex(es_url, name, knn_candidates=factor)
+        kept = []
+        for query in queries:
+            exact = {str(i) for i in np.argsort(-(vectors @ query))[:10]}
+            kept.append(len(exact & {p for p, _ in asked.nearest(query, 10)}) / 10)
+        found[factor] = float(np.mean(kept))
+    assert found[50.0] >= 0.9  # 500 candidates of 5,000: close to the exact answer
+    assert found[1.0] < found[50.0] - 0.05  # the control: 10 candidates miss more of it
