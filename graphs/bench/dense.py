@@ -24,10 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from graphs.bench.dense_es import measure as measure_es
 from graphs.bench.synthetic import SentencePool
 from infra.search.ann import build
 from infra.search.embedded import _top_rows
 from infra.search.embedded_layout import quantize
+from infra.settings import Settings
 
 K = 100
 """The depth recall is measured at (issue 31: recall@100 against the exact scan): the share of
@@ -44,8 +46,14 @@ def bench_dense(
     *,
     seed: int = 0,
     work: Path | None = None,
+    elasticsearch: Settings | None = None,
+    candidates: Sequence[float] = (1.5,),
 ) -> dict[str, Any]:
-    """Measure exact and approximate top-100 on the real vectors and each synthetic size."""
+    """Measure exact and approximate top-100 on the real vectors and each synthetic size.
+
+    With `elasticsearch` (settings naming a node), each set is also written into Elasticsearch's
+    quantized graph types and their knn measured the same way at each `candidates` factor.
+    """
     queries = np.asarray(queries, np.float32)
     report: dict[str, Any] = {"queries": len(queries), "k": K, "seed": seed, "sets": {}}
     pool = SentencePool(docs, real_vectors)
@@ -54,7 +62,12 @@ def bench_dense(
         where = Path(tempfile.mkdtemp(prefix="quorum-dense-", dir=work))
         try:
             vectors, scales = _store(where, pool, rows, seed, real=name == "real")
-            report["sets"][name] = _measure(where, vectors, scales, queries, shares, seed)
+            figures, kth = _measure(where, vectors, scales, queries, shares, seed)
+            if elasticsearch is not None:
+                figures["elasticsearch"] = measure_es(
+                    elasticsearch, vectors, scales, queries, kth, candidates, k=K
+                )
+            report["sets"][name] = figures
         finally:
             shutil.rmtree(where, ignore_errors=True)
         print(f"{name}: {report['sets'][name]}", flush=True)
@@ -96,7 +109,8 @@ def _measure(
     queries: np.ndarray,
     shares: Sequence[float],
     seed: int,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[float]]:
+    """Return the IVF stage's figures, and each query's exact 100th score."""
     rows = len(vectors)
     exact, exact_s = [], []
     for query in queries:
@@ -137,7 +151,7 @@ def _measure(
             "p95_ms": _ms(took, 95),
         }
     figures["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    return figures
+    return figures, exact
 
 
 def _ms(seconds: Sequence[float], q: float) -> float:

@@ -118,6 +118,18 @@ def bench_dense_cmd(
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="Questions asked.")] = 200,
     seed: Annotated[int, typer.Option(help="Seed of the synthetic sets and of k-means.")] = 0,
+    elasticsearch: Annotated[
+        bool,
+        typer.Option(
+            "--elasticsearch",
+            help="Also Elasticsearch's int8_hnsw and bbq_hnsw on the same vectors "
+            "(search.elasticsearch_url).",
+        ),
+    ] = False,
+    candidates: Annotated[
+        str,
+        typer.Option(help="Comma-separated knn candidates per result (with --elasticsearch)."),
+    ] = "1.5,4,10",
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """The approximate dense stage (IVF) against the exact scan: recall@100, latency, build."""
@@ -133,8 +145,13 @@ def bench_dense_cmd(
     try:
         wanted = sorted({int(s.replace("_", "")) for s in sizes.split(",") if s.strip()})
         probed = [float(s) for s in shares.split(",") if s.strip()]
+        factors = [float(s) for s in candidates.split(",") if s.strip()]
     except ValueError:
-        raise CliError(f"--sizes {sizes!r} / --shares {shares!r}: give numbers") from None
+        raise CliError(
+            f"--sizes {sizes!r} / --shares {shares!r} / --candidates {candidates!r}: give numbers"
+        ) from None
+    if not factors or not all(1 <= f <= 100 for f in factors):
+        raise CliError(f"--candidates {candidates!r}: give factors from 1 to 100, e.g. 1.5,4")
     if not probed or not all(0 < s <= 1 for s in probed):
         raise CliError(f"--shares {shares!r}: give shares above 0 and at most 1, e.g. 0.125")
     shared_corpus, shared_questions = default_inputs()
@@ -152,7 +169,21 @@ def bench_dense_cmd(
     real = np.load(_real_vectors(work, docs, embedder))
     loaded = [q for path in files for q in load_questions(path) if q.documents][:limit]
     vectors = np.load(_queries(work, docs, loaded, embedder)["path"], allow_pickle=True)["vectors"]
-    report = bench_dense(docs, real, vectors, wanted, probed, seed=seed, work=work)
+    if elasticsearch:
+        from infra.search.elastic import ElasticIndex
+
+        ElasticIndex(settings.search.elasticsearch_url).check_reachable()
+    report = bench_dense(
+        docs,
+        real,
+        vectors,
+        wanted,
+        probed,
+        seed=seed,
+        work=work,
+        elasticsearch=settings if elasticsearch else None,
+        candidates=factors,
+    )
     report["model"] = embedder.name
     if as_json:
         write_json(report)
