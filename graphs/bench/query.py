@@ -50,6 +50,21 @@ def peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def resident_mib() -> dict[str, float]:
+    """Return resident memory now, split: the process's own (anonymous) and mapped files' pages.
+
+    Mapped pages (the index's vectors and postings) are the kernel's page cache, shared and given
+    back under pressure; the anonymous part is what the process itself holds.
+    """
+    wanted = {"RssAnon:": "rss_anon_mib", "RssFile:": "rss_file_mib"}
+    found = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key = line.split(maxsplit=1)[0] if line else ""
+        if key in wanted:
+            found[wanted[key]] = round(int(line.split()[1]) / 1024, 1)
+    return found
+
+
 def main() -> None:
     """Time the embedded engine's query path from inputs in a .npz file; print JSON figures."""
     from infra.search.embedded import EmbeddedIndex

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from graphs.bench.query import peak_rss_mib
+from graphs.bench.query import peak_rss_mib, resident_mib
 from graphs.bench.synthetic import SentencePool
 from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
@@ -162,6 +162,7 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
         "recall_at_10_fused": round(float(np.mean(recall_10)), 3),
         "recall_at_1000_bm25": round(float(np.mean(recall_1000)), 3),
         "query_peak_rss_mib": peak_rss_mib(),
+        **{f"query_end_{key}": value for key, value in resident_mib().items()},
     }
 
 
