@@ -158,6 +158,30 @@ def test_targets_are_checked_at_a_million_documents_against_bm25s_of_the_same_ru
     assert missed == {"bm25_p50_ms_vs_bm25s_numba", "default_p50_ms"}
 
 
+def test_full_size_corpora_are_held_to_issue_31s_targets():
+    measured = {
+        "bm25_top1000_p50_ms": 12.5,
+        "default_10000_to_300_p50_ms": 40.8,  # above issue 18's 30 ms: not judged by it here
+        "dense_top100_p50_ms": 22.8,
+        "open_s": 0.003,
+        "open_rss_mib": 5.3,
+        "query_peak_rss_mib": 5692.0,
+    }
+    sizes = {"10000000": {"embedded": dict(measured)}}
+    checked = scale.targets(sizes)["10000000"]
+    assert set(checked) == {
+        "bm25_p50_ms",
+        "default_p50_ms",
+        "dense_p50_ms",
+        "open_s",
+        "query_peak_rss_mib",
+    }
+    assert all(c["met"] for c in checked.values())
+    sizes["10000000"]["embedded"] |= {"dense_top100_p50_ms": 51.0, "query_peak_rss_mib": 8200.0}
+    missed = {k for k, c in scale.targets(sizes)["10000000"].items() if not c["met"]}
+    assert missed == {"dense_p50_ms", "query_peak_rss_mib"}
+
+
 def test_bm25_is_held_within_one_and_a_half_times_bm25s_numba_at_every_size():
     sizes = {
         "200000": {
