@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import resource
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -70,7 +71,7 @@ def bench_dense(
             report["sets"][name] = figures
         finally:
             shutil.rmtree(where, ignore_errors=True)
-        print(f"{name}: {report['sets'][name]}", flush=True)
+        print(f"{name}: {report['sets'][name]}", file=sys.stderr, flush=True)
     return report
 
 

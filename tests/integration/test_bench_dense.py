@@ -16,7 +16,9 @@ def clustered(n: int, seed: int) -> np.ndarray:
     return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
 
-def test_both_engines_are_measured_against_the_same_exact_answer(settings, es_url, tmp_path):
+def test_both_engines_are_measured_against_the_same_exact_answer(
+    settings, es_url, tmp_path, capsys
+):
     docs = [{"pmid": str(i), "abstract": f"Sentence {i}. Another {i}."} for i in range(600)]
     chosen = settings.model_copy(
         update={"search": settings.search.model_copy(update={"elasticsearch_url": es_url})}
@@ -31,6 +33,7 @@ def test_both_engines_are_measured_against_the_same_exact_answer(settings, es_ur
         elasticsearch=chosen,
         candidates=[1.0, 10.0],
     )
+    assert capsys.readouterr().out == ""  # progress goes to stderr: --json prints one object
     real = report["sets"]["real"]
     assert real["rows"] == 600 and report["k"] == 100
     assert real["shares"]["1"]["recall_at_100"] == 1.0  # every list: the exact answer
