@@ -77,8 +77,8 @@ def bench_scale(
     work = settings.home / "bench" / "scale"
     work.mkdir(parents=True, exist_ok=True)
     embedder = HuggingFaceEmbedder(settings.embeddings)
-    vectors = _real_vectors(work, docs, embedder)
-    queries = _queries(work, docs, questions, embedder)
+    vectors = real_vectors_file(work, docs, embedder)
+    queries = save_queries(work, docs, questions, embedder)
     report: dict[str, Any] = {
         "real_docs": len(docs),
         "questions": queries["count"],
@@ -205,7 +205,7 @@ def extrapolate(sizes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _real_vectors(work: Path, docs: list[dict[str, Any]], embedder: Any) -> Path:
+def real_vectors_file(work: Path, docs: list[dict[str, Any]], embedder: Any) -> Path:
     """Embed the real documents once (cached by model and corpus); return the .npy path."""
     digest = hashlib.sha256("".join(d["pmid"] for d in docs).encode()).hexdigest()[:16]
     path = work / f"vectors-{embedder.name}-{digest}.npy"
@@ -219,7 +219,7 @@ def _real_vectors(work: Path, docs: list[dict[str, Any]], embedder: Any) -> Path
     return path
 
 
-def _queries(
+def save_queries(
     work: Path, docs: list[dict[str, Any]], questions: Sequence[Question], embedder: Any
 ) -> dict[str, Any]:
     """Save the questions' keyword queries, vectors and gold held by the corpus; return where."""

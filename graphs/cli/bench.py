@@ -136,7 +136,7 @@ def bench_dense_cmd(
     import numpy as np
 
     from graphs.bench.dense import bench_dense
-    from graphs.bench.scale import _queries, _real_vectors, default_inputs
+    from graphs.bench.scale import default_inputs, real_vectors_file, save_queries
     from infra.bioasq.formats import load_questions
     from infra.embeddings import HuggingFaceEmbedder
     from infra.ingest.corpus import read_jsonl
@@ -166,9 +166,10 @@ def bench_dense_cmd(
     work = settings.home / "bench" / "scale"
     work.mkdir(parents=True, exist_ok=True)
     embedder = HuggingFaceEmbedder(settings.embeddings)
-    real = np.load(_real_vectors(work, docs, embedder))
+    real = np.load(real_vectors_file(work, docs, embedder))
     loaded = [q for path in files for q in load_questions(path) if q.documents][:limit]
-    vectors = np.load(_queries(work, docs, loaded, embedder)["path"], allow_pickle=True)["vectors"]
+    saved = save_queries(work, docs, loaded, embedder)["path"]
+    vectors = np.load(saved, allow_pickle=True)["vectors"]
     if elasticsearch:
         from infra.search.elastic import ElasticIndex
 
