@@ -3,7 +3,6 @@ baseline/ and updatefiles/ with HTML listings and .md5 files; a corrupt file, a 
 short, a 404, a server that stalls, a kill mid-file, revisions and deletions in an update."""
 
 import fcntl
-import gzip
 import hashlib
 import json
 import os
@@ -22,29 +21,12 @@ import pytest
 from infra.search.embedded import EmbeddedIndex
 from infra.simulate.server import SimulatedEndpoint
 from tests.support.cli import QUORUM, quorum_env, run_quorum, simulated_env
+from tests.support.pubmed_xml import article as xml_article
+from tests.support.pubmed_xml import pubmed_set
 
 
 def article(pmid: str, title: str, abstract: str) -> str:
-    return (
-        f"<PubmedArticle><MedlineCitation><PMID>{pmid}</PMID><Article>"
-        f"<Journal><Title>J Test</Title><JournalIssue><PubDate><Year>2024</Year></PubDate>"
-        f"</JournalIssue></Journal><ArticleTitle>{title}</ArticleTitle>"
-        f"<Abstract><AbstractText>{abstract}</AbstractText></Abstract></Article>"
-        f"<MeshHeadingList><MeshHeading><DescriptorName>Mitochondria</DescriptorName>"
-        f"</MeshHeading></MeshHeadingList></MedlineCitation></PubmedArticle>"
-    )
-
-
-def pubmed_set(articles: list[str], deleted: tuple[str, ...] = ()) -> bytes:
-    deletes = (
-        "<DeleteCitation>" + "".join(f"<PMID>{p}</PMID>" for p in deleted) + "</DeleteCitation>"
-        if deleted
-        else ""
-    )
-    xml = (
-        f'<?xml version="1.0"?>\n<PubmedArticleSet>{"".join(articles)}{deletes}</PubmedArticleSet>'
-    )
-    return gzip.compress(xml.encode())
+    return xml_article(pmid, title, abstract, mesh=("Mitochondria",))
 
 
 def padding(seed: int, words: int) -> str:

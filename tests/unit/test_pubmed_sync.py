@@ -1,7 +1,6 @@
 """`quorum pubmed sync`'s parts: listings, checksums, the state file, file order, --until, fetching
 with resume and verification (httpx's mock transport), and applying in order."""
 
-import gzip
 import hashlib
 import json
 import threading
@@ -23,6 +22,7 @@ from infra.pubmed.mirror import (
 )
 from infra.pubmed.sync import Applied, SyncState, SyncSummary, plan, sync, until_index
 from infra.pubmed.xml import iter_pubmed_articles
+from tests.support.pubmed_xml import article, pubmed_set
 
 BASE = "https://mirror.test/pubmed/"
 
@@ -41,26 +41,8 @@ NCBI_LISTING = """<html><head><title>Index of /pubmed/updatefiles</title></head>
 </pre></body></html>"""
 
 
-def article(pmid: str, title: str, abstract: str = "An abstract.") -> str:
-    return (
-        f"<PubmedArticle><MedlineCitation><PMID>{pmid}</PMID><Article>"
-        f"<Journal><Title>J Test</Title><JournalIssue><PubDate><Year>2024</Year></PubDate>"
-        f"</JournalIssue></Journal><ArticleTitle>{title}</ArticleTitle>"
-        f"<Abstract><AbstractText>{abstract}</AbstractText></Abstract></Article>"
-        f"</MedlineCitation></PubmedArticle>"
-    )
-
-
 def pubmed_gz(path: Path, articles: list[str], deleted: list[str] = ()) -> bytes:
-    deletes = (
-        "<DeleteCitation>" + "".join(f"<PMID>{p}</PMID>" for p in deleted) + "</DeleteCitation>"
-        if deleted
-        else ""
-    )
-    xml = (
-        f'<?xml version="1.0"?>\n<PubmedArticleSet>{"".join(articles)}{deletes}</PubmedArticleSet>'
-    )
-    data = gzip.compress(xml.encode())
+    data = pubmed_set(articles, deleted)
     path.write_bytes(data)
     return data
 
