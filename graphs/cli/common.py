@@ -56,6 +56,25 @@ def backend_names() -> tuple[str, ...]:
     return choices(SearchSettings, "backend")
 
 
+WriterIndexOption = Annotated[
+    str | None, typer.Option("--index", help="Index to write (default: settings).")
+]
+WriterBackendOption = Annotated[
+    str | None,
+    typer.Option("--backend", help=f"{' or '.join(backend_names())} (default: settings)."),
+]
+"""The index and engine a command that writes documents or vectors (index, embed, pubmed sync)
+works on; `checked_backend` refuses a backend that is not one of them."""
+
+
+def checked_backend(backend: str | None) -> str | None:
+    """Return a --backend that names a search backend, or refuse it in one line."""
+    names = backend_names()
+    if backend is not None and backend not in names:
+        raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(names)}")
+    return backend
+
+
 def checked_type(qtype: str | None) -> str | None:
     """Return a --type that names a BioASQ question type, or refuse it in one line."""
     from infra.bioasq.types import QUESTION_TYPES

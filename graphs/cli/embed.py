@@ -8,24 +8,25 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from tqdm import tqdm
 
-from graphs.cli.common import CliError, backend_names, err, fail, settings_for
+from graphs.cli.common import (
+    CliError,
+    WriterBackendOption,
+    WriterIndexOption,
+    checked_backend,
+    err,
+    fail,
+    settings_for,
+)
 from infra.heartbeat import Heartbeat
 
 if TYPE_CHECKING:
     from infra.ingest.embed_job import EmbedReport
     from infra.settings import Settings
 
-BACKENDS = backend_names()
-
 
 def embed(
-    name: Annotated[
-        str | None, typer.Option("--index", help="Index to embed (default: settings).")
-    ] = None,
-    backend: Annotated[
-        str | None,
-        typer.Option("--backend", help=f"{' or '.join(BACKENDS)} (default: settings)."),
-    ] = None,
+    name: WriterIndexOption = None,
+    backend: WriterBackendOption = None,
     device: Annotated[
         str | None,
         typer.Option(
@@ -42,8 +43,7 @@ def embed(
     """Compute the configured model's vectors for every document that lacks them."""
     from nodes.describing import plural
 
-    if backend is not None and backend not in BACKENDS:
-        raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")
+    checked_backend(backend)
     overrides: dict[str, dict[str, str]] = {}
     if search := {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}:
         overrides["search"] = search

@@ -9,25 +9,25 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from tqdm import tqdm
 
-from graphs.cli.common import CliError, backend_names, err, fail, settings_for
+from graphs.cli.common import (
+    WriterBackendOption,
+    WriterIndexOption,
+    checked_backend,
+    err,
+    fail,
+    settings_for,
+)
 from infra.heartbeat import Heartbeat
 
 if TYPE_CHECKING:
     from infra.ingest.pipeline import IngestReport
     from infra.settings import Settings
 
-BACKENDS = backend_names()
-
 
 def index(
     sources: Annotated[list[Path], typer.Argument(help=".jsonl(.gz) or PubMed .xml(.gz) files.")],
-    backend: Annotated[
-        str | None,
-        typer.Option("--backend", help=f"{' or '.join(BACKENDS)} (default: settings)."),
-    ] = None,
-    name: Annotated[
-        str | None, typer.Option("--index", help="Index name (default: settings).")
-    ] = None,
+    backend: WriterBackendOption = None,
+    name: WriterIndexOption = None,
     embeddings: Annotated[
         bool,
         typer.Option("--embeddings/--no-embeddings", help="Store document vectors for reranking."),
@@ -41,8 +41,7 @@ def index(
     """Index corpus files; re-indexing replaces by PMID, and an interrupted run resumes."""
     from nodes.describing import plural
 
-    if backend is not None and backend not in BACKENDS:
-        raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")
+    checked_backend(backend)
     search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
     settings = settings_for(search=search) if search else settings_for()
     try:

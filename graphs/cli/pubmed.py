@@ -10,14 +10,22 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from tqdm import tqdm
 
-from graphs.cli.common import CliError, backend_names, err, fail, settings_for, write_json
+from graphs.cli.common import (
+    CliError,
+    WriterBackendOption,
+    WriterIndexOption,
+    checked_backend,
+    err,
+    fail,
+    settings_for,
+    write_json,
+)
 from infra.heartbeat import Heartbeat
 
 if TYPE_CHECKING:
     from infra.pubmed.sync import Applied, SyncProgress
     from infra.settings import Settings
 
-BACKENDS = backend_names()
 NCBI = "https://ftp.ncbi.nlm.nih.gov/pubmed/"
 _HELD: list = []
 """Lock files held open for the life of the process (the lock goes with the process)."""
@@ -49,13 +57,8 @@ def sync(
         str,
         typer.Option("--mirror", help="Base URL holding baseline/ and updatefiles/ (NCBI's)."),
     ] = NCBI,
-    name: Annotated[
-        str | None, typer.Option("--index", help="Index name (default: settings).")
-    ] = None,
-    backend: Annotated[
-        str | None,
-        typer.Option("--backend", help=f"{' or '.join(BACKENDS)} (default: settings)."),
-    ] = None,
+    name: WriterIndexOption = None,
+    backend: WriterBackendOption = None,
     embeddings: Annotated[
         bool,
         typer.Option(
@@ -95,8 +98,7 @@ def sync(
     from infra.pubmed.sync import sync as run_sync
     from nodes.describing import plural
 
-    if backend is not None and backend not in BACKENDS:
-        raise CliError(f"unknown --backend {backend!r}; choose {' or '.join(BACKENDS)}")
+    checked_backend(backend)
     base = mirror_url(mirror)
     search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
     settings = settings_for(search=search) if search else settings_for()
