@@ -8,15 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from tqdm import tqdm
 
-from graphs.cli.common import (
-    CliError,
-    WriterBackendOption,
-    WriterIndexOption,
-    checked_backend,
-    err,
-    fail,
-    settings_for,
-)
+from graphs.cli import common
+from graphs.cli.common import CliError, err, fail, settings_for
 from infra.heartbeat import Heartbeat
 
 if TYPE_CHECKING:
@@ -25,8 +18,8 @@ if TYPE_CHECKING:
 
 
 def embed(
-    name: WriterIndexOption = None,
-    backend: WriterBackendOption = None,
+    name: common.WriterIndexOption = None,
+    backend: common.WriterBackendOption = None,
     device: Annotated[
         str | None,
         typer.Option(
@@ -43,7 +36,7 @@ def embed(
     """Compute the configured model's vectors for every document that lacks them."""
     from nodes.describing import plural
 
-    checked_backend(backend)
+    common.checked_backend(backend)
     overrides: dict[str, dict[str, str]] = {}
     if search := {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}:
         overrides["search"] = search

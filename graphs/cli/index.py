@@ -9,14 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from tqdm import tqdm
 
-from graphs.cli.common import (
-    WriterBackendOption,
-    WriterIndexOption,
-    checked_backend,
-    err,
-    fail,
-    settings_for,
-)
+from graphs.cli import common
+from graphs.cli.common import err, fail, settings_for
 from infra.heartbeat import Heartbeat
 
 if TYPE_CHECKING:
@@ -26,8 +20,8 @@ if TYPE_CHECKING:
 
 def index(
     sources: Annotated[list[Path], typer.Argument(help=".jsonl(.gz) or PubMed .xml(.gz) files.")],
-    backend: WriterBackendOption = None,
-    name: WriterIndexOption = None,
+    backend: common.WriterBackendOption = None,
+    name: common.WriterIndexOption = None,
     embeddings: Annotated[
         bool,
         typer.Option("--embeddings/--no-embeddings", help="Store document vectors for reranking."),
@@ -41,7 +35,7 @@ def index(
     """Index corpus files; re-indexing replaces by PMID, and an interrupted run resumes."""
     from nodes.describing import plural
 
-    checked_backend(backend)
+    common.checked_backend(backend)
     search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
     settings = settings_for(search=search) if search else settings_for()
     try:

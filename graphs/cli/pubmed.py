@@ -10,16 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from tqdm import tqdm
 
-from graphs.cli.common import (
-    CliError,
-    WriterBackendOption,
-    WriterIndexOption,
-    checked_backend,
-    err,
-    fail,
-    settings_for,
-    write_json,
-)
+from graphs.cli import common
+from graphs.cli.common import CliError, err, fail, settings_for, write_json
 from infra.heartbeat import Heartbeat
 
 if TYPE_CHECKING:
@@ -57,8 +49,8 @@ def sync(
         str,
         typer.Option("--mirror", help="Base URL holding baseline/ and updatefiles/ (NCBI's)."),
     ] = NCBI,
-    name: WriterIndexOption = None,
-    backend: WriterBackendOption = None,
+    name: common.WriterIndexOption = None,
+    backend: common.WriterBackendOption = None,
     embeddings: Annotated[
         bool,
         typer.Option(
@@ -98,7 +90,7 @@ def sync(
     from infra.pubmed.sync import sync as run_sync
     from nodes.describing import plural
 
-    checked_backend(backend)
+    common.checked_backend(backend)
     base = mirror_url(mirror)
     search = {k: v for k, v in (("backend", backend), ("index", name)) if v is not None}
     settings = settings_for(search=search) if search else settings_for()
