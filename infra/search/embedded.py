@@ -19,6 +19,7 @@ from infra.search.embedded_layout import (
     SCALES,
     VECTORS,
     PmidLookup,
+    RecentRows,
     decode,
     mapped,
     pmids_file,
@@ -69,6 +70,7 @@ class EmbeddedIndex:
         self._ann: AnnIndex | None = None
         self._ann_looked = False
         self._ann_rows, self._ann_share = ANN_ROWS, ANN_SHARE
+        self._recent: RecentRows | None = None  # the latest search's hits, asked about next
 
     def dense_stage(self, *, ann_rows: int, share: float) -> None:
         """Set when `nearest` uses the IVF index (search.dense_ann_rows, dense_ann_share).
@@ -158,9 +160,9 @@ class EmbeddedIndex:
             np.cumsum(~tied, out=run[1:])
             order = np.argsort((run << 32) | rows, kind="stable")
             rows, scores = rows[order], scores[order]
-        return SearchResult(
-            total=int(found.count or 0), pmids=decode(self._pmids[rows]), scores=scores
-        )
+        pmids = decode(self._pmids[rows])
+        self._recent = RecentRows(pmids, rows)
+        return SearchResult(total=int(found.count or 0), pmids=pmids, scores=scores)
 
     def fetch(self, pmids: Sequence[str]) -> list[dict[str, Any]]:
         """Return stored documents for these PMIDs, in order, skipping unknown ones."""
@@ -186,7 +188,7 @@ class EmbeddedIndex:
         """Return cosine(vector, stored vector) per PMID (unit vectors: a dot product)."""
         if self._vectors is None:
             return None
-        rows = self._lookup.rows_of(pmids)
+        rows = self._rows_of(pmids)
         known = rows >= 0
         out = np.zeros(len(rows), dtype=np.float32)
         if known.any():
@@ -257,12 +259,19 @@ class EmbeddedIndex:
         """Return the stored vectors of these PMIDs as float32 rows (KeyError for one unknown)."""
         if self._vectors is None:
             return None
-        rows = self._lookup.rows_of(pmids)
+        rows = self._rows_of(pmids)
         if (rows < 0).any():
             raise KeyError(
                 f"not indexed: {[p for p, r in zip(pmids, rows, strict=True) if r < 0][:5]}"
             )
         return self._vectors[rows].astype(np.float32) * self._scales[rows][:, None]
+
+    def _rows_of(self, pmids: Sequence[str]) -> np.ndarray:
+        """Return each PMID's row (-1: not indexed), those of the latest search's hits first."""
+        recent = self._recent
+        if recent is None:
+            return self._lookup.rows_of(pmids)
+        return recent.rows_of(pmids, self._lookup)
 
     def has(self, pmid: str) -> bool:
         """Tell whether the index holds this PMID."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,33 @@ class PmidLookup:
                 if row is not None:
                     out[i] = row
         return out
+
+
+class RecentRows:
+    """A search's hits as PMID → row, for the similarities and vectors asked of them next.
+
+    At 10 M rows, finding 9,500 PMIDs' rows in the sorted lookup (a binary search over
+    fixed-width byte strings) took 16 of the default path's 41 ms; the search had read those
+    rows already. Rows are the reader's, fixed for its lifetime, so a PMID's row here is the one
+    the lookup would give; a PMID not among the hits is looked up as before.
+    """
+
+    __slots__ = ("_map", "pmids", "rows")
+
+    def __init__(self, pmids: list[str], rows: np.ndarray):
+        self.pmids, self.rows = pmids, rows
+        self._map: dict[str, int] | None = None  # built on first use: many searches never need it
+
+    def rows_of(self, pmids: Sequence[str], lookup: PmidLookup) -> np.ndarray:
+        """Return each PMID's row (-1: not indexed): from the hits, else from `lookup`."""
+        if self._map is None:
+            self._map = dict(zip(self.pmids, self.rows.tolist(), strict=True))
+        get = self._map.get
+        rows = np.fromiter((get(p, -2) for p in pmids), np.int64, len(pmids))
+        missing = np.flatnonzero(rows == -2)
+        if missing.size:
+            rows[missing] = lookup.rows_of([pmids[i] for i in missing])
+        return rows
 
 
 def build_lookup(path: Path, meta: dict[str, Any], rows: int) -> None:

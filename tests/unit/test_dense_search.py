@@ -81,3 +81,21 @@ def test_a_vector_of_the_wrong_dimension_is_refused(tmp_path):
     index = EmbeddedIndex.build(tmp_path / "i", [doc("1")], vectors=unit(1), embedding_model="m")
     with pytest.raises(ValueError, match="4 dims; the index has 8"):
         index.nearest(unit(1, dims=4)[0], 1)
+
+
+def test_vectors_of_the_latest_hits_are_the_ones_the_lookup_gives(tmp_path):
+    """similarities and vectors take the rows of the latest search's hits from the search itself;
+    the answer is the lookup's, for hits, for PMIDs outside them and for unknown ones."""
+    vectors = unit(120)
+    docs = [doc(str(2000 + i)) | {"abstract": "common" if i % 3 else "rare"} for i in range(120)]
+    index = EmbeddedIndex.build(tmp_path / "i", docs, vectors=vectors, embedding_model="m")
+    fresh = EmbeddedIndex(tmp_path / "i")  # never searched: every row from the lookup
+    hits = index.search("rare", 100).pmids
+    assert len(hits) == 40 and index._recent is not None
+    asked = [*hits[::-1], "2001", "nope", hits[0]]  # reordered, one outside, one unknown, repeat
+    query = unit(1, seed=7)[0]
+    assert np.array_equal(index.similarities(asked, query), fresh.similarities(asked, query))
+    assert index.similarities(asked, query)[-3] != 0 and index.similarities(asked, query)[-2] == 0
+    assert np.array_equal(index.vectors(hits), fresh.vectors(hits))
+    with pytest.raises(KeyError):
+        index.vectors(["nope"])
