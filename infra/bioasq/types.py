@@ -25,6 +25,7 @@ def check_phase(phase: str, *, name: str = "phase") -> str:
         raise ValueError(f"unknown {name} {phase!r}; choose one of {', '.join(PHASES)}")
     return phase.upper()
 
+
 _YESNO = re.compile(
     r"^(is|are|was|were|do|does|did|can|could|should|has|have|had|will|would|may|might|must)\b",
     re.I,

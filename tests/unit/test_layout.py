@@ -85,7 +85,12 @@ def test_no_import_circle():
     assert circles == []
 
 
-LAB_COMMANDS = ("graphs.cli.eval", "graphs.cli.eval_methods", "graphs.cli.bench", "graphs.cli.train")
+LAB_COMMANDS = (
+    "graphs.cli.eval",
+    "graphs.cli.eval_methods",
+    "graphs.cli.bench",
+    "graphs.cli.train",
+)
 """The commands that run the lab: the only modules outside it that may import it."""
 
 
