@@ -155,6 +155,9 @@ def checked_inputs(
 
 
 def _terminated(signum: int, frame: object) -> None:
+    from infra.training.stop import request_stop
+
+    request_stop(128 + signum)  # raised again from the training loop should this one be lost
     err.print("terminated; the unfinished model was removed")
     raise SystemExit(128 + signum)
 

@@ -32,6 +32,7 @@ from infra.training.dev import (
     bm25_figures,
     document_groups,
 )
+from infra.training.stop import stop_callback
 
 
 @dataclass
@@ -288,6 +289,7 @@ def _run(
     scratch = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
     try:
         trainer = make_trainer(scratch / "checkpoints")
+        trainer.add_callback(stop_callback())
         started = time.perf_counter()
         # The trainer prints its logs on stdout, which belongs to the settings lines (or --json).
         state = trainer.state
