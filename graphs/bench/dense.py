@@ -20,17 +20,54 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from graphs.bench.dense_es import measure as measure_es
 from graphs.bench.synthetic import SentencePool
+from infra.errors import UserError
 from infra.search.ann import build
 from infra.search.embedded import _top_rows
 from infra.search.embedded_layout import quantize
 from infra.settings import Settings
+
+
+@dataclass
+class DenseInputs:
+    """What `bench_dense` measures on: the real documents, their vectors, the query vectors."""
+
+    sets: tuple[list[dict[str, Any]], np.ndarray, np.ndarray]
+    work: Path
+    model: str
+
+
+def dense_inputs(
+    settings: Settings, corpus: Path, files: Sequence[Path], limit: int, sizes: Sequence[int]
+) -> DenseInputs:
+    """Read the real documents and up to `limit` questions and embed them, once.
+
+    The vectors are cached where `bench scale` keeps its own (QUORUM_HOME/bench/scale).
+    """
+    from graphs.bench.scale import real_vectors_file, save_queries
+    from infra.bioasq.formats import load_questions
+    from infra.embeddings import HuggingFaceEmbedder
+    from infra.ingest.corpus import read_jsonl
+    from infra.ingest.sources import normalize
+
+    docs = [normalize(d) for d in read_jsonl(corpus) if isinstance(d, dict)]
+    if sizes and min(sizes) < len(docs):
+        raise UserError(f"--sizes: each synthetic set holds at least the {len(docs):,} real ones")
+    work = settings.home / "bench" / "scale"
+    work.mkdir(parents=True, exist_ok=True)
+    embedder = HuggingFaceEmbedder(settings.embeddings)
+    real = np.load(real_vectors_file(work, docs, embedder))
+    loaded = [q for path in files for q in load_questions(path) if q.documents][:limit]
+    saved = save_queries(work, docs, loaded, embedder)["path"]
+    queries = np.load(saved, allow_pickle=True)["vectors"]
+    return DenseInputs(sets=(docs, real, queries), work=work, model=embedder.name)
+
 
 K = 100
 """The depth recall is measured at (issue 31: recall@100 against the exact scan): the share of
@@ -65,6 +102,8 @@ def bench_dense(
             vectors, scales = _store(where, pool, rows, seed, real=name == "real")
             figures, kth = _measure(where, vectors, scales, queries, shares, seed)
             if elasticsearch is not None:
+                from graphs.bench.dense_es import measure as measure_es
+
                 figures["elasticsearch"] = measure_es(
                     elasticsearch, vectors, scales, queries, kth, candidates, k=K
                 )
@@ -141,18 +180,29 @@ def _measure(
             scores = (vectors[found].astype(np.float32) @ query) * scales[found]
             top = np.sort(scores)[::-1][:K]
             took.append(time.perf_counter() - started)
-            # Tie-aware: synthetic vectors repeat (a one-sentence document's is its source's),
-            # so rows tied at the 100th score are equally right whichever of them comes back.
-            recalls.append(min(K, int((top >= kth - 1e-6).sum())) / K)
-        figures["shares"][f"{share:g}"] = {
-            "nprobe": nprobe,
-            "recall_at_100": round(float(np.mean(recalls)), 4),
-            "recall_p5": round(float(np.percentile(recalls, 5)), 4),
-            "p50_ms": _ms(took, 50),
-            "p95_ms": _ms(took, 95),
-        }
+            recalls.append(tie_aware_recall(top, kth, K))
+        figures["shares"][f"{share:g}"] = {"nprobe": nprobe, **judged(recalls, took)}
     figures["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return figures, exact
+
+
+def tie_aware_recall(scores: np.ndarray, kth: float, k: int) -> float:
+    """Return the share of `k` found rows scoring at least the exact k-th score.
+
+    Tie-aware: synthetic vectors repeat (a one-sentence document's is its source's), so rows
+    tied at the k-th score are equally right whichever of them comes back.
+    """
+    return min(k, int((np.asarray(scores) >= kth - 1e-6).sum())) / k
+
+
+def judged(recalls: Sequence[float], took: Sequence[float]) -> dict[str, float]:
+    """Return the mean and 5th-percentile recall and the p50/p95 time of one way of searching."""
+    return {
+        "recall_at_100": round(float(np.mean(recalls)), 4),
+        "recall_p5": round(float(np.percentile(recalls, 5)), 4),
+        "p50_ms": _ms(took, 50),
+        "p95_ms": _ms(took, 95),
+    }
 
 
 def _ms(seconds: Sequence[float], q: float) -> float:

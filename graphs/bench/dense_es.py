@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from graphs.bench.dense import judged, tie_aware_recall
 from graphs.bench.scale_child import Precomputed, disk
 from infra.search.backends import drop_index, open_backend, open_writer
+from infra.search.elastic_vectors import knn_candidates
 from infra.settings import Settings
 
 TYPES = ("int8_hnsw", "bbq_hnsw")
@@ -77,13 +79,10 @@ def measure(
                 took.append(time.perf_counter() - began)
                 got = np.array([int(p) for p, _ in found], np.int64)
                 scores = (vectors[got].astype(np.float32) @ query) * scales[got]
-                recalls.append(min(k, int((scores >= best - 1e-6).sum())) / k)
+                recalls.append(tie_aware_recall(scores, best, k))
             kind_figures["candidates"][f"{factor:g}"] = {
-                "num_candidates": min(10_000, max(k, int(np.ceil(k * factor)))),
-                "recall_at_100": round(float(np.mean(recalls)), 4),
-                "recall_p5": round(float(np.percentile(recalls, 5)), 4),
-                "p50_ms": round(float(np.percentile(took, 50)) * 1000, 2),
-                "p95_ms": round(float(np.percentile(took, 95)) * 1000, 2),
+                "num_candidates": knn_candidates(k, factor),
+                **judged(recalls, took),
             }
         drop_index(chosen)
         figures[kind] = kind_figures

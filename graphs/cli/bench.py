@@ -88,9 +88,7 @@ def bench_scale_cmd(
         raise CliError(f"unknown backend {bad[0]!r}; choose {' and/or '.join(BACKENDS)}")
     shared_corpus, shared_questions = default_inputs()
     corpus = _corpus(corpus, shared_corpus, "no corpus to resample")
-    files = [*(questions or []), *extra_files(ctx)] or shared_questions
-    if not files:
-        raise CliError("no questions to time: pass --questions FILE.json (BioASQ golden files)")
+    files = _question_files(ctx, questions, shared_questions, "no questions to time")
     loaded = [q for path in files for q in load_questions(path) if q.documents][:limit]
     report = bench_scale(settings_for(), corpus, loaded, wanted, chosen, seed=seed, keep=keep)
     if as_json:
@@ -133,14 +131,8 @@ def bench_dense_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """The approximate dense stage (IVF) against the exact scan: recall@100, latency, build."""
-    import numpy as np
-
-    from graphs.bench.dense import bench_dense
-    from graphs.bench.scale import default_inputs, real_vectors_file, save_queries
-    from infra.bioasq.formats import load_questions
-    from infra.embeddings import HuggingFaceEmbedder
-    from infra.ingest.corpus import read_jsonl
-    from infra.ingest.sources import normalize
+    from graphs.bench.dense import bench_dense, dense_inputs
+    from graphs.bench.scale import default_inputs
 
     try:
         wanted = sorted({int(s.replace("_", "")) for s in sizes.split(",") if s.strip()})
@@ -156,36 +148,23 @@ def bench_dense_cmd(
         raise CliError(f"--shares {shares!r}: give shares above 0 and at most 1, e.g. 0.125")
     shared_corpus, shared_questions = default_inputs()
     corpus = _corpus(corpus, shared_corpus, "no real documents")
-    files = [*(questions or []), *extra_files(ctx)] or shared_questions
-    if not files:
-        raise CliError("no questions: pass --questions FILE.json (BioASQ golden files)")
-    docs = [normalize(d) for d in read_jsonl(corpus) if isinstance(d, dict)]
-    if wanted and min(wanted) < len(docs):
-        raise CliError(f"--sizes: each synthetic set holds at least the {len(docs):,} real ones")
+    files = _question_files(ctx, questions, shared_questions, "no questions")
     settings = settings_for()
-    work = settings.home / "bench" / "scale"
-    work.mkdir(parents=True, exist_ok=True)
-    embedder = HuggingFaceEmbedder(settings.embeddings)
-    real = np.load(real_vectors_file(work, docs, embedder))
-    loaded = [q for path in files for q in load_questions(path) if q.documents][:limit]
-    saved = save_queries(work, docs, loaded, embedder)["path"]
-    vectors = np.load(saved, allow_pickle=True)["vectors"]
     if elasticsearch:
         from infra.search.elastic import ElasticIndex
 
         ElasticIndex(settings.search.elasticsearch_url).check_reachable()
+    inputs = dense_inputs(settings, corpus, files, limit, wanted)
     report = bench_dense(
-        docs,
-        real,
-        vectors,
+        *inputs.sets,
         wanted,
         probed,
         seed=seed,
-        work=work,
+        work=inputs.work,
         elasticsearch=settings if elasticsearch else None,
         candidates=factors,
     )
-    report["model"] = embedder.name
+    report["model"] = inputs.model
     if as_json:
         write_json(report)
         return
@@ -471,6 +450,16 @@ def _managed_elasticsearch() -> tuple[Path, int, str]:
             f"`python -m infra.elasticsearch_server start --dir {work} --port {port}`"
         )
     return work, port, url
+
+
+def _question_files(
+    ctx: typer.Context, given: list[Path] | None, shared: list[Path], missing: str
+) -> list[Path]:
+    """Return the golden files given (after --questions too), else ../shared's; refuse if none."""
+    files = [*(given or []), *extra_files(ctx)] or shared
+    if not files:
+        raise CliError(f"{missing}: pass --questions FILE.json (BioASQ golden files)")
+    return files
 
 
 def _corpus(given: Path | None, shared: Path | None, missing: str) -> Path:

@@ -77,7 +77,7 @@ class VectorSearch:
             raise ValueError(f"the query vector has {query.shape[0]} dims; the index has {dims}")
         k = min(int(k), PAGE)
         knn = {"field": vector_field_name(self._meta), "query_vector": query.tolist(), "k": k}
-        knn["num_candidates"] = min(PAGE, max(k, math.ceil(k * self.knn_candidates)))
+        knn["num_candidates"] = knn_candidates(k, self.knn_candidates)
         with self._guarded():
             found = self._client.search(
                 index=self.index,
@@ -88,6 +88,11 @@ class VectorSearch:
             )
         # knn scores cosine as (1 + cos) / 2.
         return [(pmid, 2.0 * score - 1.0) for pmid, score in hit_scores(found)]
+
+
+def knn_candidates(k: int, factor: float) -> int:
+    """Return a knn query's num_candidates for `k` results: `factor` a result, within [k, PAGE]."""
+    return min(PAGE, max(k, math.ceil(k * factor)))
 
 
 def hit_scores(found: Any) -> list[tuple[str, float]]:
