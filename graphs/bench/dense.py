@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from graphs.bench.recall import judged, ms, tie_aware_recall
 from graphs.bench.synthetic import SentencePool
 from infra.errors import UserError
 from infra.search.ann import build
@@ -167,8 +168,8 @@ def _measure(
         "build_s": round(built, 1),
         "ann_mib": round((where / "ann.faiss").stat().st_size / 2**20, 1),
         "vectors_mib": round(vectors.nbytes / 2**20, 1),
-        "exact_p50_ms": _ms(exact_s, 50),
-        "exact_p95_ms": _ms(exact_s, 95),
+        "exact_p50_ms": ms(exact_s, 50),
+        "exact_p95_ms": ms(exact_s, 95),
         "shares": {},
     }
     for share in shares:
@@ -184,26 +185,3 @@ def _measure(
         figures["shares"][f"{share:g}"] = {"nprobe": nprobe, **judged(recalls, took)}
     figures["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return figures, exact
-
-
-def tie_aware_recall(scores: np.ndarray, kth: float, k: int) -> float:
-    """Return the share of `k` found rows scoring at least the exact k-th score.
-
-    Tie-aware: synthetic vectors repeat (a one-sentence document's is its source's), so rows
-    tied at the k-th score are equally right whichever of them comes back.
-    """
-    return min(k, int((np.asarray(scores) >= kth - 1e-6).sum())) / k
-
-
-def judged(recalls: Sequence[float], took: Sequence[float]) -> dict[str, float]:
-    """Return the mean and 5th-percentile recall and the p50/p95 time of one way of searching."""
-    return {
-        "recall_at_100": round(float(np.mean(recalls)), 4),
-        "recall_p5": round(float(np.percentile(recalls, 5)), 4),
-        "p50_ms": _ms(took, 50),
-        "p95_ms": _ms(took, 95),
-    }
-
-
-def _ms(seconds: Sequence[float], q: float) -> float:
-    return round(float(np.percentile(seconds, q)) * 1000, 2)

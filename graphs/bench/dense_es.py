@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from graphs.bench.dense import judged, tie_aware_recall
+from graphs.bench.recall import judged, tie_aware_recall
 from graphs.bench.scale_child import Precomputed, disk
 from infra.search.backends import drop_index, open_backend, open_writer
 from infra.search.elastic_vectors import knn_candidates
