@@ -46,7 +46,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "trace": ("graphs.cli.trace", "trace_app", "Read runs back from their checkpoints."),
     # eval_methods adds `eval methods` and `eval likelihoods` to graphs.cli.eval's group
     "eval": ("graphs.cli.eval_methods", "eval_app", "Measure quorum on golden data."),
-    "bench": ("graphs.cli.bench", "bench_app", "Speed and memory benchmarks."),
+    # bench_search adds `bench retrieval`, `scale` and `dense` to graphs.cli.bench's group
+    "bench": ("graphs.cli.bench_search", "bench_app", "Speed and memory benchmarks."),
     "bioasq": ("graphs.cli.bioasq", "bioasq_app", "BioASQ Task B: run, validate, evaluate."),
     "pubmed": (
         "graphs.cli.pubmed",

@@ -1,4 +1,8 @@
-"""`quorum bench …`: speed and memory benchmarks (retrieval, pipeline, fault drill)."""
+"""`quorum bench …`: speed and memory benchmarks — help, embed, train, pipeline, batch, faults.
+
+The search engines' benches (retrieval, scale, dense) are graphs/cli/bench_search.py, which adds
+them to this group when graphs/cli assembles the command line.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,6 @@ import typer
 from graphs.cli.common import (
     CliError,
     backend_names,
-    extra_files,
     out,
     print_report,
     settings_for,
@@ -21,154 +24,6 @@ from graphs.cli.common import (
 BACKENDS = backend_names()
 
 bench_app = typer.Typer(no_args_is_help=True, help="Speed and memory benchmarks.")
-
-
-@bench_app.command("retrieval", context_settings={"allow_extra_args": True})
-def bench_retrieval_cmd(
-    ctx: typer.Context,
-    corpus: Annotated[Path, typer.Option("--corpus", help="A .jsonl(.gz) corpus to index.")],
-    questions: Annotated[
-        list[Path], typer.Option("--questions", help="BioASQ JSON files (queries).")
-    ],
-    backends: Annotated[
-        str, typer.Option(help=f"Comma-separated: {','.join(BACKENDS)}.")
-    ] = "embedded",
-    limit: Annotated[int, typer.Option(min=1, help="Questions timed.")] = 500,
-    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
-) -> None:
-    """Embedded vs Elasticsearch: ingestion docs/s, 10,000-candidate query latency, memory."""
-    from graphs.bench.retrieval import bench_retrieval
-    from infra.bioasq.formats import load_questions
-
-    chosen = [b.strip() for b in backends.split(",") if b.strip()]
-    if bad := [b for b in chosen if b not in BACKENDS]:
-        raise CliError(f"unknown backend {bad[0]!r}; choose {' and/or '.join(BACKENDS)}")
-    if not corpus.is_file():
-        raise CliError(f"{corpus}: no such file")
-    loaded = [q for path in [*questions, *extra_files(ctx)] for q in load_questions(path)][:limit]
-    report = bench_retrieval(settings_for(), corpus, loaded, chosen)
-    if as_json:
-        write_json(report)
-        return
-    out.print(json.dumps(report, indent=2))
-
-
-@bench_app.command("scale", context_settings={"allow_extra_args": True})
-def bench_scale_cmd(
-    ctx: typer.Context,
-    sizes: Annotated[
-        str, typer.Option(help="Comma-separated corpus sizes (each holds the real documents).")
-    ] = "200000,1000000",
-    backends: Annotated[
-        str, typer.Option(help=f"Comma-separated: {','.join(BACKENDS)}.")
-    ] = "embedded,elasticsearch",
-    corpus: Annotated[
-        Path | None,
-        typer.Option(help="Real documents to resample (.jsonl(.gz); default: ../shared's)."),
-    ] = None,
-    questions: Annotated[
-        list[Path] | None,
-        typer.Option("--questions", help="BioASQ JSON files (default: ../shared's golden files)."),
-    ] = None,
-    limit: Annotated[int, typer.Option(min=1, help="Questions timed.")] = 500,
-    seed: Annotated[int, typer.Option(help="Seed of the synthetic corpora.")] = 0,
-    keep: Annotated[bool, typer.Option("--keep", help="Keep the indexes it builds.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
-) -> None:
-    """Synthetic corpora of growing size: ingestion, disk, memory and query latency per engine."""
-    from graphs.bench.scale import bench_scale, default_inputs
-    from infra.bioasq.formats import load_questions
-
-    try:
-        wanted = sorted({int(s.replace("_", "")) for s in sizes.split(",") if s.strip()})
-    except ValueError:
-        raise CliError(f"--sizes {sizes!r}: give whole numbers, e.g. 200000,1000000") from None
-    chosen = [b.strip() for b in backends.split(",") if b.strip()]
-    if bad := [b for b in chosen if b not in BACKENDS]:
-        raise CliError(f"unknown backend {bad[0]!r}; choose {' and/or '.join(BACKENDS)}")
-    shared_corpus, shared_questions = default_inputs()
-    corpus = _corpus(corpus, shared_corpus, "no corpus to resample")
-    files = _question_files(ctx, questions, shared_questions, "no questions to time")
-    loaded = [q for path in files for q in load_questions(path) if q.documents][:limit]
-    report = bench_scale(settings_for(), corpus, loaded, wanted, chosen, seed=seed, keep=keep)
-    if as_json:
-        write_json(report)
-        return
-    out.print(json.dumps(report, indent=2))
-
-
-@bench_app.command("dense", context_settings={"allow_extra_args": True})
-def bench_dense_cmd(
-    ctx: typer.Context,
-    sizes: Annotated[
-        str, typer.Option(help="Comma-separated synthetic set sizes (the real set always runs).")
-    ] = "1000000",
-    shares: Annotated[
-        str, typer.Option(help="Comma-separated shares of the IVF lists probed.")
-    ] = "0.03125,0.0625,0.125,0.25",
-    corpus: Annotated[
-        Path | None,
-        typer.Option(help="Real documents whose vectors are used (default: ../shared's)."),
-    ] = None,
-    questions: Annotated[
-        list[Path] | None,
-        typer.Option("--questions", help="BioASQ JSON files (default: ../shared's golden files)."),
-    ] = None,
-    limit: Annotated[int, typer.Option(min=1, help="Questions asked.")] = 200,
-    seed: Annotated[int, typer.Option(help="Seed of the synthetic sets and of k-means.")] = 0,
-    elasticsearch: Annotated[
-        bool,
-        typer.Option(
-            "--elasticsearch",
-            help="Also Elasticsearch's int8_hnsw and bbq_hnsw on the same vectors "
-            "(search.elasticsearch_url).",
-        ),
-    ] = False,
-    candidates: Annotated[
-        str,
-        typer.Option(help="Comma-separated knn candidates per result (with --elasticsearch)."),
-    ] = "1.5,4,10",
-    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
-) -> None:
-    """The approximate dense stage (IVF) against the exact scan: recall@100, latency, build."""
-    from graphs.bench.dense import bench_dense, dense_inputs
-    from graphs.bench.scale import default_inputs
-
-    try:
-        wanted = sorted({int(s.replace("_", "")) for s in sizes.split(",") if s.strip()})
-        probed = [float(s) for s in shares.split(",") if s.strip()]
-        factors = [float(s) for s in candidates.split(",") if s.strip()]
-    except ValueError:
-        raise CliError(
-            f"--sizes {sizes!r} / --shares {shares!r} / --candidates {candidates!r}: give numbers"
-        ) from None
-    if not factors or not all(1 <= f <= 100 for f in factors):
-        raise CliError(f"--candidates {candidates!r}: give factors from 1 to 100, e.g. 1.5,4")
-    if not probed or not all(0 < s <= 1 for s in probed):
-        raise CliError(f"--shares {shares!r}: give shares above 0 and at most 1, e.g. 0.125")
-    shared_corpus, shared_questions = default_inputs()
-    corpus = _corpus(corpus, shared_corpus, "no real documents")
-    files = _question_files(ctx, questions, shared_questions, "no questions")
-    settings = settings_for()
-    if elasticsearch:
-        from infra.search.elastic import ElasticIndex
-
-        ElasticIndex(settings.search.elasticsearch_url).check_reachable()
-    inputs = dense_inputs(settings, corpus, files, limit, wanted)
-    report = bench_dense(
-        *inputs.sets,
-        wanted,
-        probed,
-        seed=seed,
-        work=inputs.work,
-        elasticsearch=settings if elasticsearch else None,
-        candidates=factors,
-    )
-    report["model"] = inputs.model
-    if as_json:
-        write_json(report)
-        return
-    out.print(json.dumps(report, indent=2))
 
 
 @bench_app.command("help")
@@ -224,7 +79,7 @@ def bench_embed_cmd(
     from infra.embeddings import default_model_dir, resolve_device
 
     chosen = resolve_device(device_choice(device), "--device")
-    corpus = _corpus(corpus, default_inputs()[0], "no abstracts to embed")
+    corpus = corpus_file(corpus, default_inputs()[0], "no abstracts to embed")
     model = model or settings_for().embeddings.path or default_model_dir()
     if not (model / "config.json").is_file():
         raise CliError(f"{model}: no model there (config.json missing); pass --model DIR")
@@ -247,10 +102,7 @@ def bench_embed_cmd(
         workers=counts,
         batch_size=batch_size,
     )
-    if as_json:
-        write_json(report)
-        return
-    out.print(json.dumps(report, indent=2))
+    emit(report, as_json)
 
 
 @bench_app.command("train", context_settings={"allow_extra_args": True})
@@ -452,17 +304,15 @@ def _managed_elasticsearch() -> tuple[Path, int, str]:
     return work, port, url
 
 
-def _question_files(
-    ctx: typer.Context, given: list[Path] | None, shared: list[Path], missing: str
-) -> list[Path]:
-    """Return the golden files given (after --questions too), else ../shared's; refuse if none."""
-    files = [*(given or []), *extra_files(ctx)] or shared
-    if not files:
-        raise CliError(f"{missing}: pass --questions FILE.json (BioASQ golden files)")
-    return files
+def emit(report: dict, as_json: bool) -> None:
+    """Print the report: exactly one JSON object with --json, else indented for reading."""
+    if as_json:
+        write_json(report)
+        return
+    out.print(json.dumps(report, indent=2))
 
 
-def _corpus(given: Path | None, shared: Path | None, missing: str) -> Path:
+def corpus_file(given: Path | None, shared: Path | None, missing: str) -> Path:
     """Return the corpus given, else ../shared's; refuse, naming what to pass, when neither is."""
     corpus = given or shared
     if corpus is None:

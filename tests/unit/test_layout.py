@@ -89,6 +89,7 @@ LAB_COMMANDS = (
     "graphs.cli.eval",
     "graphs.cli.eval_methods",
     "graphs.cli.bench",
+    "graphs.cli.bench_search",
     "graphs.cli.train",
 )
 """The commands that run the lab: the only modules outside it that may import it."""

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from langgraph.runtime import Runtime
 
-from graphs.cli.bench import bench_faults_cmd, bench_retrieval_cmd
+from graphs.cli.bench import bench_faults_cmd
+from graphs.cli.bench_search import bench_retrieval_cmd
 from graphs.cli.common import CliError
 from graphs.cli.eval import eval_retrieval
 from graphs.cli.index import index as index_cmd
