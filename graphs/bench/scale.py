@@ -13,12 +13,14 @@ import json
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from graphs.bench.scale_child import PROGRESS
 from infra.bioasq.formats import Question
 from infra.embeddings import HuggingFaceEmbedder, document_text
 from infra.errors import UserError
@@ -248,17 +250,30 @@ def save_queries(
 
 
 def _child(kind: str, work: Path, job: dict[str, Any]) -> dict[str, Any]:
+    """Run one measurement in a fresh interpreter, passing its progress lines on to stderr."""
     path = work / f"job-{kind}.json"
     path.write_text(json.dumps(job))
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "graphs.bench.scale_child", kind, str(path)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"bench scale {kind} failed: {done.stderr.strip()[-2000:]}")
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    tail: deque[str] = deque(maxlen=50)
+    with (work / f"job-{kind}.out").open("w+") as stdout:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "graphs.bench.scale_child", kind, str(path)],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stderr is not None
+        for line in child.stderr:
+            if line.startswith(PROGRESS):
+                print(f"{kind} {line.removeprefix(PROGRESS)}", end="", file=sys.stderr)
+            else:
+                tail.append(line)
+        child.wait()
+        stdout.seek(0)
+        printed = stdout.read()
+    if child.returncode != 0:
+        raise RuntimeError(f"bench scale {kind} failed: {''.join(tail).strip()[-2000:]}")
+    figures = json.loads(printed.strip().splitlines()[-1])
     figures["wall_s"] = round(time.perf_counter() - started, 1)
     return figures
 

@@ -34,6 +34,31 @@ COMMIT_EVERY = 100_000
 """Documents between commits while loading (a journal would record each)."""
 FIDELITY_QUESTIONS = 100
 """Questions the int8-against-float32 comparison takes (each scans every vector twice)."""
+PROGRESS = "progress: "
+"""How a child's stderr line starts when the parent passes it on (the rest stays in its tail)."""
+PROGRESS_EVERY_S = 30.0
+"""Seconds between progress lines: a 26 M load writes for some 20 minutes, its IVF index 50."""
+
+
+class Progress:
+    """Say on stderr, at most every `every_s` seconds and once at the end, how far `what` is."""
+
+    def __init__(self, what: str, every_s: float = PROGRESS_EVERY_S) -> None:
+        self.what, self.every_s = what, every_s
+        self.started = self.said = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        """Record that `done` of `total` are done; print a line when one is due."""
+        now = time.monotonic()
+        if now - self.said < self.every_s and done < total:
+            return
+        self.said = now
+        rate = done / max(now - self.started, 1e-9)
+        print(
+            f"{PROGRESS}{self.what}: {done:,} of {total:,} ({rate:,.0f}/s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 @dataclass
@@ -55,6 +80,7 @@ def ingest(job: dict[str, Any]) -> dict[str, Any]:
     writer = open_writer(settings, spec)
     writing = time.perf_counter() - started
     written = since = 0
+    progress = Progress("documents written")
     for batch in pool.batches(job["size"], seed=job["seed"]):
         started = time.perf_counter()
         writer.upsert(batch.docs, batch.vectors)
@@ -64,13 +90,14 @@ def ingest(job: dict[str, Any]) -> dict[str, Any]:
             writer.commit()
             since = 0
         writing += time.perf_counter() - started
+        progress(written, job["size"])
     started = time.perf_counter()
     writer.close()
     writing += time.perf_counter() - started
     dense: dict[str, Any] = {}
     if vectors is not None:  # what `quorum index` does next: the dense stage's IVF index
         started = time.perf_counter()
-        built = refresh_dense(settings)
+        built = refresh_dense(settings, Progress("rows in the dense stage's IVF lists"))
         if built:
             dense = {"dense_index_s": round(time.perf_counter() - started, 1)}
     return {

@@ -199,3 +199,33 @@ def test_without_a_corpus_the_command_says_what_to_pass(monkeypatch, tmp_path):
     monkeypatch.setattr(scale, "SHARED_CORPUS", tmp_path / "missing.jsonl.gz")
     result = CliRunner().invoke(app, ["bench", "scale", "--sizes", "20000"])
     assert "no corpus to resample: pass --corpus" in str(result.exception)
+
+
+def test_progress_is_said_when_due_and_at_the_end(capsys):
+    patient = scale_child.Progress("rows", every_s=3600)
+    patient(1, 10)
+    patient(5, 10)
+    assert capsys.readouterr().err == ""  # not due yet
+    patient(10, 10)
+    assert capsys.readouterr().err.startswith(f"{scale_child.PROGRESS}rows: 10 of 10 (")
+    eager = scale_child.Progress("rows", every_s=0)
+    eager(1, 10)
+    eager(2, 10)
+    assert capsys.readouterr().err.count(scale_child.PROGRESS) == 2
+
+
+def test_a_child_passes_its_progress_on_and_keeps_the_rest_for_its_failure(tmp_path, real, capsys):
+    docs, _ = real
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    settings = {"home": str(tmp_path), "search": {"index": "scale-1500"}}
+    job = {"corpus": str(corpus), "size": 1500, "seed": 0, "model": "hash-64"}
+    figures = scale._child("ingest", tmp_path, job | {"settings": settings})
+    assert figures["docs"] == 1500 and figures["wall_s"] > 0
+    err = capsys.readouterr().err
+    assert "ingest documents written: 1,500 of 1,500" in err  # the last line, always said
+    assert scale_child.PROGRESS not in err  # passed on without the child's marker
+    with pytest.raises(RuntimeError, match=r"bench scale ingest failed: (.|\n)*missing\.jsonl"):
+        missing = {"settings": settings, "corpus": str(tmp_path / "missing.jsonl")}
+        scale._child("ingest", tmp_path, job | missing)
+    assert "documents written" not in capsys.readouterr().err  # it wrote none
