@@ -65,7 +65,7 @@ def dense_inputs(
     embedder = HuggingFaceEmbedder(settings.embeddings)
     real = np.load(real_vectors_file(work, docs, embedder))
     loaded = [q for path in files for q in load_questions(path) if q.documents][:limit]
-    saved = save_queries(work, docs, loaded, embedder)["path"]
+    saved = save_queries(work, docs, loaded, embedder, "queries-dense.npz")["path"]
     queries = np.load(saved, allow_pickle=True)["vectors"]
     return DenseInputs(sets=(docs, real, queries), work=work, model=embedder.name)
 

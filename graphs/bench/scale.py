@@ -222,9 +222,17 @@ def real_vectors_file(work: Path, docs: list[dict[str, Any]], embedder: Any) -> 
 
 
 def save_queries(
-    work: Path, docs: list[dict[str, Any]], questions: Sequence[Question], embedder: Any
+    work: Path,
+    docs: list[dict[str, Any]],
+    questions: Sequence[Question],
+    embedder: Any,
+    name: str = "queries.npz",
 ) -> dict[str, Any]:
-    """Save the questions' keyword queries, vectors and gold held by the corpus; return where."""
+    """Save the questions' keyword queries, vectors and gold held by the corpus; return where.
+
+    Each bench saves under its own `name`, so one's --limit never changes what a query child
+    of another, run again by hand on the same home, reads.
+    """
     held = {d["pmid"] for d in docs}
     kept, texts, gold = [], [], []
     for question in questions:
@@ -239,7 +247,7 @@ def save_queries(
             gold.append(wanted)
     if not kept:
         raise UserError("no question has a gold document in the corpus: nothing to time")
-    path = work / "queries.npz"
+    path = work / name
     np.savez(
         path,
         queries=np.array(texts, dtype=object),

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from graphs.bench import scale, scale_child
 from graphs.bench.synthetic import SYNTHETIC_PMID, SentencePool
 from graphs.cli import app
+from infra.bioasq.formats import Question
 from infra.ingest.sources import normalize
 from tests.support.data import CORPUS
 from tests.support.fakes import HashEmbedder
@@ -229,3 +230,18 @@ def test_a_child_passes_its_progress_on_and_keeps_the_rest_for_its_failure(tmp_p
         missing = {"settings": settings, "corpus": str(tmp_path / "missing.jsonl")}
         scale._child("ingest", tmp_path, job | missing)
     assert "documents written" not in capsys.readouterr().err  # it wrote none
+
+
+def test_each_bench_keeps_its_queries_under_its_own_name(tmp_path, real):
+    docs, _ = real
+    asked = [
+        Question(
+            id=str(i), body=f"Is {d['title'] or 'it'} found?", type="yesno", documents=[d["pmid"]]
+        )
+        for i, d in enumerate(docs[:6])
+    ]
+    scale.save_queries(tmp_path, docs, asked, HashEmbedder())
+    dense = scale.save_queries(tmp_path, docs, asked[:2], HashEmbedder(), "queries-dense.npz")
+    assert dense["path"].name == "queries-dense.npz" and dense["count"] == 2
+    kept = np.load(tmp_path / "queries.npz", allow_pickle=True)
+    assert len(kept["queries"]) == 6  # bench dense's fewer questions left bench scale's alone
