@@ -59,10 +59,19 @@ def bench_scale_cmd(
     limit: Annotated[int, typer.Option(min=1, help="Questions timed.")] = 500,
     seed: Annotated[int, typer.Option(help="Seed of the synthetic corpora.")] = 0,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the indexes it builds.")] = False,
+    elasticsearch_up_to: Annotated[
+        int | None,
+        typer.Option(
+            "--elasticsearch-up-to",
+            min=1,
+            help="Largest size Elasticsearch is loaded with (default 2,000,000; larger sizes: "
+            "the embedded engine alone).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """Synthetic corpora of growing size: ingestion, disk, memory and query latency per engine."""
-    from graphs.bench.scale import bench_scale, default_inputs
+    from graphs.bench.scale import ELASTICSEARCH_UP_TO, bench_scale, default_inputs
     from infra.bioasq.formats import load_questions
 
     try:
@@ -74,7 +83,22 @@ def bench_scale_cmd(
     corpus = corpus_file(corpus, shared_corpus, "no corpus to resample")
     files = _question_files(ctx, questions, shared_questions, "no questions to time")
     loaded = [q for path in files for q in load_questions(path) if q.documents][:limit]
-    report = bench_scale(settings_for(), corpus, loaded, wanted, chosen, seed=seed, keep=keep)
+    settings = settings_for()
+    elasticsearch_up_to = elasticsearch_up_to or ELASTICSEARCH_UP_TO
+    if "elasticsearch" in chosen and min(wanted) <= elasticsearch_up_to:
+        from infra.search.backends import check_elasticsearch
+
+        check_elasticsearch(settings)
+    report = bench_scale(
+        settings,
+        corpus,
+        loaded,
+        wanted,
+        chosen,
+        seed=seed,
+        keep=keep,
+        elasticsearch_up_to=elasticsearch_up_to,
+    )
     emit(report, as_json)
 
 
@@ -132,9 +156,9 @@ def bench_dense_cmd(
     files = _question_files(ctx, questions, shared_questions, "no questions")
     settings = settings_for()
     if elasticsearch:
-        from infra.search.elastic import ElasticIndex
+        from infra.search.backends import check_elasticsearch
 
-        ElasticIndex(settings.search.elasticsearch_url).check_reachable()
+        check_elasticsearch(settings)
     inputs = dense_inputs(settings, corpus, files, limit, wanted)
     report = bench_dense(
         *inputs.sets,

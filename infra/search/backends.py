@@ -214,6 +214,15 @@ def index_exists(settings: Settings) -> bool:
     return backend_for(settings).exists(settings)
 
 
+def check_elasticsearch(settings: Settings) -> None:
+    """Fail at once, naming the URL and how to start a node, when the settings' node is silent.
+
+    The check `open_backend` makes, with the API key named by the settings, for a command that
+    is about to spend hours before it first reaches the node.
+    """
+    _elastic(settings, create=False)
+
+
 def refresh_dense(
     settings: Settings, on_progress: Callable[[int, int], None] | None = None
 ) -> str | None:

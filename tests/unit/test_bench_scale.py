@@ -12,6 +12,7 @@ from graphs.bench import scale, scale_child
 from graphs.bench.synthetic import SYNTHETIC_PMID, SentencePool
 from graphs.cli import app
 from infra.bioasq.formats import Question
+from infra.errors import Unavailable
 from infra.ingest.sources import normalize
 from tests.support.data import CORPUS
 from tests.support.fakes import HashEmbedder
@@ -134,6 +135,11 @@ def test_extrapolation_scales_disk_and_vectors_to_26_million_not_the_open_memory
     }
     assert out["elasticsearch"] == {"disk_gib_with_vectors": 208.0}
     assert "bm25s" not in out
+    # Elasticsearch stopped at 1 M while the embedded engine went on: each from its own largest
+    sizes["5000000"] = {"embedded": {k: 5 * v for k, v in embedded.items()}}
+    out = scale.extrapolate(sizes)
+    assert out["from_size"] == 5_000_000 and out["embedded"]["vectors_gib"] == 26.0
+    assert out["elasticsearch"] == {"disk_gib_with_vectors": 208.0, "from_size": 1_000_000}
 
 
 def test_targets_are_checked_at_a_million_documents_against_bm25s_of_the_same_run():
@@ -245,3 +251,60 @@ def test_each_bench_keeps_its_queries_under_its_own_name(tmp_path, real):
     assert dense["path"].name == "queries-dense.npz" and dense["count"] == 2
     kept = np.load(tmp_path / "queries.npz", allow_pickle=True)
     assert len(kept["queries"]) == 6  # bench dense's fewer questions left bench scale's alone
+
+
+def gold_questions(docs, n=4):
+    return [
+        Question(
+            id=str(i), body=f"Is {d['title'] or 'it'} found?", type="yesno", documents=[d["pmid"]]
+        )
+        for i, d in enumerate(docs[:n])
+    ]
+
+
+def test_elasticsearch_is_loaded_only_up_to_its_size(monkeypatch, settings, tmp_path, real):
+    docs, _ = real
+    monkeypatch.setattr(scale, "HuggingFaceEmbedder", lambda _: HashEmbedder())
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    # No node is asked for: the one size is above the cap, so nothing is loaded at all.
+    report = scale.bench_scale(
+        settings, corpus, gold_questions(docs), [1500], ["elasticsearch"], elasticsearch_up_to=1000
+    )
+    assert report["sizes"] == {"1500": {}}
+    assert report["not_run"] == [
+        {"size": 1500, "backend": "elasticsearch", "why": "above --elasticsearch-up-to 1,000"}
+    ]
+
+
+def test_a_silent_elasticsearch_is_named_before_hours_of_loading(monkeypatch, tmp_path, real):
+    docs, _ = real
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    questions = tmp_path / "golden.json"
+    body = [{"id": "q", "body": "Is it?", "type": "yesno", "documents": [docs[0]["pmid"]]}]
+    questions.write_text(json.dumps({"questions": body}))
+    monkeypatch.setenv("QUORUM_HOME", str(tmp_path))
+    monkeypatch.setenv("QUORUM_SEARCH__ELASTICSEARCH_URL", "http://127.0.0.1:9")
+    args = ["bench", "scale", "--corpus", str(corpus), "--questions", str(questions)]
+    result = CliRunner().invoke(app, [*args, "--sizes", "1500", "--backends", "elasticsearch"])
+    assert isinstance(result.exception, Unavailable)  # `quorum` says it in one line, exit 2
+    assert "Elasticsearch at http://127.0.0.1:9 cannot be reached" in str(result.exception)
+    assert not (tmp_path / "bench").exists()  # refused before anything was embedded or written
+    # The control: above its cap Elasticsearch is not asked for, so a silent node is no matter.
+    monkeypatch.setattr(scale, "HuggingFaceEmbedder", lambda _: HashEmbedder())
+    result = CliRunner().invoke(
+        app,
+        [
+            *args,
+            "--sizes",
+            "1500",
+            "--backends",
+            "elasticsearch",
+            "--elasticsearch-up-to",
+            "1000",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["not_run"][0]["backend"] == "elasticsearch"
