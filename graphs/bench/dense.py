@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from graphs.bench.recall import judged, ms, tie_aware_recall
+from graphs.bench.recall import K, judged, ms, tie_aware_recall
 from graphs.bench.synthetic import SentencePool
 from infra.errors import UserError
 from infra.search.ann import build
@@ -70,9 +70,6 @@ def dense_inputs(
     return DenseInputs(sets=(docs, real, queries), work=work, model=embedder.name)
 
 
-K = 100
-"""The depth recall is measured at (issue 31: recall@100 against the exact scan): the share of
-the approximate top 100 scoring at least the exact 100th score."""
 BLOCK = 100_000
 
 

@@ -6,6 +6,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+K = 100
+"""The depth recall is measured at (issue 31: recall@100 against the exact scan): the share of
+the approximate top 100 scoring at least the exact 100th score."""
+
 
 def tie_aware_recall(scores: np.ndarray, kth: float, k: int) -> float:
     """Return the share of `k` found rows scoring at least the exact k-th score.

@@ -118,6 +118,11 @@ def bench_scale(
             asked = _child(
                 "query", work, {"settings": _dump(dense), "queries": str(queries["path"])}
             )
+            if backend == "embedded" and size >= settings.search.dense_ann_rows:
+                # the IVF stage at smaller and larger shares, judged against the exact top 100
+                asked |= _child(
+                    "dense", work, {"settings": _dump(dense), "queries": str(queries["path"])}
+                )
             if backend == "embedded" and size <= IN_MEMORY_MAX:
                 asked |= _child(
                     "fidelity",

@@ -2,7 +2,8 @@
 
 `ingest` writes one synthetic corpus into one backend and reports the writer's docs/s, the
 index's disk size and the process's peak memory; `query` opens the index (timing the open and
-the memory it takes) and times BM25 top-1000 and the default 10,000 → 300 path; `peer` times
+the memory it takes) and times BM25 top-1000, the default 10,000 → 300 path and the dense stage;
+`dense` times the dense stage's IVF index at several shares against the exact top 100; `peer` times
 bm25s's top-1000 on the same corpus and queries; `fidelity` holds the embedded engine's int8
 vectors against the float32 ones it was given. None loads a model, so the memory is the
 engine's own.
@@ -21,12 +22,14 @@ from typing import Any
 import numpy as np
 
 from graphs.bench.query import peak_rss_mib, resident_mib
+from graphs.bench.recall import K, judged, tie_aware_recall
 from graphs.bench.synthetic import SentencePool
 from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
 from infra.search.ann import ANN_FILE
 from infra.search.backends import open_backend, open_writer, refresh_dense
-from infra.search.embedded_layout import SCALES, VECTORS
+from infra.search.embedded import EmbeddedIndex
+from infra.search.embedded_layout import SCALES, VECTORS, mapped
 from infra.search.fusion import fuse
 from infra.settings import load_settings
 
@@ -34,6 +37,14 @@ COMMIT_EVERY = 100_000
 """Documents between commits while loading (a journal would record each)."""
 FIDELITY_QUESTIONS = 100
 """Questions the int8-against-float32 comparison takes (each scans every vector twice)."""
+DENSE_SHARES = (0.0625, 0.125, 0.25)
+"""Shares of the IVF lists the `dense` child times and judges: search.dense_ann_share (1/4, chosen
+on real vectors: docs/retrieval.md) and two below it, for what a smaller one would cost in recall
+at a size real vectors cannot reach here."""
+DENSE_RECALL_QUESTIONS = 100
+"""Questions whose exact top 100 is found for the recall (one pass over every vector for all)."""
+EXACT_BLOCK = 262_144
+"""Rows scored at once by the exact pass (400 MiB as float32 at 384 dims)."""
 PROGRESS = "progress: "
 """How a child's stderr line starts when the parent passes it on (the rest stays in its tail)."""
 PROGRESS_EVERY_S = 30.0
@@ -193,6 +204,48 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def dense(job: dict[str, Any]) -> dict[str, Any]:
+    """Time the dense stage at each of `DENSE_SHARES` and judge it against the exact top 100.
+
+    The exact answer is the one the exact scan gives (the int8 rows × their scales), found for
+    the first `DENSE_RECALL_QUESTIONS` questions in one pass over the matrix; recall is
+    tie-aware, as in `bench dense` (synthetic vectors repeat).
+    """
+    settings = load_settings(**job["settings"])
+    vectors = np.load(job["queries"], allow_pickle=True)["vectors"].astype(np.float32)
+    index = EmbeddedIndex(settings.index_dir)
+    rows, dims = int(index.meta["rows"]), int(index.meta["dims"])
+    matrix = mapped(settings.index_dir / VECTORS, np.int8, (rows, dims))
+    scales = mapped(settings.index_dir / SCALES, np.float32, (rows,))
+    kth = _exact_kth(matrix, scales, vectors[:DENSE_RECALL_QUESTIONS], K)
+    out: dict[str, Any] = {}
+    for share in DENSE_SHARES:
+        index.dense_stage(ann_rows=settings.search.dense_ann_rows, share=share)
+        took, recalls = [], []
+        for i, vector in enumerate(vectors):
+            started = time.perf_counter()
+            found = index.nearest(vector, K)
+            took.append(time.perf_counter() - started)
+            if i < len(kth):
+                recalls.append(tie_aware_recall(np.array([s for _, s in found]), kth[i], K))
+        out[f"{share:g}"] = judged(recalls, took)
+    return {"dense_shares": out, "dense_recall_questions": len(kth)}
+
+
+def _exact_kth(matrix: np.ndarray, scales: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    """Return each query's exact k-th best score over every row, in one pass over `matrix`."""
+    best = np.full((len(queries), 0), -np.inf, dtype=np.float32)
+    progress = Progress("rows scored exactly")
+    for start in range(0, len(matrix), EXACT_BLOCK):
+        block = slice(start, start + EXACT_BLOCK)
+        scores = (matrix[block].astype(np.float32) @ queries.T).T * scales[block]
+        merged = np.concatenate([best, scores], axis=1)
+        keep = min(k, merged.shape[1])
+        best = -np.partition(-merged, keep - 1, axis=1)[:, :keep]
+        progress(min(start + EXACT_BLOCK, len(matrix)), len(matrix))
+    return best.min(axis=1)
+
+
 def peer(job: dict[str, Any]) -> dict[str, Any]:
     """Index the same synthetic corpus with bm25s (in memory) and time its top-1000.
 
@@ -300,9 +353,10 @@ def _percentile(times: list[float], q: int) -> float:
 
 
 def main() -> None:
-    """Run the job named by argv (ingest, query, peer, fidelity); print the figures as JSON."""
+    """Run the job named by argv (ingest, query, dense, peer, fidelity); print the figures."""
     kind, job = sys.argv[1], json.loads(Path(sys.argv[2]).read_text())
-    figures = {"ingest": ingest, "query": query, "peer": peer, "fidelity": fidelity}[kind](job)
+    kinds = {"ingest": ingest, "query": query, "dense": dense, "peer": peer, "fidelity": fidelity}
+    figures = kinds[kind](job)
     print(json.dumps(figures))
 
 

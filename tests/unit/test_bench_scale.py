@@ -308,3 +308,40 @@ def test_a_silent_elasticsearch_is_named_before_hours_of_loading(monkeypatch, tm
     )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["not_run"][0]["backend"] == "elasticsearch"
+
+
+def test_the_exact_pass_finds_each_querys_hundredth_score_across_blocks(monkeypatch):
+    from infra.search.embedded import _top_rows
+
+    rng = np.random.default_rng(0)
+    matrix = rng.integers(-127, 128, size=(3000, 16), dtype=np.int8)
+    scales = rng.uniform(0.001, 0.01, size=3000).astype(np.float32)
+    queries = rng.normal(size=(5, 16)).astype(np.float32)
+    monkeypatch.setattr(scale_child, "EXACT_BLOCK", 256)  # 12 blocks, the last one short
+    kth = scale_child._exact_kth(matrix, scales, queries, 100)
+    expected = [_top_rows(matrix, scales, q, 100)[-1][1] for q in queries]
+    assert kth == pytest.approx(expected, rel=1e-5)
+    assert scale_child._exact_kth(matrix[:50], scales[:50], queries, 100) == pytest.approx(
+        [_top_rows(matrix[:50], scales[:50], q, 100)[-1][1] for q in queries], rel=1e-5
+    )  # fewer rows than k: the worst of them
+
+
+def test_the_dense_child_judges_each_share_of_the_ivf_lists(tmp_path, real):
+    docs, vectors = real
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    np.save(tmp_path / "vectors.npy", vectors)
+    # an IVF index from 1,000 rows on, so these 3,000 get one
+    settings = {"home": str(tmp_path), "search": {"index": "d", "dense_ann_rows": 1000}}
+    job = {"corpus": str(corpus), "size": 3000, "seed": 0, "model": "hash-64"}
+    built = scale_child.ingest(
+        job | {"settings": settings, "vectors": str(tmp_path / "vectors.npy")}
+    )
+    assert built["dense_index_mib"] > 0
+    np.savez(tmp_path / "q.npz", vectors=vectors[:20], queries=np.array([]), gold=np.array([]))
+    out = scale_child.dense({"settings": settings, "queries": str(tmp_path / "q.npz")})
+    shares = out["dense_shares"]
+    assert list(shares) == ["0.0625", "0.125", "0.25"] and out["dense_recall_questions"] == 20
+    recall = [shares[s]["recall_at_100"] for s in shares]
+    assert 0 < recall[0] <= recall[1] <= recall[2] <= 1  # more lists scanned, more found
+    assert recall[0] < 1  # the control: a sixteenth of the lists misses some of the exact top 100
