@@ -74,10 +74,7 @@ def bench_scale_cmd(
     from graphs.bench.scale import ELASTICSEARCH_UP_TO, bench_scale, default_inputs
     from infra.bioasq.formats import load_questions
 
-    try:
-        wanted = sorted({int(s.replace("_", "")) for s in sizes.split(",") if s.strip()})
-    except ValueError:
-        raise CliError(f"--sizes {sizes!r}: give whole numbers, e.g. 200000,1000000") from None
+    wanted = _sizes(sizes)
     chosen = _backends(backends)
     shared_corpus, shared_questions = default_inputs()
     corpus = corpus_file(corpus, shared_corpus, "no corpus to resample")
@@ -139,14 +136,12 @@ def bench_dense_cmd(
     from graphs.bench.dense import bench_dense, dense_inputs
     from graphs.bench.scale import default_inputs
 
+    wanted = _sizes(sizes)
     try:
-        wanted = sorted({int(s.replace("_", "")) for s in sizes.split(",") if s.strip()})
         probed = [float(s) for s in shares.split(",") if s.strip()]
         factors = [float(s) for s in candidates.split(",") if s.strip()]
     except ValueError:
-        raise CliError(
-            f"--sizes {sizes!r} / --shares {shares!r} / --candidates {candidates!r}: give numbers"
-        ) from None
+        raise CliError(f"--shares {shares!r} / --candidates {candidates!r}: give numbers") from None
     if not factors or not all(1 <= f <= 100 for f in factors):
         raise CliError(f"--candidates {candidates!r}: give factors from 1 to 100, e.g. 1.5,4")
     if not probed or not all(0 < s <= 1 for s in probed):
@@ -189,3 +184,11 @@ def _backends(given: str) -> list[str]:
     if bad := [b for b in chosen if b not in BACKENDS]:
         raise CliError(f"unknown backend {bad[0]!r}; choose {' and/or '.join(BACKENDS)}")
     return chosen
+
+
+def _sizes(given: str) -> list[int]:
+    """Return the comma-separated corpus sizes given, sorted; refuse what is not a whole number."""
+    try:
+        return sorted({int(s.replace("_", "")) for s in given.split(",") if s.strip()})
+    except ValueError:
+        raise CliError(f"--sizes {given!r}: give whole numbers, e.g. 200000,1000000") from None

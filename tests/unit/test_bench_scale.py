@@ -345,3 +345,9 @@ def test_the_dense_child_judges_each_share_of_the_ivf_lists(tmp_path, real):
     recall = [shares[s]["recall_at_100"] for s in shares]
     assert 0 < recall[0] <= recall[1] <= recall[2] <= 1  # more lists scanned, more found
     assert recall[0] < 1  # the control: a sixteenth of the lists misses some of the exact top 100
+
+
+@pytest.mark.parametrize("command", ["scale", "dense"])
+def test_sizes_that_are_not_whole_numbers_are_named(command):
+    result = CliRunner().invoke(app, ["bench", command, "--sizes", "1e6"])
+    assert "--sizes '1e6': give whole numbers" in str(result.exception)
