@@ -1,6 +1,6 @@
 """Embedding a whole corpus: texts tokenized by worker threads ahead of the model.
 
-On a GPU the tokenizer, not the model, is the bottleneck: MiniLM on one H200 embeds 2,600
+On a GPU the tokenizer, not the model, is the bottleneck: MiniLM on one H200 embeds 2,800
 full-length abstracts/s through sentence-transformers' `encode` (tokenizing each batch, then
 running it) and 39,500/s on batches tokenized beforehand (`quorum bench embed`,
 docs/measured.md). Here worker threads tokenize the next batches while the model runs the
@@ -34,11 +34,19 @@ def batch_size_for(device: str, setting: int | None) -> int:
     return setting or BATCH_SIZES.get(device, 64)
 
 
+MAX_WORKERS = 4
+"""Tokenizing threads by default on an accelerator. Measured on one H100 with 16 host cores
+(`quorum bench embed --workers 2,3,4,6,8`, docs/measured.md): 2-4 threads tokenize as fast as
+the run allows (8,687 / 7,927 / 7,790-8,766 full-length abstracts/s) and more go slower (6: 7,192,
+8: 6,936, 15: 7,070; on an H200, 4: 10,185 against 15: 9,659): `encode_batch_fast` already
+spreads each batch over the cores, so further threads only contend for them."""
+
+
 def workers_for(device: str, setting: int | None) -> int:
-    """Return the tokenizing threads: the setting, else one per spare core on an accelerator."""
+    """Return the tokenizing threads: the setting, else up to 4 (one per spare core) off a CPU."""
     if setting is not None:
         return setting
-    return 0 if device == "cpu" else max(1, min(15, (os.cpu_count() or 2) - 1))
+    return 0 if device == "cpu" else max(1, min(MAX_WORKERS, (os.cpu_count() or 2) - 1))
 
 
 def encode_corpus(model: Any, texts: Sequence[str], *, batch_size: int, workers: int) -> np.ndarray:

@@ -133,7 +133,8 @@ class EmbeddingSettings(Group):
         None,
         ge=0,
         description="Threads tokenizing ahead of the model when a corpus is embedded (`quorum "
-        "embed`, `quorum index`); default: none on a CPU, one per spare core (≤ 15) on a GPU.",
+        "embed`, `quorum index`); default: none on a CPU, one per spare core (≤ 4, measured "
+        "best on an H100) on a GPU.",
     )
     query_path: Path | None = Field(
         None,
