@@ -59,7 +59,11 @@ class Embedded:
         dims = embedder.dim if embedder is not None else None
         model = embedder.name if embedder is not None else None
         writer = EmbeddedWriter(
-            settings.index_dir, dims=dims, embedding_model=model, vectors_later=dims is None
+            settings.index_dir,
+            dims=dims,
+            embedding_model=model,
+            vectors_later=dims is None,
+            shards=settings.search.embedded_shards,
         )
         stored = writer.meta.get("embedding_model")
         if (dims and writer.dims != dims) or (dims and stored != model):

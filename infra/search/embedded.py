@@ -25,6 +25,7 @@ from infra.search.embedded_layout import (
     pmids_file,
 )
 from infra.search.embedded_schema import has_combined
+from infra.search.embedded_shards import PENDING_DELETES, ShardSearch
 from infra.search.embedded_store import build_fresh, open_layout
 from infra.search.query import (
     Bool,
@@ -54,11 +55,17 @@ class EmbeddedIndex:
 
     def __init__(self, path: Path, *, max_prefix_expansions: int = 64):
         self.path = Path(path)
-        self._index, self.meta, rows = open_layout(self.path)
+        indexes, self.meta, rows = open_layout(self.path)
+        self._index = indexes[0]
         self._schema = self._index.schema
         self.combined = has_combined(self._schema)
         """Unqualified words score one title + abstract field (False: an index built before it)."""
-        self._searcher = self._index.searcher()
+        self._searchers = [index.searcher() for index in indexes]
+        self._searcher = self._searchers[0]
+        self._shards = ShardSearch(self._searchers) if len(indexes) > 1 else None
+        # A sharded commit's deletes were left pending by a crash: the writer that next opens
+        # the index finishes them; until then, hits of rows their PMIDs have left are skipped.
+        self._superseded_visible = (self.path / PENDING_DELETES).exists()
         width = int(self.meta["pmid_width"])
         self._pmids = mapped(self.path / pmids_file(width), f"S{width}", (rows,))
         self._lookup = PmidLookup(self.path, self.meta, self._pmids)
@@ -115,11 +122,11 @@ class EmbeddedIndex:
 
     def count(self) -> int:
         """Return how many documents the index holds."""
-        return int(self._searcher.num_docs)
+        return sum(int(s.num_docs) for s in self._searchers)
 
     def segments(self) -> int:
         """Return how many tantivy segments a search walks (each collects its own top hits)."""
-        return int(self._searcher.num_segments)
+        return sum(int(s.num_segments) for s in self._searchers)
 
     def compile(self, query: str) -> tantivy.Query | None:
         """Compile a quorum query for tantivy; None when it can match nothing."""
@@ -138,6 +145,8 @@ class EmbeddedIndex:
         compiled = self.compile(query)
         if compiled is None:
             return SearchResult(total=0)
+        if self._shards is not None:
+            return self._search_shards(compiled, limit)
         # tantivy panics on a limit of 0 ("Limit must be greater than 0"): count with one hit.
         found = self._searcher.search(compiled, max(1, limit), count=True)
         hits = found.hits[: max(0, limit)]
@@ -164,25 +173,43 @@ class EmbeddedIndex:
         self._recent = RecentRows(pmids, rows)
         return SearchResult(total=int(found.count or 0), pmids=pmids, scores=scores)
 
+    def _search_shards(self, compiled: tantivy.Query, limit: int) -> SearchResult:
+        """Search every shard at once (`embedded_shards`); hits best first, ties by row."""
+        total, scores, rows = self._shards.search(compiled, limit)  # type: ignore[union-attr]
+        keep = rows < len(self._pmids)  # rows of a batch still landing in another shard
+        scores, rows = scores[keep], rows[keep]
+        pmids = decode(self._pmids[rows])
+        if self._superseded_visible and pmids:
+            latest = self._lookup.rows_of(pmids) == rows
+            pmids = [p for p, ok in zip(pmids, latest, strict=True) if ok]
+            scores, rows = scores[latest], rows[latest]
+        self._recent = RecentRows(pmids, rows)
+        return SearchResult(total=total, pmids=pmids, scores=scores)
+
     def fetch(self, pmids: Sequence[str]) -> list[dict[str, Any]]:
         """Return stored documents for these PMIDs, in order, skipping unknown ones."""
         wanted = [str(p) for p in pmids]
         if not wanted:
             return []
         query = tantivy.Query.term_set_query(self._schema, "pmid", wanted)
-        found = {}
-        for _, address in self._searcher.search(query, len(wanted)).hits:
-            stored = self._searcher.doc(address).to_dict()
-            doc = {
-                "pmid": _first(stored, "pmid"),
-                "title": _first(stored, "title"),
-                "abstract": _first(stored, "abstract"),
-                "year": _first(stored, "year", 0) or None,
-                "mesh": [m for m in _first(stored, "mesh").split(" ; ") if m],
-                "journal": _first(stored, "journal"),
-            }
-            found[doc["pmid"]] = doc
-        return [found[p] for p in wanted if p in found]
+        latest: dict[str, tuple[int, dict[str, Any]]] = {}  # shards: a crash may leave two
+        for searcher in self._searchers:
+            for _, address in searcher.search(query, len(wanted)).hits:
+                stored = searcher.doc(address).to_dict()
+                row = int(_first(stored, "row", 0))
+                if row >= len(self._pmids):  # a batch still landing in another shard
+                    continue
+                doc = {
+                    "pmid": _first(stored, "pmid"),
+                    "title": _first(stored, "title"),
+                    "abstract": _first(stored, "abstract"),
+                    "year": _first(stored, "year", 0) or None,
+                    "mesh": [m for m in _first(stored, "mesh").split(" ; ") if m],
+                    "journal": _first(stored, "journal"),
+                }
+                if doc["pmid"] not in latest or row > latest[doc["pmid"]][0]:
+                    latest[doc["pmid"]] = (row, doc)
+        return [latest[p][1] for p in wanted if p in latest]
 
     def similarities(self, pmids: Sequence[str], vector: np.ndarray) -> np.ndarray | None:
         """Return cosine(vector, stored vector) per PMID (unit vectors: a dot product)."""
@@ -247,10 +274,12 @@ class EmbeddedIndex:
         if not pmids:
             return set()
         query = tantivy.Query.term_set_query(self._schema, "pmid", list(pmids))
-        found = self._searcher.search(query, len(pmids))
-        addresses = [address for _, address in found.hits]
-        landed = self._searcher.fast_field_values("row", addresses) if addresses else []
-        return {int(r) for r in landed}
+        live: set[int] = set()
+        for searcher in self._searchers:
+            addresses = [address for _, address in searcher.search(query, len(pmids)).hits]
+            if addresses:
+                live.update(int(r) for r in searcher.fast_field_values("row", addresses))
+        return live
 
     def _pmid_list(self, rows: Sequence[int]) -> list[str]:
         return decode(self._pmids[np.asarray(rows, dtype=np.int64)]) if len(rows) else []
@@ -276,7 +305,7 @@ class EmbeddedIndex:
     def has(self, pmid: str) -> bool:
         """Tell whether the index holds this PMID."""
         query = tantivy.Query.term_query(self._schema, "pmid", str(pmid))
-        return self._searcher.search(query, 1).count > 0
+        return any(s.search(query, 1).count > 0 for s in self._searchers)
 
     def _compile(self, node: Node) -> tantivy.Query | None:
         if isinstance(node, Bool):
@@ -313,8 +342,9 @@ class EmbeddedIndex:
     def _prefix(self, term: Term) -> tantivy.Query | None:
         found: dict[tuple[str, str], int] = {}
         for field in self._fields(term):
-            for word, freq in self._searcher.terms_with_prefix(field, term.text):
-                found[(field, word)] = freq
+            for searcher in self._searchers:
+                for word, freq in searcher.terms_with_prefix(field, term.text):
+                    found[(field, word)] = found.get((field, word), 0) + freq
         best = sorted(found, key=lambda key: -found[key])[: self._max_prefix]
         if not best:
             return None

@@ -2,7 +2,7 @@
 
 An index directory holds:
   tantivy/      BM25 index: pmid, title, abstract, text (both), mesh, journal, year, row
-                (`embedded_schema`)
+                (`embedded_schema`); with shards, tantivy-1/ … beside it (`embedded_shards`)
   pmids.S<w>, lookup.*, vectors.i8, scales.f32
                 the memory-mapped arrays of `embedded_layout` (row → PMID, PMID → row, vectors)
   meta.json     dims, embedding model, committed rows (+ rows of a commit in flight), the PMID
@@ -30,7 +30,6 @@ from infra.search.embedded_layout import (
     META,
     MIN_WIDTH,
     SCALES,
-    TANTIVY,
     VECTORS,
     build_lookup,
     decode,
@@ -42,6 +41,16 @@ from infra.search.embedded_layout import (
 )
 from infra.search.embedded_reembed import Reembedding, finish_swap
 from infra.search.embedded_schema import document, has_combined, schema
+from infra.search.embedded_shards import (
+    PENDING_DELETES,
+    apply_deletes,
+    read_pending,
+    row_range,
+    rows_landed,
+    shard_count,
+    shard_dirs,
+    write_pending,
+)
 from infra.search.unembedded import Unembedded
 
 WRITER_HEAP = 256_000_000
@@ -67,29 +76,29 @@ def read_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
-def open_layout(path: Path) -> tuple[tantivy.Index, dict[str, Any], int]:
-    """Open an index: tantivy, meta and committed rows (a layout-2 index is upgraded first).
+def open_layout(path: Path) -> tuple[list[tantivy.Index], dict[str, Any], int]:
+    """Open an index: its tantivy shards, meta and committed rows (layout 2 upgraded first).
 
     FileNotFoundError when there is no index at `path`.
     """
     meta = read_meta(path)
-    index = tantivy.Index.open(str(path / TANTIVY))
-    rows = committed_rows(index, meta)
+    indexes = [tantivy.Index.open(str(d)) for d in shard_dirs(path, shard_count(meta))]
+    rows = committed_rows(indexes, meta)
     if meta["version"] != LAYOUT_VERSION:
         meta = upgrade(path, meta, rows)
-    return index, finish_swap(path, meta), rows  # a new model's vectors a crash left half in
+    return indexes, finish_swap(path, meta), rows  # a new model's vectors a crash left half in
 
 
-def committed_rows(index: tantivy.Index, meta: dict[str, Any]) -> int:
-    """Return the rows that belong to committed documents, settling a commit left in flight."""
+def committed_rows(indexes: list[tantivy.Index], meta: dict[str, Any]) -> int:
+    """Return the rows that belong to committed documents, settling a commit left in flight.
+
+    A batch counts once every shard that should hold some of its rows does.
+    """
     rows, pending = int(meta["rows"]), int(meta.get("pending_rows", meta["rows"]))
     if pending <= rows:
         return rows
-    query = tantivy.Query.range_query(
-        index.schema, "row", tantivy.FieldType.Unsigned, rows, pending - 1
-    )
-    landed = index.searcher().search(query, 1).count
-    return pending if landed else rows
+    landed = [x for x in rows_landed(indexes, rows, pending) if x is not None]
+    return pending if all(landed) else rows
 
 
 class EmbeddedWriter:
@@ -106,11 +115,13 @@ class EmbeddedWriter:
         dims: int | None = None,
         embedding_model: str | None = None,
         vectors_later: bool = False,
+        shards: int = 1,
     ):
         self.path = Path(path)
         if not (self.path / META).exists():
-            (self.path / TANTIVY).mkdir(parents=True, exist_ok=True)
-            tantivy.Index(schema(), path=str(self.path / TANTIVY))
+            for directory in shard_dirs(self.path, shards):
+                directory.mkdir(parents=True, exist_ok=True)
+                tantivy.Index(schema(), path=str(directory))
             (self.path / pmids_file(MIN_WIDTH)).touch()
             for name in (VECTORS, SCALES) if dims else ():
                 (self.path / name).touch()
@@ -122,13 +133,24 @@ class EmbeddedWriter:
                     "embedding_model": embedding_model,
                     "rows": 0,
                     "pmid_width": MIN_WIDTH,
+                    **({"shards": shards} if shards > 1 else {}),
                 },
             )
-        self._index, self.meta, self.rows = open_layout(self.path)
+        self._indexes, self.meta, self.rows = open_layout(self.path)
+        self._index = self._indexes[0]
         self._combined = has_combined(self._index.schema)  # older indexes: title, abstract only
         self.dims = self.meta["dims"]
+        heap = max(WRITER_HEAP // len(self._indexes), 50_000_000)
+        self._writers = [i.writer(heap_size=heap, num_threads=1) for i in self._indexes]
+        self._writer = self._writers[0]
+        # A sharded commit's deletes, until it commits: PMID → its row in this batch, PMIDs
+        # deleted, rows superseded within the batch (`embedded_shards`: two phases).
+        self._batch: dict[str, int] = {}
+        self._deleted: set[str] = set()
+        self._superseded: list[int] = []
+        if len(self._indexes) > 1:
+            self._recover()
         self._truncate(self.rows)
-        self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
         self._width = int(self.meta["pmid_width"])
         self._pmids = open(self.path / pmids_file(self._width), "ab")  # noqa: SIM115
         self._vectors = self._open_vectors() if self.dims else None
@@ -139,6 +161,28 @@ class EmbeddedWriter:
         self._embedded = min(int(embedded), self.rows)
         self._in_place: tuple[int, int] | None = None  # descriptors for vectors written in place
         self._next_model: Reembedding | None = None  # another model's vectors being computed
+
+    @property
+    def shards(self) -> int:
+        """Return how many tantivy shards the index is written into."""
+        return len(self._indexes)
+
+    def _recover(self) -> None:
+        """Settle a sharded commit a crash interrupted: take back phase 1, or finish phase 2."""
+        pending_rows = int(self.meta.get("pending_rows", self.meta["rows"]))
+        if pending_rows > self.rows:  # some shard lacks the batch: remove it from the others
+            for writer in self._writers:
+                writer.delete_documents_by_query(
+                    row_range(self._index.schema, self.rows, pending_rows - 1)
+                )
+                writer.commit()
+        pending = read_pending(self.path)
+        if pending is not None:
+            if int(pending["through"]) <= self.rows:  # the batch landed: finish its deletes
+                apply_deletes(self._index.schema, self._writers, pending)
+            (self.path / PENDING_DELETES).unlink()
+        for index in self._indexes:
+            index.reload()
 
     def _open_vectors(self) -> tuple[Any, Any]:
         return open(self.path / VECTORS, "ab"), open(self.path / SCALES, "ab")
@@ -174,9 +218,16 @@ class EmbeddedWriter:
         ]
         pmids = [str(docs[i]["pmid"]).encode("utf-8") for i in order]
         self._widen(max((len(p) for p in pmids), default=0))
-        for pmid, written in zip(pmids, built, strict=True):
-            self._writer.delete_documents_by_term("pmid", pmid.decode("utf-8"))
-            self._writer.add_document(written)
+        shards = len(self._writers)
+        for row, (pmid, written) in enumerate(zip(pmids, built, strict=True), self._next):
+            if shards == 1:
+                self._writer.delete_documents_by_term("pmid", pmid.decode("utf-8"))
+            else:  # deleted in phase 2, after every shard has the new documents
+                earlier = self._batch.get(key := pmid.decode("utf-8"))
+                if earlier is not None:
+                    self._superseded.append(earlier)
+                self._batch[key] = row
+            self._writers[row % shards].add_document(written)
         self._pmids.write(np.array(pmids, dtype=f"S{self._width}").tobytes())
         if self.dims and self._embedded == self._next and np.any(vectors[order], axis=1).all():
             self._embedded += len(order)  # still contiguous: nothing for `quorum embed` here
@@ -206,12 +257,18 @@ class EmbeddedWriter:
 
     def delete(self, pmids: Sequence[str]) -> int:
         """Delete documents by PMID; return how many were in the index as of the last commit."""
-        searcher = self._index.searcher()
+        searchers = [index.searcher() for index in self._indexes]
         present = 0
-        for pmid in pmids:
-            query = tantivy.Query.term_query(self._index.schema, "pmid", str(pmid))
-            present += searcher.search(query, 1).count > 0
-            self._writer.delete_documents_by_term("pmid", str(pmid))
+        for pmid in map(str, pmids):
+            query = tantivy.Query.term_query(self._index.schema, "pmid", pmid)
+            present += any(s.search(query, 1).count > 0 for s in searchers)
+            if len(self._writers) == 1:
+                self._writer.delete_documents_by_term("pmid", pmid)
+                continue
+            earlier = self._batch.pop(pmid, None)
+            if earlier is not None:
+                self._superseded.append(earlier)
+            self._deleted.add(pmid)
         return present
 
     def commit(self, *, sort: bool = False) -> None:
@@ -221,13 +278,23 @@ class EmbeddedWriter:
             os.fsync(fh.fileno())
         for fd in self._in_place or ():  # vectors written into their rows, below the watermark
             os.fsync(fd)
+        pending = None
+        if self._batch or self._deleted:  # sharded: the deletes wait for phase 2
+            pmids = sorted(set(self._batch) | self._deleted)
+            pending = write_pending(self.path, pmids, self.rows, self._superseded, self._next)
         self.meta["pending_rows"] = self._next
         write_meta(self.path, self.meta)
-        self._writer.commit()
-        self._index.reload()
+        for writer in self._writers:
+            writer.commit()
         self.meta["rows"] = self.rows = self._next
         self.meta["embedded_rows"] = self._embedded
         write_meta(self.path, self.meta)
+        if pending is not None:
+            apply_deletes(self._index.schema, self._writers, pending)
+            (self.path / PENDING_DELETES).unlink()
+            self._batch, self._deleted, self._superseded = {}, set(), []
+        for index in self._indexes:
+            index.reload()
         sorted_rows = int((self.meta.get("lookup") or {"rows": 0})["rows"])
         if sort or self.rows - sorted_rows >= max(RESORT_AT, sorted_rows):
             build_lookup(self.path, self.meta, self.rows)
@@ -266,7 +333,7 @@ class EmbeddedWriter:
             return
         scales = mapped(self.path / SCALES, np.float32, (self.rows,))
         pmids = mapped(self.path / pmids_file(self._width), f"S{self._width}", (self.rows,))
-        searcher = self._index.searcher()
+        searchers = [index.searcher() for index in self._indexes]
         for start in range(first, self.rows, batch_size):
             end = min(start + batch_size, self.rows)
             if again:
@@ -274,7 +341,7 @@ class EmbeddedWriter:
             else:
                 empty = np.flatnonzero(scales[start:end] == 0) + start
             wanted = dict(zip(empty.tolist(), decode(pmids[empty]), strict=True))
-            docs = _current(searcher, self._index.schema, wanted)
+            docs = _current(searchers, self._index.schema, wanted)
             yield Unembedded([r for r, _ in docs], [d for _, d in docs], end)
 
     def count_unembedded(self) -> int:
@@ -328,7 +395,8 @@ class EmbeddedWriter:
     def close(self) -> None:
         """Commit (sorting every row into the PMID lookup) and release the index."""
         self.commit(sort=True)
-        self._writer.wait_merging_threads()
+        for writer in self._writers:
+            writer.wait_merging_threads()
         for fh in self._files():
             fh.close()
         for fd in self._in_place or ():
@@ -339,19 +407,20 @@ class EmbeddedWriter:
 
 
 def _current(
-    searcher: tantivy.Searcher, schema: tantivy.Schema, wanted: dict[int, str]
+    searchers: list[tantivy.Searcher], schema: tantivy.Schema, wanted: dict[int, str]
 ) -> list[tuple[int, dict[str, Any]]]:
     """Return (row, document) for the rows that hold their PMID's current text, in row order."""
     if not wanted:
         return []
     query = tantivy.Query.term_set_query(schema, "pmid", list(set(wanted.values())))
     found = []
-    for _, address in searcher.search(query, len(wanted)).hits:
-        stored = searcher.doc(address).to_dict()
-        row = int(stored["row"][0])
-        title, abstract = ((stored.get(f) or [""])[0] for f in ("title", "abstract"))
-        if wanted.get(row) is not None and (title or abstract):
-            found.append((row, {"pmid": wanted[row], "title": title, "abstract": abstract}))
+    for searcher in searchers:
+        for _, address in searcher.search(query, len(wanted)).hits:
+            stored = searcher.doc(address).to_dict()
+            row = int(stored["row"][0])
+            title, abstract = ((stored.get(f) or [""])[0] for f in ("title", "abstract"))
+            if wanted.get(row) is not None and (title or abstract):
+                found.append((row, {"pmid": wanted[row], "title": title, "abstract": abstract}))
     return sorted(found, key=lambda pair: pair[0])
 
 

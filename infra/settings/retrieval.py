@@ -54,6 +54,15 @@ class SearchSettings(Group):
         "At 0.25 the shared corpus's real vectors keep 0.964 of the exact top 100; a query's "
         "time grows with rows × share (docs/measured.md).",
     )
+    embedded_shards: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="tantivy indexes a new embedded index is split into, searched at once in a "
+        "thread each: one per core helps a large index (26 M documents on 2 cores: BM25 "
+        "top-1000 p50 28.7 ms in one, 19.4 in two; docs/measured.md). Read when an index is "
+        "created; an existing index keeps its own.",
+    )
     query_mode: Literal["llm", "question"] = Field(
         "llm",
         description="'llm': the query model writes the boolean query and the refine model "

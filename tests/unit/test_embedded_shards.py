@@ -1,0 +1,171 @@
+"""An embedded index in several tantivy shards: the same answers as one, and a commit that
+survives a crash between the shards' commits (`infra/search/embedded_shards.py`)."""
+
+import json
+
+import numpy as np
+import pytest
+
+import infra.search.embedded_store as store
+from infra.search.embedded import EmbeddedIndex
+from infra.search.embedded_shards import PENDING_DELETES
+from infra.search.embedded_store import META, EmbeddedWriter
+
+WORDS = "aspirin statin insulin heparin warfarin metformin cancer trial cohort dose".split()
+
+
+def doc(pmid, text):
+    return {"pmid": str(pmid), "title": f"title {pmid}", "abstract": text, "year": 2020}
+
+
+def corpus(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    return [doc(i, " ".join(rng.choice(WORDS, size=8))) for i in range(1, n + 1)]
+
+
+def unit(n, dims=4, seed=0):
+    vecs = np.random.default_rng(seed).normal(size=(n, dims)).astype(np.float32)
+    return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+
+def build(path, docs, shards, vectors=None):
+    w = EmbeddedWriter(path, dims=4 if vectors is not None else None, shards=shards)
+    w.upsert(docs, vectors)
+    w.close()
+    return EmbeddedIndex(path)
+
+
+def test_shards_hold_the_documents_by_row_and_answer_as_one_index(tmp_path):
+    docs = corpus()
+    one = build(tmp_path / "one", docs, 1)
+    three = build(tmp_path / "three", docs, 3)
+    meta = json.loads((tmp_path / "three" / META).read_text())
+    assert meta["shards"] == 3 and (tmp_path / "three" / "tantivy-2").is_dir()
+    assert "shards" not in json.loads((tmp_path / "one" / META).read_text())
+    assert [s.num_docs for s in three._searchers] == [20, 20, 20]
+    assert three.count() == one.count() == 60
+    for query in ("aspirin", "statin AND cohort", "heparin OR dose", "insu*", "metformn~1"):
+        a, b = one.search(query, 1000), three.search(query, 1000)
+        assert a.total == b.total and set(a.pmids) == set(b.pmids), query
+        assert list(b.scores) == sorted(b.scores, reverse=True)
+    head = three.search("aspirin OR cancer", 5)
+    assert len(head.pmids) == 5 and head.total > 5
+    assert three.fetch(["7", "8", "9", "404"]) == one.fetch(["7", "8", "9", "404"])
+    assert three.has("59") and not three.has("404")
+
+
+def test_a_reindexed_pmid_moves_shard_and_leaves_no_old_copy(tmp_path):
+    w = EmbeddedWriter(tmp_path / "i", dims=4, shards=2)
+    w.upsert([doc(1, "aspirin trial"), doc(2, "statin trial")], unit(2))
+    w.commit()
+    w.upsert([doc(1, "ibuprofen trial")], unit(1, seed=1))  # row 2: shard 0 (was row 0)
+    w.upsert([doc(2, "heparin trial")], unit(1, seed=2))  # row 3: shard 1
+    w.upsert([doc(2, "warfarin trial")], unit(1, seed=3))  # row 4: supersedes row 3 at once
+    w.commit()
+    assert w.delete(["1", "404"]) == 1
+    w.close()
+    idx = EmbeddedIndex(tmp_path / "i")
+    assert idx.count() == 1 and not idx.has("1")
+    assert idx.search("aspirin OR ibuprofen OR statin OR heparin", 10).total == 0
+    assert [p for p, _ in idx.search("warfarin", 10).hits] == ["2"]
+    assert idx.fetch(["2"])[0]["abstract"] == "warfarin trial"
+    assert [p for p, _ in idx.nearest(unit(1, seed=3)[0], 5)] == ["2"]
+    assert not (tmp_path / "i" / PENDING_DELETES).exists()
+
+
+class Crashing:
+    """A shard's tantivy writer whose commit never happens (the process died first)."""
+
+    def __init__(self, writer):
+        self._writer = writer
+
+    def __getattr__(self, name):
+        return getattr(self._writer, name)
+
+    def commit(self):
+        raise SystemExit("killed")
+
+
+def test_a_batch_one_shard_missed_is_taken_back_from_the_others(tmp_path):
+    w = EmbeddedWriter(tmp_path / "i", shards=2)
+    w.upsert([doc(1, "aspirin"), doc(2, "statin")], None)
+    w.commit()
+    w.upsert([doc(1, "ibuprofen"), doc(3, "heparin")], None)  # rows 2 (shard 0), 3 (shard 1)
+    w._writers[1] = Crashing(w._writers[1])
+    with pytest.raises(SystemExit):
+        w.commit()  # shard 0 committed its half of the batch, shard 1 did not
+    del w
+    reader = EmbeddedIndex(tmp_path / "i")  # before any writer repairs: the old state
+    assert reader.search("ibuprofen", 10).total <= 1  # shard 0 holds it ...
+    assert reader.search("ibuprofen", 10).pmids == []  # ... but its row is not committed
+    assert reader.fetch(["1"])[0]["abstract"] == "aspirin"
+    again = EmbeddedWriter(tmp_path / "i")
+    assert again.rows == 2
+    again.close()
+    idx = EmbeddedIndex(tmp_path / "i")
+    assert idx.count() == 2 and idx.search("ibuprofen OR heparin", 10).total == 0
+    assert idx.fetch(["1"])[0]["abstract"] == "aspirin"  # the old version was never touched
+    assert not (tmp_path / "i" / PENDING_DELETES).exists()
+
+
+def test_deletes_a_crash_left_pending_are_finished_on_reopening(tmp_path, monkeypatch):
+    w = EmbeddedWriter(tmp_path / "i", shards=2)
+    w.upsert([doc(1, "aspirin"), doc(2, "statin")], None)
+    w.commit()
+    w.upsert([doc(2, "heparin")], None)  # row 2: shard 0; the old row 1 is in shard 1
+    assert w.delete(["1"]) == 1
+
+    def crash(*_args):
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(store, "apply_deletes", crash)
+    with pytest.raises(SystemExit):
+        w.commit()  # every shard has the new documents; the deletes never ran
+    del w
+    monkeypatch.undo()
+    assert (tmp_path / "i" / PENDING_DELETES).exists()
+    reader = EmbeddedIndex(tmp_path / "i")
+    assert reader.count() == 3  # both copies of PMID 2, and PMID 1, still in tantivy
+    assert reader.search("statin OR heparin", 10).pmids == ["2"]  # the superseded copy skipped
+    assert reader.fetch(["2"])[0]["abstract"] == "heparin"
+    EmbeddedWriter(tmp_path / "i").close()
+    idx = EmbeddedIndex(tmp_path / "i")
+    assert idx.count() == 1 and not idx.has("1")
+    assert idx.search("statin", 10).total == 0 and idx.search("heparin", 10).pmids == ["2"]
+    assert not (tmp_path / "i" / PENDING_DELETES).exists()
+
+
+def test_without_the_pending_file_a_crash_would_leave_the_old_copies(tmp_path, monkeypatch):
+    """The control: the same crash with the deletes' record lost keeps both copies."""
+    w = EmbeddedWriter(tmp_path / "i", shards=2)
+    w.upsert([doc(1, "aspirin"), doc(2, "statin")], None)
+    w.commit()
+    w.upsert([doc(2, "heparin")], None)
+
+    def crash(*_args):
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(store, "apply_deletes", crash)
+    with pytest.raises(SystemExit):
+        w.commit()
+    del w
+    monkeypatch.undo()
+    (tmp_path / "i" / PENDING_DELETES).unlink()
+    EmbeddedWriter(tmp_path / "i").close()
+    idx = EmbeddedIndex(tmp_path / "i")
+    assert idx.count() == 3 and idx.search("statin", 10).total == 1
+
+
+def test_the_setting_shards_a_new_index_and_an_existing_one_keeps_its_own(tmp_path):
+    from infra.search.backends import open_writer
+    from infra.settings import load_settings
+
+    settings = load_settings(home=tmp_path, search={"index": "s", "embedded_shards": 2})
+    writer = open_writer(settings, None)
+    writer.upsert(corpus(10), None)
+    writer.close()
+    assert json.loads((settings.index_dir / META).read_text())["shards"] == 2
+    later = load_settings(home=tmp_path, search={"index": "s", "embedded_shards": 4})
+    writer = open_writer(later, None)
+    assert writer.shards == 2
+    writer.close()
