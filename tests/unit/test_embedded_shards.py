@@ -11,7 +11,18 @@ from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_shards import PENDING_DELETES
 from infra.search.embedded_store import META, EmbeddedWriter
 
-WORDS = "aspirin statin insulin heparin warfarin metformin cancer trial cohort dose".split()
+WORDS = [
+    "aspirin",
+    "statin",
+    "insulin",
+    "heparin",
+    "warfarin",
+    "metformin",
+    "cancer",
+    "trial",
+    "cohort",
+    "dose",
+]
 
 
 def doc(pmid, text):
