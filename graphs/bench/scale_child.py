@@ -124,9 +124,9 @@ def disk(settings: Any) -> dict[str, Any]:
     """Return the index's size on disk (Elasticsearch: primaries, and the node's heap)."""
     if settings.search.backend == "embedded":
         files = [p for p in settings.index_dir.rglob("*") if p.is_file()]
-        sizes = {p.name: p.stat().st_size for p in files}
+        sizes = {p.name: p.stat().st_size for p in files}  # by name: the top level's files
         return {
-            "disk_mib": round(sum(sizes.values()) / 2**20, 1),
+            "disk_mib": round(sum(p.stat().st_size for p in files) / 2**20, 1),
             "vectors_mib": round((sizes.get(VECTORS, 0) + sizes.get(SCALES, 0)) / 2**20, 1),
             "dense_index_mib": round(sizes.get(ANN_FILE, 0) / 2**20, 1),
         }

@@ -25,7 +25,7 @@ from infra.search.embedded_layout import (
     pmids_file,
 )
 from infra.search.embedded_schema import has_combined
-from infra.search.embedded_shards import PENDING_DELETES, ShardSearch
+from infra.search.embedded_shards import PENDING_DELETES, ShardSearch, every_hit
 from infra.search.embedded_store import build_fresh, open_layout
 from infra.search.query import (
     Bool,
@@ -194,7 +194,7 @@ class EmbeddedIndex:
         query = tantivy.Query.term_set_query(self._schema, "pmid", wanted)
         latest: dict[str, tuple[int, dict[str, Any]]] = {}  # shards: a crash may leave two
         for searcher in self._searchers:
-            for _, address in searcher.search(query, len(wanted)).hits:
+            for address in every_hit(searcher, query, len(wanted)):
                 stored = searcher.doc(address).to_dict()
                 row = int(_first(stored, "row", 0))
                 if row >= len(self._pmids):  # a batch still landing in another shard
@@ -276,9 +276,11 @@ class EmbeddedIndex:
         query = tantivy.Query.term_set_query(self._schema, "pmid", list(pmids))
         live: set[int] = set()
         for searcher in self._searchers:
-            addresses = [address for _, address in searcher.search(query, len(pmids)).hits]
+            addresses = every_hit(searcher, query, len(pmids))
             if addresses:
                 live.update(int(r) for r in searcher.fast_field_values("row", addresses))
+        if self._superseded_visible:  # a crash left old copies: only each PMID's latest row
+            live &= {int(r) for r in self._lookup.rows_of(list(pmids))}
         return live
 
     def _pmid_list(self, rows: Sequence[int]) -> list[str]:

@@ -123,6 +123,18 @@ def apply_deletes(schema: tantivy.Schema, writers: Sequence[Any], pending: dict[
         writer.commit()
 
 
+def every_hit(searcher: tantivy.Searcher, query: tantivy.Query, expected: int) -> list[Any]:
+    """Return the addresses of every document `query` matches (`expected`: the usual count).
+
+    A PMID has one document, but a sharded commit a crash interrupted leaves its old copies
+    beside the new until a writer finishes it, so a PMID lookup may not stop at one a PMID.
+    """
+    found = searcher.search(query, max(1, expected), count=True)
+    if (found.count or 0) > len(found.hits):
+        found = searcher.search(query, int(found.count))
+    return [address for _, address in found.hits]
+
+
 class ShardSearch:
     """One query on every shard at once; hits merged best first, ties by row."""
 

@@ -44,6 +44,7 @@ from infra.search.embedded_schema import document, has_combined, schema
 from infra.search.embedded_shards import (
     PENDING_DELETES,
     apply_deletes,
+    every_hit,
     read_pending,
     row_range,
     rows_landed,
@@ -415,7 +416,7 @@ def _current(
     query = tantivy.Query.term_set_query(schema, "pmid", list(set(wanted.values())))
     found = []
     for searcher in searchers:
-        for _, address in searcher.search(query, len(wanted)).hits:
+        for address in every_hit(searcher, query, len(wanted)):
             stored = searcher.doc(address).to_dict()
             row = int(stored["row"][0])
             title, abstract = ((stored.get(f) or [""])[0] for f in ("title", "abstract"))

@@ -120,10 +120,10 @@ def test_a_batch_one_shard_missed_is_taken_back_from_the_others(tmp_path):
 
 
 def test_deletes_a_crash_left_pending_are_finished_on_reopening(tmp_path, monkeypatch):
-    w = EmbeddedWriter(tmp_path / "i", shards=2)
-    w.upsert([doc(1, "aspirin"), doc(2, "statin")], None)
+    w = EmbeddedWriter(tmp_path / "i", dims=4, shards=2)
+    w.upsert([doc(1, "aspirin"), doc(2, "statin")], unit(2))
     w.commit()
-    w.upsert([doc(2, "heparin")], None)  # row 2: shard 0; the old row 1 is in shard 1
+    w.upsert([doc(2, "heparin")], unit(1, seed=5))  # row 2: shard 0; the old row 1 in shard 1
     assert w.delete(["1"]) == 1
 
     def crash(*_args):
@@ -139,6 +139,7 @@ def test_deletes_a_crash_left_pending_are_finished_on_reopening(tmp_path, monkey
     assert reader.count() == 3  # both copies of PMID 2, and PMID 1, still in tantivy
     assert reader.search("statin OR heparin", 10).pmids == ["2"]  # the superseded copy skipped
     assert reader.fetch(["2"])[0]["abstract"] == "heparin"
+    assert [p for p, _ in reader.nearest(unit(2)[1], 5)].count("2") == 1  # both rows are near
     EmbeddedWriter(tmp_path / "i").close()
     idx = EmbeddedIndex(tmp_path / "i")
     assert idx.count() == 1 and not idx.has("1")
