@@ -26,9 +26,11 @@ hits that are not their PMID's latest row.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ from infra.search.embedded_layout import TANTIVY
 
 PENDING_DELETES = "deletes.pending.json"
 """The deletes of a sharded commit in flight: the batch's PMIDs, its first row, stale rows."""
+_SCORE, _ADDRESS = itemgetter(0), itemgetter(1)
 
 
 def shard_count(meta: dict[str, Any]) -> int:
@@ -136,7 +139,17 @@ def every_hit(searcher: tantivy.Searcher, query: tantivy.Query, expected: int) -
 
 
 class ShardSearch:
-    """One query on every shard at once; hits merged best first, ties by row."""
+    """One query on every shard at once; hits merged best first, ties by row.
+
+    Each shard is asked for its share of the top `limit` (a quarter more than an even split,
+    documents being spread by row) rather than all of it: at 10,000 candidates, taking 10,000
+    hits out of each of two shards made the default path 7 ms slower than one index (26 M).
+    A shard that filled its share with hits scoring at least the merged list's last could hold
+    more of it, and is asked again for all `limit`: the result is what asking every shard for
+    `limit` would give.
+    """
+
+    MARGIN = 1.25
 
     def __init__(self, searchers: Sequence[tantivy.Searcher]):
         self.searchers = list(searchers)
@@ -144,22 +157,40 @@ class ShardSearch:
 
     def search(self, query: tantivy.Query, limit: int) -> tuple[int, np.ndarray, np.ndarray]:
         """Return (total matches, scores, rows) of the best `limit` hits over every shard."""
+        wanted, limit = max(0, limit), max(1, limit)  # tantivy refuses a limit of 0
+        share = min(limit, math.ceil(limit / len(self.searchers) * self.MARGIN) + 16)
+        parts = list(self._pool.map(lambda s: _hits(s, query, share), self.searchers))
+        scores, rows = _merge(parts, limit)
+        last = scores[-1] if len(scores) == limit else -np.inf
+        again = [
+            i
+            for i, (_, got, _) in enumerate(parts)
+            if share < limit and len(got) == share and got[-1] >= last
+        ]
+        if again:
+            more = self._pool.map(lambda i: _hits(self.searchers[i], query, limit), again)
+            for i, part in zip(again, more, strict=True):
+                parts[i] = part
+            scores, rows = _merge(parts, limit)
+        return sum(p[0] for p in parts), scores[:wanted], rows[:wanted]
 
-        def one(searcher: tantivy.Searcher) -> tuple[int, np.ndarray, np.ndarray]:
-            found = searcher.search(query, max(1, limit), count=True)
-            hits = found.hits
-            scores = np.fromiter((s for s, _ in hits), np.float32, len(hits))
-            addresses = [a for _, a in hits]
-            rows = np.fromiter(
-                searcher.fast_field_values("row", addresses) if addresses else [],
-                np.int64,
-                len(hits),
-            )
-            return int(found.count or 0), scores, rows
 
-        parts = list(self._pool.map(one, self.searchers))
-        total = sum(p[0] for p in parts)
-        scores = np.concatenate([p[1] for p in parts])
-        rows = np.concatenate([p[2] for p in parts])
-        order = np.lexsort((rows, -scores))[: max(0, limit)]
-        return total, scores[order], rows[order]
+def _hits(
+    searcher: tantivy.Searcher, query: tantivy.Query, limit: int
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """Return (matches, scores, rows) of one shard's best `limit` hits, best first."""
+    found = searcher.search(query, limit, count=True)
+    hits = found.hits
+    scores = np.fromiter(map(_SCORE, hits), np.float32, len(hits))
+    addresses = list(map(_ADDRESS, hits))
+    values = searcher.fast_field_values("row", addresses) if addresses else []
+    return int(found.count or 0), scores, np.fromiter(values, np.int64, len(hits))
+
+
+def _merge(
+    parts: list[tuple[int, np.ndarray, np.ndarray]], limit: int
+) -> tuple[np.ndarray, np.ndarray]:
+    scores = np.concatenate([p[1] for p in parts])
+    rows = np.concatenate([p[2] for p in parts])
+    order = np.lexsort((rows, -scores))[:limit]
+    return scores[order], rows[order]

@@ -8,7 +8,7 @@ import pytest
 
 import infra.search.embedded_store as store
 from infra.search.embedded import EmbeddedIndex
-from infra.search.embedded_shards import PENDING_DELETES
+from infra.search.embedded_shards import PENDING_DELETES, _hits, _merge
 from infra.search.embedded_store import META, EmbeddedWriter
 
 WORDS = [
@@ -63,6 +63,21 @@ def test_shards_hold_the_documents_by_row_and_answer_as_one_index(tmp_path):
     assert len(head.pmids) == 5 and head.total > 5
     assert three.fetch(["7", "8", "9", "404"]) == one.fetch(["7", "8", "9", "404"])
     assert three.has("59") and not three.has("404")
+
+
+def test_a_shard_holding_more_than_its_share_of_the_top_is_asked_again(tmp_path):
+    # Even rows (shard 0) mention aspirin three times, odd rows (shard 1) once: the top 200
+    # are all in shard 0, which is first asked for its share (141) of them.
+    docs = [doc(i, "aspirin " * (3 if i % 2 == 0 else 1) + "trial") for i in range(400)]
+    one, two = build(tmp_path / "one", docs, 1), build(tmp_path / "two", docs, 2)
+    a, b = one.search("aspirin", 200), two.search("aspirin", 200)
+    assert a.total == b.total == 400
+    assert set(b.pmids) == set(a.pmids) == {str(i) for i in range(0, 400, 2)}
+    assert two.search("aspirin", 0).pmids == [] and two.search("aspirin", 0).total == 400
+    # The control: the first round alone (each shard's share) lets shard 1's weaker hits in.
+    query = two.compile("aspirin")
+    _, rows = _merge([_hits(s, query, 141) for s in two._searchers], 200)
+    assert (rows % 2 == 1).sum() == 59
 
 
 def test_a_reindexed_pmid_moves_shard_and_leaves_no_old_copy(tmp_path):
