@@ -196,3 +196,21 @@ def test_the_setting_shards_a_new_index_and_an_existing_one_keeps_its_own(tmp_pa
     writer = open_writer(later, None)
     assert writer.shards == 2
     writer.close()
+
+
+def test_vectors_added_later_reach_documents_in_every_shard(tmp_path):
+    w = EmbeddedWriter(tmp_path / "i", shards=2)
+    w.upsert(corpus(6), None)
+    w.commit()
+    w.upsert([doc(3, "aspirin again")], None)  # row 6 supersedes row 2
+    w.commit()
+    w.start_vectors(4, "m")
+    batches = list(w.unembedded(100))
+    rows = [r for b in batches for r in b.keys]
+    assert rows == [0, 1, 3, 4, 5, 6]  # row 2's document is gone: it needs no vector
+    assert [d["pmid"] for b in batches for d in b.docs][-1] == "3"
+    w.set_vectors(rows, unit(6), 7)
+    w.commit_vectors()
+    w.close()
+    idx = EmbeddedIndex(tmp_path / "i")
+    assert [p for p, _ in idx.nearest(unit(6)[5], 1)] == ["3"]
