@@ -3,7 +3,7 @@
 tantivy-py searches an index's segments one after another in the calling thread (it exposes no
 multi-threaded executor) but releases the GIL while it does, so an index written as several
 tantivy indexes answers a query in parallel: at 26 M documents on 2 cores, BM25 top-1000 p50
-28.7 ms in one index, 19.4 ms in two shards (`tests/tools/measure_shards.py`, docs/measured.md).
+27.9 ms in one index, 19.1 ms in two shards (docs/measured.md, "Shards in the engine").
 The document at row r lives in shard r mod shards: shard 0 is `tantivy/`, shard i `tantivy-i/`.
 Each shard scores with its own statistics, as Elasticsearch's shards do by default (at 13 M
 documents a shard, 0.999 of the merged top 1,000 score in the single index at least as high as
@@ -63,9 +63,7 @@ def rows_landed(indexes: Sequence[tantivy.Index], rows: int, pending: int) -> li
         if first >= pending:
             out.append(None)
             continue
-        query = tantivy.Query.range_query(
-            index.schema, "row", tantivy.FieldType.Unsigned, rows, pending - 1
-        )
+        query = row_range(index.schema, rows, pending - 1)
         out.append(index.searcher().search(query, 1).count > 0)
     return out
 
