@@ -186,8 +186,10 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
         backend.nearest(vector, 100)
         dense.append((time.perf_counter() - started) * 1000)
     segments = backend.segments() if hasattr(backend, "segments") else None
+    shards = backend.shards if isinstance(backend, EmbeddedIndex) else None
     return {
         **({"segments": segments} if segments is not None else {}),
+        **({"shards": shards} if shards is not None else {}),
         "open_s": round(opened_s, 3),
         "open_rss_mib": round(after_open - before, 1),
         "bm25_top1000_p50_ms": _percentile(bm25, 50),

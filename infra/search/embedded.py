@@ -124,6 +124,11 @@ class EmbeddedIndex:
         """Return how many documents the index holds."""
         return sum(int(s.num_docs) for s in self._searchers)
 
+    @property
+    def shards(self) -> int:
+        """Return how many tantivy shards a search runs on at once (`embedded_shards`)."""
+        return len(self._searchers)
+
     def segments(self) -> int:
         """Return how many tantivy segments a search walks (each collects its own top hits)."""
         return sum(int(s.num_segments) for s in self._searchers)

@@ -116,6 +116,29 @@ def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
     assert peer["bm25s_numba_recall_at_1000"] == 1.0  # its fastest backend, the same hits
 
 
+def test_the_search_settings_shard_the_index_the_bench_builds(tmp_path, real):
+    docs, vectors = real
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    settings = {"home": str(tmp_path), "search": {"index": "s", "embedded_shards": 2}}
+    job = {"corpus": str(corpus), "size": 1500, "seed": 0, "model": "hash-64"}
+    np.save(tmp_path / "vectors.npy", vectors)
+    built = scale_child.ingest(
+        job | {"settings": settings, "vectors": str(tmp_path / "vectors.npy")}
+    )
+    assert built["docs"] == 1500
+    queries = [" OR ".join(d["abstract"].split()[:6]) for d in docs[:3]]
+    np.savez(
+        tmp_path / "queries.npz",
+        queries=np.array(queries, dtype=object),
+        vectors=vectors[:3],
+        gold=np.array([[d["pmid"]] for d in docs[:3]], dtype=object),
+    )
+    asked = scale_child.query({"settings": settings, "queries": str(tmp_path / "queries.npz")})
+    assert asked["shards"] == 2 and asked["segments"] >= 2
+    assert asked["recall_at_1000_bm25"] == 1.0
+
+
 def test_extrapolation_scales_disk_and_vectors_to_26_million_not_the_open_memory():
     embedded = {"disk_mib_with_vectors": 4096.0, "vectors_mib": 1024.0, "open_rss_mib": 3.0}
     sizes = {

@@ -54,6 +54,7 @@ def test_shards_hold_the_documents_by_row_and_answer_as_one_index(tmp_path):
     assert meta["shards"] == 3 and (tmp_path / "three" / "tantivy-2").is_dir()
     assert "shards" not in json.loads((tmp_path / "one" / META).read_text())
     assert [s.num_docs for s in three._searchers] == [20, 20, 20]
+    assert (three.shards, one.shards) == (3, 1)
     assert three.count() == one.count() == 60
     for query in ("aspirin", "statin AND cohort", "heparin OR dose", "insu*", "metformn~1"):
         a, b = one.search(query, 1000), three.search(query, 1000)
