@@ -119,6 +119,14 @@ def run_index(
     embedder = HuggingFaceEmbedder(settings.embeddings) if embeddings else None
     existed = index_exists(settings)
     writer = open_writer(settings, embedder)
+    shards = getattr(writer, "shards", 1) if settings.search.backend == "embedded" else 1
+    if existed and shards != settings.search.embedded_shards:
+        print(
+            f"quorum: index {settings.search.index} keeps its {shards} shard"
+            f"{'s' if shards != 1 else ''}: search.embedded_shards "
+            f"({settings.search.embedded_shards}) applies to new indexes",
+            file=sys.stderr,
+        )
     # disable=None: a bar on terminals only, so logs and pipes get just the summary line.
     bar = tqdm(
         unit=" docs",

@@ -47,6 +47,28 @@ def quorum(home: Path, *args: str, timeout: int = 300) -> subprocess.CompletedPr
     )
 
 
+def test_index_into_shards_then_a_new_shard_count_is_named_not_applied(tmp_path):
+    def index(source: Path, shards: int) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [QUORUM, "index", str(source), "--index", "sharded", "--no-embeddings"],
+            capture_output=True,
+            text=True,
+            env=env(tmp_path, QUORUM_SEARCH__EMBEDDED_SHARDS=str(shards)),
+            timeout=300,
+        )
+
+    first = index(corpus(tmp_path, 300), 2)
+    assert first.returncode == 0, first.stderr
+    assert "keeps its" not in first.stderr
+    built = EmbeddedIndex(tmp_path / "indexes" / "sharded")
+    assert built.shards == 2 and built.count() == 300
+    again = index(corpus(tmp_path, 400, name="more.jsonl.gz"), 3)  # 300 again, 100 new
+    assert again.returncode == 0, again.stderr
+    assert "keeps its 2 shards: search.embedded_shards (3) applies to new indexes" in again.stderr
+    grown = EmbeddedIndex(tmp_path / "indexes" / "sharded")
+    assert grown.shards == 2 and grown.count() == 400  # the 300 re-indexed left no old copy
+
+
 def test_index_jsonl_then_rerun_adds_nothing(tmp_path):
     source = corpus(tmp_path, 500)
     first = quorum(tmp_path, "index", str(source), "--index", "small", "--no-embeddings")
