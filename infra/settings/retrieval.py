@@ -60,7 +60,7 @@ class SearchSettings(Group):
         le=64,
         description="tantivy indexes a new embedded index is split into, searched at once in a "
         "thread each: one per core helps a large index (26 M documents on 2 cores: BM25 "
-        "top-1000 p50 28.7 ms in one, 19.4 in two; docs/measured.md). Read when an index is "
+        "top-1000 p50 27.9 ms in one, 19.1 in two; docs/measured.md). Read when an index is "
         "created; an existing index keeps its own.",
     )
     query_mode: Literal["llm", "question"] = Field(
