@@ -32,6 +32,7 @@ import numpy as np
 import tantivy
 
 from graphs.bench.query import peak_rss_mib
+from graphs.bench.recall import tie_aware_recall
 from graphs.bench.scale_child import COMMIT_EVERY, _real_docs
 from graphs.bench.synthetic import SentencePool
 from infra.search.embedded import EmbeddedIndex
@@ -145,10 +146,7 @@ def _kept(single: np.ndarray, rescored: np.ndarray, k: int) -> float:
     documents fill a top k is arbitrary in either engine, and any of them belongs there.
     """
     k = min(k, len(single))
-    if k == 0 or len(rescored) == 0:
-        return 1.0
-    kth = float(single[k - 1]) * (1 - 1e-6)
-    return float(np.mean(rescored[:k] >= kth))
+    return tie_aware_recall(rescored[:k], float(single[k - 1]), k) if k else 1.0
 
 
 def main() -> int:
