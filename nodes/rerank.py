@@ -10,6 +10,7 @@ from langgraph.runtime import Runtime
 
 from infra.embeddings import document_text
 from infra.search.fusion import blend, fuse
+from infra.search.shortlist import fusion_cosines
 from nodes.context import Context
 from nodes.describing import NodeDescription, describes, plural
 from nodes.passages import bounded
@@ -32,8 +33,20 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
     if not pmids:
         return {"ranked": [], "contexts": [], "first_stage": first_stage}
     notes = []
+    method = settings.fusion
     index_cos = (
-        ctx.search.similarities([p for p, _ in candidates], question_vec) if candidates else None
+        fusion_cosines(
+            ctx.search,
+            [p for p, _ in candidates],
+            np.array([s for _, s in candidates], dtype=np.float32),
+            question_vec,
+            method=method,
+            alpha=settings.alpha,
+            rrf_k=settings.rrf_k,
+            shortlist=max(settings.exact_shortlist, settings.top_k),
+        )
+        if candidates
+        else None
     )
     has_vectors = index_cos is not None or not candidates
     if index_cos is None:
@@ -51,7 +64,7 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
         bm25 = np.concatenate(
             [bm25, np.full(len(pool_docs), float(np.median(bm25)) if bm25.size else 1.0)]
         )
-    method = settings.fusion if has_vectors else "bm25"
+    method = method if has_vectors else "bm25"
     scores = (
         bm25 if method == "bm25" else fuse(bm25, cosine, method, settings.alpha, settings.rrf_k)
     )

@@ -17,9 +17,13 @@ from typing import Any
 import numpy as np
 
 from infra.search.fusion import fuse
+from infra.search.shortlist import fusion_cosines
+from infra.settings.retrieval import RerankSettings
 
 CANDIDATES = 10_000
 TOP_K = 300
+SHORTLIST = max(RerankSettings().exact_shortlist, TOP_K)
+"""Candidates scored exactly where the index has row codes, as `rerank` scores them."""
 
 
 def query_latency(backend: Any, queries: Sequence[str], vectors: np.ndarray) -> dict[str, float]:
@@ -29,7 +33,16 @@ def query_latency(backend: Any, queries: Sequence[str], vectors: np.ndarray) -> 
         started = time.perf_counter()
         result = backend.search(query, CANDIDATES)
         pmids, bm25 = result.pmids, result.scores
-        cosine = backend.similarities(pmids, vector)
+        cosine = fusion_cosines(
+            backend,
+            pmids,
+            bm25,
+            vector,
+            method="interpolate",
+            alpha=0.6,
+            rrf_k=60,
+            shortlist=SHORTLIST,
+        )
         scores = fuse(bm25, cosine, "interpolate", 0.6, 60)
         top = np.argsort(-scores, kind="stable")[:TOP_K]
         _ = [pmids[i] for i in top]

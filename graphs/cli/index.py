@@ -60,18 +60,20 @@ def index(
 
 
 def refresh_dense_stage(settings: Settings) -> None:
-    """Build the dense stage's index when the vectors have outgrown it, with a progress bar."""
+    """Build the IVF index and row codes when the vectors have outgrown them, with progress."""
     from infra.search.backends import refresh_dense
 
     bar = tqdm(unit=" rows", file=sys.stderr, dynamic_ncols=True, mininterval=0.5, disable=None)
-    bar.set_description("dense stage: IVF index")
+    bar.set_description("vectors: IVF index / row codes")
 
     def progress(done: int, total: int) -> None:
+        if done < bar.n:  # the IVF index is done and the row codes begin
+            bar.reset(total)
         bar.total = total
         bar.update(done - bar.n)
 
     try:
-        with Heartbeat(lambda: f"building the dense stage's IVF index: {bar.n:,} rows"):
+        with Heartbeat(lambda: f"building the IVF index / row codes: {bar.n:,} rows"):
             said = refresh_dense(settings, progress)
     finally:
         bar.close()

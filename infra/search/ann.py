@@ -119,7 +119,7 @@ def build(
     lists = lists_for(rows)
     rng = np.random.default_rng(seed)
     sample = np.sort(rng.choice(rows, size=min(rows, lists * TRAIN_PER_LIST), replace=False))
-    train = _dequantize(vectors, scales, sample)
+    train = dequantize(vectors, scales, sample)
     train = train[scales[sample] > 0]
     if len(train) < lists:
         raise ValueError(f"{len(train):,} rows with vectors cannot train {lists:,} lists")
@@ -132,7 +132,7 @@ def build(
         block = np.arange(start, min(rows, start + ADD_BLOCK))
         kept = block[scales[block] > 0]
         if kept.size:
-            index.add_with_ids(_dequantize(vectors, scales, kept), kept.astype(np.int64))
+            index.add_with_ids(dequantize(vectors, scales, kept), kept.astype(np.int64))
         if on_progress is not None:
             on_progress(int(block[-1]) + 1, rows)
     path, meta_path = directory / ANN_FILE, directory / ANN_META
@@ -152,5 +152,6 @@ def drop(directory: Path) -> None:
         (directory / name).unlink(missing_ok=True)
 
 
-def _dequantize(vectors: np.ndarray, scales: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def dequantize(vectors: np.ndarray, scales: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Return the rows `rows` of the int8 `vectors` as float32 (× their `scales`)."""
     return np.ascontiguousarray(vectors[rows].astype(np.float32) * scales[rows, None])

@@ -101,17 +101,25 @@ class Embedded:
     def refresh_dense(
         self, settings: Settings, on_progress: Callable[[int, int], None] | None = None
     ) -> str | None:
-        """Build the IVF index of the dense stage when the vectors have outgrown the last one."""
+        """Build the IVF index and row codes when the vectors have outgrown the last ones."""
         if not self.exists(settings):
             return None
         index = EmbeddedIndex(settings.index_dir)
         index.dense_stage(
-            ann_rows=settings.search.dense_ann_rows, share=settings.search.dense_ann_share
+            ann_rows=settings.search.dense_ann_rows,
+            share=settings.search.dense_ann_share,
+            codes_rows=settings.search.row_codes_rows,
         )
+        said = []
         built = index.refresh_ann(on_progress)
-        if built is None:
-            return None
-        return f"built the dense stage's IVF index: {built.rows:,} rows in {built.lists:,} lists"
+        if built is not None:
+            said.append(
+                f"the dense stage's IVF index: {built.rows:,} rows in {built.lists:,} lists"
+            )
+        codes = index.refresh_row_codes(on_progress)
+        if codes is not None:
+            said.append(f"row codes for reranking: {codes.rows:,} rows")
+        return "built " + "; ".join(said) if said else None
 
 
 class Elasticsearch:

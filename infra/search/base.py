@@ -77,6 +77,14 @@ class SearchBackend(Protocol):
         """
         ...
 
+    def rough_similarities(self, pmids: Sequence[str], vector: np.ndarray) -> np.ndarray | None:
+        """Return estimates of `similarities` from compact codes; None when the engine keeps none.
+
+        For scoring many candidates in little memory, then
+        reading a shortlist exactly (`infra.search.shortlist`).
+        """
+        ...
+
     def nearest(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
         """Return the `k` documents whose stored vectors are closest to `vector` (PMID, cosine).
 

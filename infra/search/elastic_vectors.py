@@ -29,6 +29,10 @@ class VectorSearch:
     _meta: dict[str, Any]
     knn_candidates: float
 
+    def rough_similarities(self, pmids: Sequence[str], vector: np.ndarray) -> np.ndarray | None:
+        """Return None: the server computes every cosine exactly (`similarities`)."""
+        return None
+
     def similarities(self, pmids: Sequence[str], vector: np.ndarray) -> np.ndarray | None:
         """Return cosine(vector, stored vector) per PMID, computed in the server; 0 if none."""
         dims = self.dims

@@ -36,10 +36,12 @@ from infra.search.query import (
     parse_query,
     searched_fields,
 )
+from infra.search.row_codes import RowCodes
+from infra.search.row_codes import build as build_row_codes
 
-ANN_ROWS, ANN_SHARE = 100_000, 0.25
-"""search.dense_ann_rows and search.dense_ann_share's defaults, for an index opened without
-settings (`dense_stage` sets them)."""
+ANN_ROWS, ANN_SHARE, CODES_ROWS = 100_000, 0.25, 10_000_000
+"""search.dense_ann_rows, search.dense_ann_share and search.row_codes_rows' defaults, for an
+index opened without settings (`dense_stage` sets them)."""
 _SPECIAL = set("+-&|!(){}[]^\"~*?:\\/<>=' ")
 _KEYWORDS = frozenset({"IN", "TO", "AND", "OR", "NOT"})
 """Words tantivy's parser reads as syntax when upper-case ("cells IN leaves" was a syntax
@@ -71,20 +73,48 @@ class EmbeddedIndex:
         self._lookup = PmidLookup(self.path, self.meta, self._pmids)
         dims = self.meta.get("dims")
         self._vectors = mapped(self.path / VECTORS, np.int8, (rows, dims)) if dims else None
+        # A second map of the same file for the rows gathered one by one (candidates' cosines,
+        # the IVF index's rescoring): without the kernel's read-around, which would bring in 32
+        # pages about each scattered row, while the scan of every row keeps it.
+        self._vector_rows = (
+            mapped(self.path / VECTORS, np.int8, (rows, dims), scattered=True) if dims else None
+        )
+        self._codes = RowCodes.open(self.path) if dims else None
         self._scales = mapped(self.path / SCALES, np.float32, (rows,)) if dims else None
         self._max_prefix = max_prefix_expansions
         self._analyzer = analyzer()
         self._ann: AnnIndex | None = None
         self._ann_looked = False
-        self._ann_rows, self._ann_share = ANN_ROWS, ANN_SHARE
+        self._ann_rows, self._ann_share, self._codes_rows = ANN_ROWS, ANN_SHARE, CODES_ROWS
         self._recent: RecentRows | None = None  # the latest search's hits, asked about next
 
-    def dense_stage(self, *, ann_rows: int, share: float) -> None:
+    def dense_stage(self, *, ann_rows: int, share: float, codes_rows: int = CODES_ROWS) -> None:
         """Set when `nearest` uses the IVF index (search.dense_ann_rows, dense_ann_share).
 
-        From `ann_rows` rows on, scanning `share` of its lists; below, the exact scan.
+        From `ann_rows` rows on, scanning `share` of its lists; below, the exact scan. Row codes
+        are built from `codes_rows` rows on (search.row_codes_rows).
         """
-        self._ann_rows, self._ann_share = ann_rows, share
+        self._ann_rows, self._ann_share, self._codes_rows = ann_rows, share, codes_rows
+
+    def refresh_row_codes(self, on_progress: Any = None) -> RowCodes | None:
+        """Build the row codes once `codes_rows` rows have vectors, and again when stale.
+
+        Stale as the IVF index is: covering less than nine tenths of the rows.
+
+        Returns:
+            The codes built, or None when none were needed.
+        """
+        if self._vectors is None or self._scales is None:
+            return None
+        rows = int(self.meta.get("embedded_rows", self._vectors.shape[0]))
+        built = RowCodes.open(self.path)
+        if rows < self._codes_rows or (built is not None and built.rows >= 0.9 * rows):
+            return None
+        model = str(self.meta.get("embedding_model") or "")
+        self._codes = build_row_codes(
+            self.path, self._vectors, self._scales, rows, model=model, on_progress=on_progress
+        )
+        return self._codes
 
     def refresh_ann(self, on_progress: Any = None) -> AnnIndex | None:
         """Build the IVF index once `ann_rows` rows have vectors, and again when it is stale.
@@ -224,7 +254,26 @@ class EmbeddedIndex:
         known = rows >= 0
         out = np.zeros(len(rows), dtype=np.float32)
         if known.any():
-            out[known] = _scores(self._vectors, self._scales, rows[known], vector)
+            out[known] = _scores(self._vector_rows, self._scales, rows[known], vector)
+        return out
+
+    def rough_similarities(self, pmids: Sequence[str], vector: np.ndarray) -> np.ndarray | None:
+        """Return each PMID's cosine estimated from its row codes; None when none were built.
+
+        Rows written after the codes are scored exactly; rows without a vector score 0.
+        """
+        codes = self._codes
+        if codes is None or self._vector_rows is None or self._scales is None:
+            return None
+        rows = self._rows_of(pmids)
+        coded = (rows >= 0) & (rows < codes.rows)
+        later = rows >= codes.rows
+        out = np.zeros(len(rows), dtype=np.float32)
+        if coded.any():
+            kept = rows[coded]
+            out[coded] = codes.scores(kept, vector) * (self._scales[kept] > 0)
+        if later.any():
+            out[later] = _scores(self._vector_rows, self._scales, rows[later], vector)
         return out
 
     def nearest(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
@@ -270,7 +319,7 @@ class EmbeddedIndex:
         found = ann.search(query, k, round(ann.lists * self._ann_share))
         tail = np.arange(ann.rows, rows)  # written after the IVF index was built
         candidates = np.union1d(found[found < ann.rows], tail)
-        scores = _scores(self._vectors, self._scales, candidates, query)
+        scores = _scores(self._vector_rows, self._scales, candidates, query)
         order = np.lexsort((candidates, -scores))[:k]  # ties: the earlier row, as exactly
         return [(int(candidates[i]), float(scores[i])) for i in order]
 
@@ -300,7 +349,8 @@ class EmbeddedIndex:
             raise KeyError(
                 f"not indexed: {[p for p, r in zip(pmids, rows, strict=True) if r < 0][:5]}"
             )
-        return self._vectors[rows].astype(np.float32) * self._scales[rows][:, None]
+        assert self._vector_rows is not None
+        return self._vector_rows[rows].astype(np.float32) * self._scales[rows][:, None]
 
     def _rows_of(self, pmids: Sequence[str]) -> np.ndarray:
         """Return each PMID's row (-1: not indexed), those of the latest search's hits first."""

@@ -21,6 +21,7 @@ and the dense stage against float32 vectors.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,11 +68,20 @@ def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(np.rint(x / safe[:, None]), -127, 127).astype(np.int8), scales
 
 
-def mapped(path: Path, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """Memory-map a file read-only (an empty array when the shape holds nothing)."""
+def mapped(
+    path: Path, dtype: Any, shape: tuple[int, ...], *, scattered: bool = False
+) -> np.ndarray:
+    """Memory-map a file read-only (an empty array when the shape holds nothing).
+
+    `scattered`: the map is read a row here and there, so the kernel reads no pages around
+    each one (madvise MADV_RANDOM; where the platform has none, the map is as it would be).
+    """
     if not all(shape):
         return np.zeros(shape, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", shape=shape)
+    array = np.memmap(path, dtype=dtype, mode="r", shape=shape)
+    if scattered and hasattr(mmap, "MADV_RANDOM"):
+        array._mmap.madvise(mmap.MADV_RANDOM)  # type: ignore[attr-defined]
+    return array
 
 
 def decode(raw: np.ndarray) -> list[str]:

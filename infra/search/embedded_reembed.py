@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from infra.search.ann import drop as drop_ann
 from infra.search.embedded_layout import SCALES, VECTORS, quantize, write_meta
+from infra.search.row_codes import drop as drop_row_codes
 
 NEXT_VECTORS, NEXT_SCALES = "vectors.next.i8", "scales.next.f32"
 
@@ -96,6 +98,10 @@ def finish_swap(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
     state = meta.get("reembed") or {}
     if not state.get("swap"):
         return meta
+    # What was built from the old vectors goes first: the IVF index and row codes of another
+    # model would name the wrong candidates (rebuilt by the next `quorum embed`/`index`).
+    drop_ann(path)
+    drop_row_codes(path)
     for name, target in ((NEXT_VECTORS, VECTORS), (NEXT_SCALES, SCALES)):
         if (path / name).exists():
             os.replace(path / name, path / target)

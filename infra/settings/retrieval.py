@@ -54,6 +54,16 @@ class SearchSettings(Group):
         "At 0.25 the shared corpus's real vectors keep 0.964 of the exact top 100; a query's "
         "time grows with rows × share (docs/measured.md).",
     )
+    row_codes_rows: int = Field(
+        10_000_000,
+        ge=1_000,
+        description="From this many vectors on, `quorum index`/`quorum embed` also give the "
+        "embedded engine row codes (48 bytes a row), from which reranking estimates every "
+        "candidate's cosine and reads the int8 vectors of rerank.exact_shortlist only: the "
+        "query path then keeps 1.2 GiB of codes in memory at 26 M abstracts instead of the 9.3 "
+        "GiB vector file. Below, where the exact path measured within 8 GiB (5.4 GiB at 10 M), "
+        "every cosine is read exactly. docs/measured.md.",
+    )
     embedded_shards: int = Field(
         1,
         ge=1,
@@ -198,6 +208,14 @@ class RerankSettings(Group):
         description="Weight of cosine in 'interpolate' (swept on BioASQ: README).",
     )
     rrf_k: int = Field(60, ge=1, description="Constant of reciprocal-rank fusion.")
+    exact_shortlist: int = Field(
+        1000,
+        ge=1,
+        description="With row codes (search.row_codes_rows), the candidates whose cosine is "
+        "read from their int8 vectors: the best this many by the fusion of estimated cosines "
+        "(and the 32 lowest estimated). On real vectors 1,000 kept 0.9999 of the exact top "
+        "300; 500 0.990 (docs/measured.md). Kept at least top_k.",
+    )
     contexts: int = Field(
         20,
         ge=1,

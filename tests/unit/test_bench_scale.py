@@ -195,7 +195,9 @@ def test_full_size_corpora_are_held_to_issue_31s_targets():
         "dense_top100_p50_ms": 22.8,
         "open_s": 0.003,
         "open_rss_mib": 5.3,
-        "query_peak_rss_mib": 5692.0,
+        "default_path_peak_rss_mib": 4390.0,
+        # The dense stage (off by default) reads its IVF lists into the heap on top.
+        "query_peak_rss_mib": 8375.0,
     }
     sizes = {"10000000": {"embedded": dict(measured)}}
     checked = scale.targets(sizes)["10000000"]
@@ -204,12 +206,18 @@ def test_full_size_corpora_are_held_to_issue_31s_targets():
         "default_p50_ms",
         "dense_p50_ms",
         "open_s",
-        "query_peak_rss_mib",
+        "default_path_peak_rss_mib",
     }
     assert all(c["met"] for c in checked.values())
-    sizes["10000000"]["embedded"] |= {"dense_top100_p50_ms": 51.0, "query_peak_rss_mib": 8200.0}
+    sizes["10000000"]["embedded"] |= {
+        "dense_top100_p50_ms": 51.0,
+        "default_path_peak_rss_mib": 8200.0,
+    }
     missed = {k for k, c in scale.targets(sizes)["10000000"].items() if not c["met"]}
-    assert missed == {"dense_p50_ms", "query_peak_rss_mib"}
+    assert missed == {"dense_p50_ms", "default_path_peak_rss_mib"}
+    # A report from before the default path's own peak was taken: the whole process's.
+    del sizes["10000000"]["embedded"]["default_path_peak_rss_mib"]
+    assert not scale.targets(sizes)["10000000"]["default_path_peak_rss_mib"]["met"]
 
 
 def test_bm25_is_held_within_one_and_a_half_times_bm25s_numba_at_every_size():

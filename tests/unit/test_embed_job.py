@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from infra.ingest.embed_job import EmbedJournal, embed_missing
+from infra.search.ann import AnnIndex
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_store import EmbeddedWriter
+from infra.search.row_codes import RowCodes
 from tests.support.counting import CountingEmbedder, Planted
 from tests.support.fakes import HashEmbedder
 
@@ -130,6 +132,21 @@ def test_vectors_of_another_model_are_computed_again_and_swapped_in(tmp_path):
     assert not list(path.glob("*.next.*"))
     again = CountingEmbedder()
     assert run(path, again).embedded == 0 and again.calls == 0
+
+
+def test_the_old_models_ivf_index_and_row_codes_go_with_its_vectors(tmp_path):
+    path = tmp_path / "i"
+    other_model_index(path, 300)
+    old = EmbeddedIndex(path)
+    old.dense_stage(ann_rows=100, share=0.25, codes_rows=100)
+    assert old.refresh_ann() is not None and old.refresh_row_codes() is not None
+    assert AnnIndex.open(path) is not None and RowCodes.open(path) is not None  # the control
+    run(path, CountingEmbedder(), batch_size=100, commit_every=100)
+    index = assert_hash_vectors(path, 300)
+    # Built from 32-dim vectors of another model: kept, they would name wrong candidates.
+    assert AnnIndex.open(path) is None and RowCodes.open(path) is None
+    index.dense_stage(ann_rows=100, share=0.25, codes_rows=100)
+    assert index.refresh_ann().index.d == 64 and index.refresh_row_codes().centroids.shape[0] == 8
 
 
 def test_a_killed_re_embedding_leaves_the_old_vectors_serving_and_resumes(tmp_path):
