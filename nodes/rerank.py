@@ -44,6 +44,7 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
             alpha=settings.alpha,
             rrf_k=settings.rrf_k,
             shortlist=max(settings.exact_shortlist, settings.top_k),
+            keep=settings.top_k,
         )
         if candidates
         else None

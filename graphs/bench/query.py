@@ -42,6 +42,7 @@ def query_latency(backend: Any, queries: Sequence[str], vectors: np.ndarray) -> 
             alpha=0.6,
             rrf_k=60,
             shortlist=SHORTLIST,
+            keep=TOP_K,
         )
         scores = fuse(bm25, cosine, "interpolate", 0.6, 60)
         top = np.argsort(-scores, kind="stable")[:TOP_K]

@@ -184,6 +184,7 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
             alpha=0.6,
             rrf_k=60,
             shortlist=max(settings.rerank.exact_shortlist, 300),
+            keep=300,
         )
         fused = fuse(result.scores, cosine, "interpolate", 0.6, 60)
         top = [pmids[i] for i in np.argsort(-fused, kind="stable")[:300]]

@@ -4,7 +4,9 @@ With row codes (`infra.search.row_codes`, built for large embedded indexes), eve
 cosine is first estimated from its codes and fused with BM25 as usual; the `shortlist` best by
 that fused score are then scored exactly from their int8 rows, and so are the `FLOOR` lowest and
 highest by the estimate, so that the min-max scaling of the cosines in the fusion rests on the
-exact floor and ceiling as it does when every cosine is exact. Without codes (small indexes,
+exact floor and ceiling as it does when every cosine is exact; candidates still estimated that
+the exact scores let into the head (`keep`, rerank.top_k) are read exactly in turn, so every
+cosine the head is ranked by is exact. Without codes (small indexes,
 Elasticsearch), or with no more candidates than the shortlist, every cosine is exact.
 
 Measured on the shared corpus's real vectors (2,307 golden questions, their keyword queries'
@@ -42,8 +44,12 @@ def fusion_cosines(
     alpha: float,
     rrf_k: int,
     shortlist: int,
+    keep: int,
 ) -> np.ndarray | None:
-    """Return each candidate's cosine for fusing with `bm25` (None when no vectors are stored)."""
+    """Return each candidate's cosine for fusing with `bm25` (None when no vectors are stored).
+
+    The best `keep` by the fused score returned all carry exact cosines.
+    """
     estimate = search.rough_similarities(pmids, vector) if len(pmids) > shortlist + FLOOR else None
     if estimate is None:
         return search.similarities(pmids, vector)
@@ -53,8 +59,13 @@ def fusion_cosines(
         np.argsort(-fused, kind="stable")[:shortlist],
         np.concatenate([by_estimate[:FLOOR], by_estimate[len(by_estimate) - FLOOR :]]),
     )
-    exact = search.similarities([pmids[i] for i in picked], vector)
-    assert exact is not None  # codes exist only beside stored vectors
-    out = estimate.copy()
-    out[picked] = exact
+    out, exact = estimate.copy(), np.zeros(len(pmids), dtype=bool)
+    while picked.size:
+        scored = search.similarities([pmids[i] for i in picked], vector)
+        assert scored is not None  # codes exist only beside stored vectors
+        out[picked], exact[picked] = scored, True
+        # Shortlisted candidates whose estimates ran high may fall below others still
+        # estimated: those that now reach the head are read exactly too, until none is left.
+        head = np.argsort(-fuse(bm25, out, method, alpha, rrf_k), kind="stable")[:keep]
+        picked = head[~exact[head]]
     return out

@@ -89,7 +89,15 @@ def test_the_shortlist_keeps_the_exact_top_where_the_estimates_alone_do_not(tmp_
         exact = index.similarities(pmids, query)
         rough = index.rough_similarities(pmids, query)
         mixed = fusion_cosines(
-            index, pmids, bm25, query, method="interpolate", alpha=0.6, rrf_k=60, shortlist=1000
+            index,
+            pmids,
+            bm25,
+            query,
+            method="interpolate",
+            alpha=0.6,
+            rrf_k=60,
+            shortlist=1000,
+            keep=300,
         )
 
         def top(cosine: np.ndarray, bm25: np.ndarray = bm25) -> list[int]:
@@ -111,7 +119,15 @@ def test_without_the_floor_the_scaling_rests_on_an_estimate(tmp_path, monkeypatc
     exact = index.similarities(pmids, query)
     monkeypatch.setattr(shortlist_module, "FLOOR", 0)
     mixed = fusion_cosines(
-        index, pmids, bm25, query, method="interpolate", alpha=0.6, rrf_k=60, shortlist=1000
+        index,
+        pmids,
+        bm25,
+        query,
+        method="interpolate",
+        alpha=0.6,
+        rrf_k=60,
+        shortlist=1000,
+        keep=300,
     )
     assert mixed.min() != exact.min()
 
@@ -124,7 +140,15 @@ def test_few_candidates_and_indexes_without_codes_are_scored_exactly(tmp_path):
 
     def cosines(shortlist: int) -> np.ndarray:
         return fusion_cosines(
-            index, pmids, bm25, query, method="rrf", alpha=0.6, rrf_k=60, shortlist=shortlist
+            index,
+            pmids,
+            bm25,
+            query,
+            method="rrf",
+            alpha=0.6,
+            rrf_k=60,
+            shortlist=shortlist,
+            keep=300,
         )
 
     assert np.array_equal(cosines(100), exact)  # no codes built
@@ -171,10 +195,11 @@ async def test_rerank_reads_the_shortlist_exactly_and_ranks_as_the_exact_path(
         alpha=0.6,
         rrf_k=60,
         shortlist=1000,
+        keep=300,
     )
     fused = fuse(bm25, cosine, "interpolate", 0.6, 60)
     assert ranked == [pmids[i] for i in np.argsort(-fused, kind="stable")[:300]]
-    assert asked and max(asked) <= settings.rerank.exact_shortlist + FLOOR
+    assert asked and sum(asked) < ROWS / 2  # the exact path reads all 3,000
     # ... and it keeps what the exact path ranks (a question unlike every document here, so
     # the cosines crowd and the estimates' errors tell more than on real vectors).
     assert len(set(ranked) & {p for p, _ in exact["ranked"]}) >= 0.97 * len(ranked)
@@ -221,3 +246,49 @@ def test_the_index_commands_refresh_builds_the_codes_from_the_setting_on(tmp_pat
         larger.index_dir, [doc(str(i)) for i in range(ROWS)], vectors=vectors, embedding_model="m"
     )
     assert refresh_dense(larger) is None and RowCodes.open(larger.index_dir) is None
+
+
+class Planted:
+    """An engine whose estimates of a block of candidates run high, as codes' errors can."""
+
+    def __init__(self, n: int = 2000, high: int = 400, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        self.pmids = [str(i) for i in range(n)]
+        self.exact = rng.uniform(0.0, 0.6, size=n).astype(np.float32)
+        self.estimate = self.exact + rng.normal(0, 0.01, size=n).astype(np.float32)
+        self.estimate[:high] += 0.5  # ranked first by the estimate, shortlisted, then fall back
+        self.read = 0
+
+    def rough_similarities(self, pmids, vector):
+        return self.estimate.copy()
+
+    def similarities(self, pmids, vector):
+        self.read += len(pmids)
+        return self.exact[[int(p) for p in pmids]]
+
+
+def test_candidates_the_exact_scores_let_into_the_head_are_read_exactly_too():
+    engine = Planted()
+    bm25 = np.ones(len(engine.pmids), dtype=np.float32)
+
+    def cosines(keep: int) -> np.ndarray:
+        return fusion_cosines(
+            engine,
+            engine.pmids,
+            bm25,
+            np.zeros(4, np.float32),
+            method="interpolate",
+            alpha=0.6,
+            rrf_k=60,
+            shortlist=400,
+            keep=keep,
+        )
+
+    def head(cosine: np.ndarray) -> np.ndarray:
+        return np.argsort(-fuse(bm25, cosine, "interpolate", 0.6, 60), kind="stable")[:300]
+
+    mixed = cosines(300)
+    assert np.array_equal(mixed[head(mixed)], engine.exact[head(mixed)])
+    assert engine.read < len(engine.pmids)  # a few more rows, not all of them
+    once = cosines(0)  # the control: the shortlist read once, nothing after
+    assert not np.array_equal(once[head(once)], engine.exact[head(once)])
