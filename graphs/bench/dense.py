@@ -30,8 +30,8 @@ from graphs.bench.recall import K, judged, ms, tie_aware_recall
 from graphs.bench.synthetic import SentencePool
 from infra.errors import UserError
 from infra.search.ann import build
-from infra.search.embedded import _top_rows
 from infra.search.embedded_layout import quantize
+from infra.search.embedded_vectors import top_rows
 from infra.settings import Settings
 
 
@@ -153,7 +153,7 @@ def _measure(
     exact, exact_s = [], []
     for query in queries:
         started = time.perf_counter()
-        best = _top_rows(vectors, scales, query, K)
+        best = top_rows(vectors, scales, query, K)
         exact_s.append(time.perf_counter() - started)
         exact.append(best[-1][1])  # the 100th score: rows scoring as much are as right
     started = time.perf_counter()

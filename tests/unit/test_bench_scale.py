@@ -342,7 +342,7 @@ def test_a_silent_elasticsearch_is_named_before_hours_of_loading(monkeypatch, tm
 
 
 def test_the_exact_pass_finds_each_querys_hundredth_score_across_blocks(monkeypatch):
-    from infra.search.embedded import _top_rows
+    from infra.search.embedded_vectors import top_rows
 
     rng = np.random.default_rng(0)
     matrix = rng.integers(-127, 128, size=(3000, 16), dtype=np.int8)
@@ -350,10 +350,10 @@ def test_the_exact_pass_finds_each_querys_hundredth_score_across_blocks(monkeypa
     queries = rng.normal(size=(5, 16)).astype(np.float32)
     monkeypatch.setattr(scale_child, "EXACT_BLOCK", 256)  # 12 blocks, the last one short
     kth = scale_child._exact_kth(matrix, scales, queries, 100)
-    expected = [_top_rows(matrix, scales, q, 100)[-1][1] for q in queries]
+    expected = [top_rows(matrix, scales, q, 100)[-1][1] for q in queries]
     assert kth == pytest.approx(expected, rel=1e-5)
     assert scale_child._exact_kth(matrix[:50], scales[:50], queries, 100) == pytest.approx(
-        [_top_rows(matrix[:50], scales[:50], q, 100)[-1][1] for q in queries], rel=1e-5
+        [top_rows(matrix[:50], scales[:50], q, 100)[-1][1] for q in queries], rel=1e-5
     )  # fewer rows than k: the worst of them
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-import infra.search.embedded as embedded
+import infra.search.embedded_vectors as embedded_vectors
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_layout import quantize
 from infra.search.embedded_store import EmbeddedWriter
@@ -32,7 +32,7 @@ def test_nearest_is_the_exact_top_k_across_blocks(tmp_path, monkeypatch):
         tmp_path / "i", [doc(p) for p in pmids], vectors=vectors, embedding_model="m"
     )
     # Small blocks, so the scan's merging of per-block winners is what is tested.
-    monkeypatch.setattr(embedded, "BLOCK", 7)
+    monkeypatch.setattr(embedded_vectors, "BLOCK", 7)
     for seed in range(5):
         query = unit(1, seed=100 + seed)[0]
         found = index.nearest(query, 25)
