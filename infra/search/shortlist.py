@@ -1,19 +1,23 @@
 """The cosines the default path fuses: estimated for every candidate, exact for a shortlist.
 
 With row codes (`infra.search.row_codes`, built for large embedded indexes), every candidate's
-cosine is first estimated from its codes and fused with BM25 as usual; the `shortlist` best by
-that fused score are then scored exactly from their int8 rows, and so are the `FLOOR` lowest and
-highest by the estimate, so that the min-max scaling of the cosines in the fusion rests on the
-exact floor and ceiling as it does when every cosine is exact; candidates still estimated that
-the exact scores let into the head (`keep`, rerank.top_k) are read exactly in turn, so every
-cosine the head is ranked by is exact. Without codes (small indexes,
-Elasticsearch), or with no more candidates than the shortlist, every cosine is exact.
+cosine is first estimated from its codes and fused with BM25 as usual. Read exactly from the int8
+rows are then: the `shortlist` best by that fused score; the `keep` (rerank.top_k) highest and
+the `FLOOR` lowest by the estimated cosine alone, so that the min-max scaling of the fusion rests
+on the exact ceiling and floor, and the cosines the codes underestimate most (the highest) are
+read whatever their BM25 scores; and, in turn, any candidate still estimated that the exact
+scores let into the top `keep`, so every cosine the head is ranked by is exact. Without codes
+(small indexes, Elasticsearch), or with no more candidates than the shortlist, every cosine is
+exact.
 
-Measured on the shared corpus's real vectors (2,307 golden questions, their keyword queries'
-candidates, fused as `rerank` fuses; tests/tools/measure_row_codes.py): with 1,000 rescored and
-the floor, 0.99991 of the exact top 300 kept (5th percentile 1.0, worst 0.9933), recall@10 the
-same to four places; 500 kept 0.9897, 300 0.909. Without the floor, 1,000 kept 0.9943: the
-estimated lowest cosine moved the scaling of all the others.
+Measured (tests/tools/measure_row_codes.py; the exact path's top 300 against this one's, fused as
+`rerank` fuses): on the shared corpus's real vectors, 2,301 golden questions' keyword queries
+(1,610 candidates on average), a shortlist of 1,000 keeps 0.99993 of the exact top 300 (5th
+percentile 1.0, worst 0.9933) with recall@10 unchanged (0.7939); 500 keeps 0.9915. On the 26 M
+synthetic index (9,759 candidates) 0.988 of the top 300 found score at least the exact 300th
+(5th percentile 1.0), recall@10 0.1557 against 0.1563: its text repeats, and a block of
+identical documents shares one estimate, so one error moves hundreds of them at once (a few
+questions lose their whole top 300 to an equally scored block that way).
 """
 
 from __future__ import annotations
@@ -26,12 +30,10 @@ from infra.search.base import SearchBackend
 from infra.search.fusion import fuse
 
 FLOOR = 32
-"""Lowest- and highest-estimated candidates scored exactly. The ceiling matters where the best
-cosine has a low BM25 score and so misses the shortlist (synthetic 26 M: the top 300 of a few
-questions changed wholly among documents tied at the 300th place). On the real vectors 32 and
-128 at the floor kept the same share of the exact top 300 (0.99991, 0.99994): the estimates'
-errors are mostly a few hundredths (mean 0.024) but reach tenths (99.99th percentile 0.17),
-which no bound of practical width covers: so a count, measured."""
+"""Lowest-estimated candidates read exactly, for the floor of the min-max scaling. On the real
+vectors 32 and 128 kept the same share of the exact top 300 (0.99991, 0.99994; none, 0.9943):
+the estimates' errors are mostly a few hundredths (mean 0.024) but reach tenths (99.99th
+percentile 0.17), which no bound of practical width covers, so a count, measured."""
 
 
 def fusion_cosines(
@@ -57,7 +59,7 @@ def fusion_cosines(
     by_estimate = np.argsort(estimate, kind="stable")
     picked = np.union1d(
         np.argsort(-fused, kind="stable")[:shortlist],
-        np.concatenate([by_estimate[:FLOOR], by_estimate[len(by_estimate) - FLOOR :]]),
+        np.concatenate([by_estimate[:FLOOR], by_estimate[len(by_estimate) - max(FLOOR, keep) :]]),
     )
     out, exact = estimate.copy(), np.zeros(len(pmids), dtype=bool)
     while picked.size:
