@@ -56,10 +56,8 @@ def fusion_cosines(
     if estimate is None:
         return search.similarities(pmids, vector)
     fused = fuse(bm25, estimate, method, alpha, rrf_k)
-    by_estimate = np.argsort(estimate, kind="stable")
     picked = np.union1d(
-        np.argsort(-fused, kind="stable")[:shortlist],
-        np.concatenate([by_estimate[:FLOOR], by_estimate[len(by_estimate) - max(FLOOR, keep) :]]),
+        _best(fused, shortlist), np.concatenate([_best(-estimate, FLOOR), _best(estimate, keep)])
     )
     out, exact = estimate.copy(), np.zeros(len(pmids), dtype=bool)
     while picked.size:
@@ -71,3 +69,12 @@ def fusion_cosines(
         head = np.argsort(-fuse(bm25, out, method, alpha, rrf_k), kind="stable")[:keep]
         picked = head[~exact[head]]
     return out
+
+
+def _best(values: np.ndarray, count: int) -> np.ndarray:
+    """Return the positions of the `count` highest `values`, in no order."""
+    if count <= 0:
+        return np.zeros(0, dtype=np.intp)
+    if count >= len(values):
+        return np.arange(len(values))
+    return np.argpartition(-values, count - 1)[:count]
