@@ -32,7 +32,8 @@ DIMS_PER_BYTE = 8
 """Dimensions per one-byte sub-quantizer: 48 bytes at 384 dims. On the shared corpus's real
 vectors and the 2,307 golden questions' candidates (tests/tools/measure_row_codes.py), 96 bytes
 (4 dims a byte) kept the exact top 300 whole with 1,000 candidates rescored and 48 bytes kept
-0.99991 of it; 48 bytes because at 26 M the codes are held in memory beside the postings."""
+0.99991 of it (an early form of the shortlist); 48 bytes because at 26 M the codes are held in
+memory beside the postings and the whole query path must fit 8 GiB (docs/measured.md)."""
 CENTROIDS_PER_BYTE = 256
 TRAIN_ROWS = 65_536
 """Rows the sub-quantizers are trained on (256 centroids each: 256 rows a centroid)."""
