@@ -72,17 +72,10 @@ class EmbeddedVectors:
         Returns:
             The codes built, or None when none were needed.
         """
-        if self._vectors is None or self._scales is None:
-            return None
-        rows = int(self.meta.get("embedded_rows", self._vectors.shape[0]))
-        built = RowCodes.open(self.path)
-        if rows < self._codes_rows or (built is not None and built.rows >= 0.9 * rows):
-            return None
-        model = str(self.meta.get("embedding_model") or "")
-        self._codes = build_row_codes(
-            self.path, self._vectors, self._scales, rows, model=model, on_progress=on_progress
-        )
-        return self._codes
+        built = self._refresh(self._codes_rows, RowCodes.open, build_row_codes, on_progress)
+        if built is not None:
+            self._codes = built
+        return built
 
     def refresh_ann(self, on_progress: Any = None) -> AnnIndex | None:
         """Build the IVF index once `ann_rows` rows have vectors, and again when it is stale.
@@ -93,17 +86,27 @@ class EmbeddedVectors:
         Returns:
             The index built, or None when none was needed.
         """
+        built = self._refresh(self._ann_rows, AnnIndex.open, build_ann, on_progress)
+        if built is not None:
+            self._ann = built
+        return built
+
+    def _refresh(self, threshold: int, opened: Any, build: Any, on_progress: Any) -> Any:
+        """Build from the vectors what `build` makes, if needed; None when nothing was built.
+
+        Needed once `threshold` rows have vectors and while what `opened` finds covers less than
+        nine tenths of them.
+        """
         if self._vectors is None or self._scales is None:
             return None
         rows = int(self.meta.get("embedded_rows", self._vectors.shape[0]))
-        built = AnnIndex.open(self.path)
-        if rows < self._ann_rows or (built is not None and built.rows >= 0.9 * rows):
+        built = opened(self.path)
+        if rows < threshold or (built is not None and built.rows >= 0.9 * rows):
             return None
         model = str(self.meta.get("embedding_model") or "")
-        self._ann = build_ann(
+        return build(
             self.path, self._vectors, self._scales, rows, model=model, on_progress=on_progress
         )
-        return self._ann
 
     def similarities(self, pmids: Sequence[str], vector: np.ndarray) -> np.ndarray | None:
         """Return cosine(vector, stored vector) per PMID (unit vectors: a dot product)."""

@@ -93,23 +93,17 @@ def compare(
         "questions": len(depth),
         "mean_candidates": round(float(np.mean(depth)), 1),
         "over_shortlist_1000": int(sum(d > 1032 for d in depth)),
-        "kept_of_exact_top300": {
-            str(s): {
-                "mean": round(float(np.mean(v)), 5),
-                "p5": round(float(np.percentile(v, 5)), 4),
-                "min": round(float(np.min(v)), 4),
-            }
-            for s, v in kept.items()
-        },
-        "scoring_at_least_the_exact_300th": {
-            str(s): {
-                "mean": round(float(np.mean(v)), 5),
-                "p5": round(float(np.percentile(v, 5)), 4),
-                "min": round(float(np.min(v)), 4),
-            }
-            for s, v in ties.items()
-        },
+        "kept_of_exact_top300": {str(s): _spread(v) for s, v in kept.items()},
+        "scoring_at_least_the_exact_300th": {str(s): _spread(v) for s, v in ties.items()},
         "recall_at_10": {k: round(float(np.mean(v)), 4) for k, v in recall.items()},
+    }
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {
+        "mean": round(float(np.mean(values)), 5),
+        "p5": round(float(np.percentile(values, 5)), 4),
+        "min": round(float(np.min(values)), 4),
     }
 
 

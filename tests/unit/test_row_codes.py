@@ -57,6 +57,21 @@ def bm25_scores(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).gamma(2.0, 3.0, size=n).astype(np.float32)
 
 
+def shortlisted(index, pmids, bm25, query):
+    """The cosines the default path fuses, as rerank asks for them (1,000 read, top 300 exact)."""
+    return fusion_cosines(
+        index,
+        pmids,
+        bm25,
+        query,
+        method="interpolate",
+        alpha=0.6,
+        rrf_k=60,
+        shortlist=1000,
+        keep=300,
+    )
+
+
 def test_estimates_follow_the_exact_cosines_and_uncovered_rows_are_exact(tmp_path):
     index = coded(tmp_path)
     assert index.rough_similarities(["1"], queries(1)[0]) is None  # no codes yet
@@ -88,17 +103,7 @@ def test_the_shortlist_keeps_the_exact_top_where_the_estimates_alone_do_not(tmp_
         bm25 = bm25_scores(ROWS, seed)
         exact = index.similarities(pmids, query)
         rough = index.rough_similarities(pmids, query)
-        mixed = fusion_cosines(
-            index,
-            pmids,
-            bm25,
-            query,
-            method="interpolate",
-            alpha=0.6,
-            rrf_k=60,
-            shortlist=1000,
-            keep=300,
-        )
+        mixed = shortlisted(index, pmids, bm25, query)
 
         def top(cosine: np.ndarray, bm25: np.ndarray = bm25) -> list[int]:
             fused = fuse(bm25, cosine, "interpolate", 0.6, 60)
@@ -118,18 +123,7 @@ def test_without_the_floor_the_scaling_rests_on_an_estimate(tmp_path, monkeypatc
     query, bm25 = queries(1)[0], bm25_scores(ROWS, 0)
     exact = index.similarities(pmids, query)
     monkeypatch.setattr(shortlist_module, "FLOOR", 0)
-    mixed = fusion_cosines(
-        index,
-        pmids,
-        bm25,
-        query,
-        method="interpolate",
-        alpha=0.6,
-        rrf_k=60,
-        shortlist=1000,
-        keep=300,
-    )
-    assert mixed.min() != exact.min()
+    assert shortlisted(index, pmids, bm25, query).min() != exact.min()
 
 
 def test_few_candidates_and_indexes_without_codes_are_scored_exactly(tmp_path):
