@@ -122,6 +122,9 @@ def build(
             f"{len(train):,} rows with vectors cannot train {CENTROIDS_PER_BYTE} codes"
         )
     quantizer = faiss.ProductQuantizer(dims, parts, 8)
+    # faiss warns once per byte position below 39 training rows a centroid; at the default
+    # threshold (10 M rows) there are 256, and a smaller index asked for codes gets them quietly.
+    quantizer.cp.min_points_per_centroid = 1
     quantizer.train(np.ascontiguousarray(train))
     tmp = directory / (CODES + ".tmp")
     out = np.memmap(tmp, dtype=np.uint8, mode="w+", shape=(rows, parts))
