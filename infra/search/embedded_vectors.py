@@ -35,13 +35,17 @@ class EmbeddedVectors:
         """Map the vector files of an index of `rows` rows (nothing when it stores none)."""
         dims = self.meta.get("dims")
         self._vectors = mapped(self.path / VECTORS, np.int8, (rows, dims)) if dims else None
-        # A second map of the same file for the rows gathered one by one (candidates' cosines,
-        # the IVF index's rescoring): without the kernel's read-around, which would bring in 32
-        # pages about each scattered row, while the scan of every row keeps it.
-        self._vector_rows = (
-            mapped(self.path / VECTORS, np.int8, (rows, dims), scattered=True) if dims else None
-        )
         self._codes = RowCodes.open(self.path) if dims else None
+        # With row codes the index is too large to keep its vectors in memory and its rows are
+        # read a shortlist at a time: through a second map of the file without the kernel's
+        # read-around, which would bring in 32 pages about each scattered row (the scan of
+        # every row keeps it). Without codes the whole file is meant to stay cached, and the
+        # read-around warms it sooner.
+        self._vector_rows = (
+            mapped(self.path / VECTORS, np.int8, (rows, dims), scattered=True)
+            if dims and self._codes is not None
+            else self._vectors
+        )
         self._scales = mapped(self.path / SCALES, np.float32, (rows,)) if dims else None
         self._ann: AnnIndex | None = None
         self._ann_looked = False
