@@ -34,7 +34,7 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
         return {"ranked": [], "contexts": [], "first_stage": first_stage}
     notes = []
     method = settings.fusion
-    index_cos = (
+    index_cos, read = (
         fusion_cosines(
             ctx.search,
             [p for p, _ in candidates],
@@ -47,8 +47,13 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
             keep=settings.top_k,
         )
         if candidates
-        else None
+        else (None, 0)
     )
+    if index_cos is not None and read < len(candidates):
+        notes.append(
+            f"rerank: cosines of {len(candidates) - read:,} of {len(candidates):,} candidates "
+            f"estimated from row codes, {read:,} read exactly (the top {settings.top_k} among them)"
+        )
     has_vectors = index_cos is not None or not candidates
     if index_cos is None:
         if candidates:

@@ -33,7 +33,7 @@ def query_latency(backend: Any, queries: Sequence[str], vectors: np.ndarray) -> 
         started = time.perf_counter()
         result = backend.search(query, CANDIDATES)
         pmids, bm25 = result.pmids, result.scores
-        cosine = fusion_cosines(
+        cosine, _ = fusion_cosines(
             backend,
             pmids,
             bm25,

@@ -175,7 +175,7 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         result = backend.search(text, 10_000)
         pmids = result.pmids
-        cosine = fusion_cosines(
+        cosine, _ = fusion_cosines(
             backend,
             pmids,
             result.scores,

@@ -47,14 +47,15 @@ def fusion_cosines(
     rrf_k: int,
     shortlist: int,
     keep: int,
-) -> np.ndarray | None:
-    """Return each candidate's cosine for fusing with `bm25` (None when no vectors are stored).
+) -> tuple[np.ndarray | None, int]:
+    """Return each candidate's cosine for fusing with `bm25`, and how many were read exactly.
 
-    The best `keep` by the fused score returned all carry exact cosines.
+    The cosines are None when no vectors are stored. The best `keep` by the fused score all
+    carry exact cosines; the others may be estimates (read < len(pmids)).
     """
     estimate = search.rough_similarities(pmids, vector) if len(pmids) > shortlist + FLOOR else None
     if estimate is None:
-        return search.similarities(pmids, vector)
+        return search.similarities(pmids, vector), len(pmids)
     fused = fuse(bm25, estimate, method, alpha, rrf_k)
     picked = np.union1d(
         _best(fused, shortlist), np.concatenate([_best(-estimate, FLOOR), _best(estimate, keep)])
@@ -68,7 +69,7 @@ def fusion_cosines(
         # estimated: those that now reach the head are read exactly too, until none is left.
         head = np.argsort(-fuse(bm25, out, method, alpha, rrf_k), kind="stable")[:keep]
         picked = head[~exact[head]]
-    return out
+    return out, int(exact.sum())
 
 
 def _best(values: np.ndarray, count: int) -> np.ndarray:

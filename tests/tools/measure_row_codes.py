@@ -71,7 +71,7 @@ def compare(
         if wanted:
             recall["exact"].append(len({pmids[i] for i in truth[:10]} & wanted) / len(wanted))
         for shortlist in shortlists:
-            cosine = fusion_cosines(
+            cosine, _ = fusion_cosines(
                 index,
                 pmids,
                 bm25,

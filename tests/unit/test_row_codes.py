@@ -59,7 +59,7 @@ def bm25_scores(n: int, seed: int) -> np.ndarray:
 
 def shortlisted(index, pmids, bm25, query):
     """The cosines the default path fuses, as rerank asks for them (1,000 read, top 300 exact)."""
-    return fusion_cosines(
+    cosine, _ = fusion_cosines(
         index,
         pmids,
         bm25,
@@ -70,6 +70,7 @@ def shortlisted(index, pmids, bm25, query):
         shortlist=1000,
         keep=300,
     )
+    return cosine
 
 
 def test_estimates_follow_the_exact_cosines_and_uncovered_rows_are_exact(tmp_path):
@@ -133,7 +134,7 @@ def test_few_candidates_and_indexes_without_codes_are_scored_exactly(tmp_path):
     exact = index.similarities(pmids, query)
 
     def cosines(shortlist: int) -> np.ndarray:
-        return fusion_cosines(
+        cosine, read = fusion_cosines(
             index,
             pmids,
             bm25,
@@ -144,6 +145,8 @@ def test_few_candidates_and_indexes_without_codes_are_scored_exactly(tmp_path):
             shortlist=shortlist,
             keep=300,
         )
+        assert (read == ROWS) == np.array_equal(cosine, exact)
+        return cosine
 
     assert np.array_equal(cosines(100), exact)  # no codes built
     index.refresh_row_codes()
@@ -180,7 +183,7 @@ async def test_rerank_reads_the_shortlist_exactly_and_ranks_as_the_exact_path(
     # What rerank fused is what the shortlist gives, read exactly for no more than it ...
     pmids, bm25 = [p for p, _ in candidates], np.array([s for _, s in candidates], np.float32)
     monkeypatch.setattr(EmbeddedIndex, "similarities", real)
-    cosine = fusion_cosines(
+    cosine, read = fusion_cosines(
         index,
         pmids,
         bm25,
@@ -193,7 +196,9 @@ async def test_rerank_reads_the_shortlist_exactly_and_ranks_as_the_exact_path(
     )
     fused = fuse(bm25, cosine, "interpolate", 0.6, 60)
     assert ranked == [pmids[i] for i in np.argsort(-fused, kind="stable")[:300]]
-    assert asked and sum(asked) < ROWS / 2  # the exact path reads all 3,000
+    assert asked and sum(asked) == read < ROWS / 2  # the exact path reads all 3,000
+    assert f"cosines of {ROWS - read:,} of 3,000 candidates estimated" in shortlisted["notes"][0]
+    assert not exact["notes"]  # read exactly, nothing to say
     # ... and it keeps what the exact path ranks (a question unlike every document here, so
     # the cosines crowd and the estimates' errors tell more than on real vectors).
     assert len(set(ranked) & {p for p, _ in exact["ranked"]}) >= 0.97 * len(ranked)
@@ -266,7 +271,8 @@ def test_candidates_the_exact_scores_let_into_the_head_are_read_exactly_too():
     bm25 = np.ones(len(engine.pmids), dtype=np.float32)
 
     def cosines(keep: int) -> np.ndarray:
-        return fusion_cosines(
+        engine.read = 0
+        cosine, read = fusion_cosines(
             engine,
             engine.pmids,
             bm25,
@@ -277,6 +283,8 @@ def test_candidates_the_exact_scores_let_into_the_head_are_read_exactly_too():
             shortlist=400,
             keep=keep,
         )
+        assert read == engine.read
+        return cosine
 
     def head(cosine: np.ndarray) -> np.ndarray:
         return np.argsort(-fuse(bm25, cosine, "interpolate", 0.6, 60), kind="stable")[:300]
