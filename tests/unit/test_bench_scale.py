@@ -14,6 +14,7 @@ from graphs.cli import app
 from infra.bioasq.formats import Question
 from infra.errors import Unavailable
 from infra.ingest.sources import normalize
+from infra.search.row_codes import RowCodes
 from tests.support.data import CORPUS
 from tests.support.fakes import HashEmbedder
 
@@ -137,6 +138,29 @@ def test_the_search_settings_shard_the_index_the_bench_builds(tmp_path, real):
     asked = scale_child.query({"settings": settings, "queries": str(tmp_path / "queries.npz")})
     assert asked["shards"] == 2 and asked["segments"] >= 2
     assert asked["recall_at_1000_bm25"] == 1.0
+
+
+def test_an_index_past_the_row_codes_threshold_is_queried_through_them(tmp_path, real):
+    docs, vectors = real
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    settings = {"home": str(tmp_path), "search": {"index": "c", "row_codes_rows": 1000}}
+    job = {"corpus": str(corpus), "size": 1500, "seed": 0, "model": "hash-64"}
+    np.save(tmp_path / "vectors.npy", vectors)
+    scale_child.ingest(job | {"settings": settings, "vectors": str(tmp_path / "vectors.npy")})
+    assert RowCodes.open(tmp_path / "indexes" / "c").rows == 1500  # built with the index
+    np.savez(
+        tmp_path / "queries.npz",
+        queries=np.array(["the OR of OR and OR in"] * 2, dtype=object),  # most of the corpus
+        vectors=vectors[:2],
+        gold=np.array([[docs[0]["pmid"]], [docs[1]["pmid"]]], dtype=object),
+    )
+    asked = scale_child.query(
+        {"settings": settings, "queries": str(tmp_path / "queries.npz"), "default_only": True}
+    )
+    assert asked["mean_candidates"] > 1032  # more than the shortlist: the codes were used
+    assert 0 < asked["default_path_peak_rss_mib"] <= asked["query_peak_rss_mib"]
+    assert "dense_top100_p50_ms" not in asked  # the default configuration alone
 
 
 def test_extrapolation_scales_disk_and_vectors_to_26_million_not_the_open_memory():
