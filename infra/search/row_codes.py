@@ -2,7 +2,7 @@
 
 The default path scores BM25's 10,000 candidates by cosine before fusing. Read from the int8
 rows, that is 10,000 rows scattered over the vector file a question: at 26 M abstracts (a 9.3
-GiB file) 500 questions keep all of it in memory, and the query path then wants ~14 GiB
+GiB file) 500 questions kept all of it in memory, and the query path wanted ~14 GiB
 (docs/measured.md). These codes — 8 dimensions a byte, 48 bytes a row at 384 dims, an eighth of
 the int8 row: 1.2 GiB at 26 M — estimate every candidate's cosine (one table of the query's inner
 products with each sub-quantizer's 256 centroids, then a lookup per byte), and the int8 rows are
