@@ -8,6 +8,7 @@ memory-mapped int8 rows (`infra.search.embedded_layout`), the IVF index of the d
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ ANN_ROWS, ANN_SHARE, CODES_ROWS = 100_000, 0.25, 10_000_000
 index opened without settings (`dense_stage` sets them)."""
 
 
-class EmbeddedVectors:
+class EmbeddedVectors(ABC):
     """The vector half of `EmbeddedIndex` (which gives the path, meta and the PMID ↔ row maps)."""
 
     path: Path
@@ -51,14 +52,17 @@ class EmbeddedVectors:
         self._ann_looked = False
         self._ann_rows, self._ann_share, self._codes_rows = ANN_ROWS, ANN_SHARE, CODES_ROWS
 
+    @abstractmethod
     def _rows_of(self, pmids: Sequence[str]) -> np.ndarray:
-        raise NotImplementedError
+        """Return each PMID's row (-1: not indexed)."""
 
+    @abstractmethod
     def _pmid_list(self, rows: Sequence[int]) -> list[str]:
-        raise NotImplementedError
+        """Return the PMIDs of these rows."""
 
+    @abstractmethod
     def _live(self, pmids: Sequence[str]) -> set[int]:
-        raise NotImplementedError
+        """Return the rows holding these PMIDs' current, undeleted documents."""
 
     def dense_stage(self, *, ann_rows: int, share: float, codes_rows: int = CODES_ROWS) -> None:
         """Set when `nearest` uses the IVF index (search.dense_ann_rows, dense_ann_share).

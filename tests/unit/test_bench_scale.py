@@ -75,16 +75,21 @@ def test_a_size_below_the_real_documents_is_refused(real):
         next(SentencePool(real[0]).batches(100))
 
 
-def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
+def ingested(tmp_path, real, size=1500, **search):
+    """Run the bench's ingest child on `real` resampled to `size`; return its job and figures."""
     docs, vectors = real
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
     np.save(tmp_path / "vectors.npy", vectors)
-    settings = {"home": str(tmp_path), "search": {"index": "scale-1500"}}
-    job = {"corpus": str(corpus), "size": 1500, "seed": 0, "model": "hash-64"}
-    figures = scale_child.ingest(
-        job | {"settings": settings, "vectors": str(tmp_path / "vectors.npy")}
-    )
+    settings = {"home": str(tmp_path), "search": search}
+    job = {"corpus": str(corpus), "size": size, "seed": 0, "model": "hash-64", "settings": settings}
+    return job, scale_child.ingest(job | {"vectors": str(tmp_path / "vectors.npy")})
+
+
+def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
+    docs, vectors = real
+    job, figures = ingested(tmp_path, real, index="scale-1500")
+    settings = job["settings"]
     assert figures["docs"] == 1500 and figures["docs_per_s"] > 0
     # int8 rows and a float32 scale each
     assert figures["vectors_mib"] == pytest.approx(1500 * (64 + 4) / 2**20, abs=0.1)
@@ -119,14 +124,8 @@ def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
 
 def test_the_search_settings_shard_the_index_the_bench_builds(tmp_path, real):
     docs, vectors = real
-    corpus = tmp_path / "docs.jsonl"
-    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
-    settings = {"home": str(tmp_path), "search": {"index": "s", "embedded_shards": 2}}
-    job = {"corpus": str(corpus), "size": 1500, "seed": 0, "model": "hash-64"}
-    np.save(tmp_path / "vectors.npy", vectors)
-    built = scale_child.ingest(
-        job | {"settings": settings, "vectors": str(tmp_path / "vectors.npy")}
-    )
+    job, built = ingested(tmp_path, real, index="s", embedded_shards=2)
+    settings = job["settings"]
     assert built["docs"] == 1500
     queries = [" OR ".join(d["abstract"].split()[:6]) for d in docs[:3]]
     np.savez(
@@ -142,12 +141,8 @@ def test_the_search_settings_shard_the_index_the_bench_builds(tmp_path, real):
 
 def test_an_index_past_the_row_codes_threshold_is_queried_through_them(tmp_path, real):
     docs, vectors = real
-    corpus = tmp_path / "docs.jsonl"
-    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
-    settings = {"home": str(tmp_path), "search": {"index": "c", "row_codes_rows": 1000}}
-    job = {"corpus": str(corpus), "size": 1500, "seed": 0, "model": "hash-64"}
-    np.save(tmp_path / "vectors.npy", vectors)
-    scale_child.ingest(job | {"settings": settings, "vectors": str(tmp_path / "vectors.npy")})
+    job, _ = ingested(tmp_path, real, index="c", row_codes_rows=1000)
+    settings = job["settings"]
     assert RowCodes.open(tmp_path / "indexes" / "c").rows == 1500  # built with the index
     np.savez(
         tmp_path / "queries.npz",
@@ -382,16 +377,10 @@ def test_the_exact_pass_finds_each_querys_hundredth_score_across_blocks(monkeypa
 
 
 def test_the_dense_child_judges_each_share_of_the_ivf_lists(tmp_path, real):
-    docs, vectors = real
-    corpus = tmp_path / "docs.jsonl"
-    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
-    np.save(tmp_path / "vectors.npy", vectors)
+    _, vectors = real
     # an IVF index from 1,000 rows on, so these 3,000 get one
-    settings = {"home": str(tmp_path), "search": {"index": "d", "dense_ann_rows": 1000}}
-    job = {"corpus": str(corpus), "size": 3000, "seed": 0, "model": "hash-64"}
-    built = scale_child.ingest(
-        job | {"settings": settings, "vectors": str(tmp_path / "vectors.npy")}
-    )
+    job, built = ingested(tmp_path, real, size=3000, index="d", dense_ann_rows=1000)
+    settings = job["settings"]
     assert built["dense_index_mib"] > 0
     np.savez(tmp_path / "q.npz", vectors=vectors[:20], queries=np.array([]), gold=np.array([]))
     out = scale_child.dense({"settings": settings, "queries": str(tmp_path / "q.npz")})
