@@ -26,13 +26,18 @@ from graphs.bench.recall import K, judged, tie_aware_recall
 from graphs.bench.synthetic import SentencePool
 from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
-from infra.search.ann import ANN_FILE
+from infra.search.ann import ANN_FILE, ANN_META
 from infra.search.backends import open_backend, open_writer, refresh_dense
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_layout import SCALES, VECTORS, mapped
 from infra.search.fusion import fuse
+from infra.search.row_codes import CENTROIDS, CODES
+from infra.search.row_codes import META as CODES_META
 from infra.search.shortlist import fusion_cosines
 from infra.settings import load_settings
+
+VECTOR_SIDE = (VECTORS, SCALES, ANN_FILE, ANN_META, CODES, CENTROIDS, CODES_META)
+"""An embedded index's files that hold vectors or are built from them."""
 
 COMMIT_EVERY = 100_000
 """Documents between commits while loading (a journal would record each)."""
@@ -126,8 +131,11 @@ def disk(settings: Any) -> dict[str, Any]:
     if settings.search.backend == "embedded":
         files = [p for p in settings.index_dir.rglob("*") if p.is_file()]
         sizes = {p.name: p.stat().st_size for p in files}  # by name: the top level's files
+        total = sum(p.stat().st_size for p in files)
         return {
-            "disk_mib": round(sum(p.stat().st_size for p in files) / 2**20, 1),
+            "disk_mib": round(total / 2**20, 1),
+            # what an index without vectors would take: all but the vector side's files
+            "text_mib": round((total - sum(sizes.get(n, 0) for n in VECTOR_SIDE)) / 2**20, 1),
             "vectors_mib": round((sizes.get(VECTORS, 0) + sizes.get(SCALES, 0)) / 2**20, 1),
             "dense_index_mib": round(sizes.get(ANN_FILE, 0) / 2**20, 1),
         }

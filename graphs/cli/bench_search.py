@@ -68,10 +68,24 @@ def bench_scale_cmd(
             "the embedded engine alone).",
         ),
     ] = None,
+    text_only_up_to: Annotated[
+        int | None,
+        typer.Option(
+            "--text-only-up-to",
+            min=0,
+            help="Largest size also built without vectors, for its ingestion rate (default "
+            "5,000,000; above it the disk without vectors is the text files').",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """Synthetic corpora of growing size: ingestion, disk, memory and query latency per engine."""
-    from graphs.bench.scale import ELASTICSEARCH_UP_TO, bench_scale, default_inputs
+    from graphs.bench.scale import (
+        ELASTICSEARCH_UP_TO,
+        TEXT_ONLY_UP_TO,
+        bench_scale,
+        default_inputs,
+    )
     from infra.bioasq.formats import load_questions
 
     wanted = _sizes(sizes)
@@ -95,6 +109,7 @@ def bench_scale_cmd(
         seed=seed,
         keep=keep,
         elasticsearch_up_to=elasticsearch_up_to,
+        text_only_up_to=TEXT_ONLY_UP_TO if text_only_up_to is None else text_only_up_to,
     )
     emit(report, as_json)
 

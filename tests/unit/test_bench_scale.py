@@ -395,3 +395,39 @@ def test_the_dense_child_judges_each_share_of_the_ivf_lists(tmp_path, real):
 def test_sizes_that_are_not_whole_numbers_are_named(command):
     result = CliRunner().invoke(app, ["bench", command, "--sizes", "1e6"])
     assert "--sizes '1e6': give whole numbers" in str(result.exception)
+
+
+def test_above_its_size_no_text_only_index_is_built_and_its_disk_is_the_text_files(
+    monkeypatch, settings, tmp_path, real
+):
+    docs, _ = real
+    monkeypatch.setattr(scale, "HuggingFaceEmbedder", lambda _: HashEmbedder())
+    built = []
+
+    def in_process(kind, work, job):  # the children's own functions, without an interpreter each
+        built.append((kind, "vectors" in job))
+        return getattr(scale_child, kind)(job)
+
+    monkeypatch.setattr(scale, "_child", in_process)
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    questions = gold_questions(docs)
+    both = scale.bench_scale(settings, corpus, questions, [1500], ["embedded"])
+    assert ("ingest", False) in built  # the control: at or below the size, both are built
+    built.clear()
+    one = scale.bench_scale(settings, corpus, questions, [1500], ["embedded"], text_only_up_to=1000)
+    assert [b for b in built if b[0] == "ingest"] == [("ingest", True)]
+    measured, derived = both["sizes"]["1500"]["embedded"], one["sizes"]["1500"]["embedded"]
+    assert derived["ingest_docs_per_s_without_vectors"] is None
+    assert derived["ingest_docs_per_s_with_vectors"] > 0
+    # the text files of the index with vectors weigh what the index without them did
+    without = measured["disk_mib_without_vectors"]
+    assert derived["disk_mib_without_vectors"] == pytest.approx(without, rel=0.1)
+    assert derived["disk_mib_without_vectors"] < derived["disk_mib_with_vectors"]
+    assert one["not_run"] == [
+        {
+            "size": 1500,
+            "backend": "embedded text-only",
+            "why": "above --text-only-up-to 1,000: disk from the text files",
+        }
+    ]
