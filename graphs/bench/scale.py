@@ -106,8 +106,10 @@ def bench_scale(
         "sizes": {},
         "not_run": [],
     }
+    (work / REPORT).unlink(missing_ok=True)  # a failure names it: never an earlier run's
     for size in sizes:
         per_backend: dict[str, Any] = {}
+        report["sizes"][str(size)] = per_backend
         for backend in backends:
             if backend == "elasticsearch" and size > elasticsearch_up_to:
                 why = f"above --elasticsearch-up-to {elasticsearch_up_to:,}"
@@ -162,14 +164,27 @@ def bench_scale(
                 **asked,
             }
             print(f"{size:,} {backend}: {json.dumps(per_backend[backend])}", file=sys.stderr)
+            _save(work, report)
         if "embedded" in backends and size <= IN_MEMORY_MAX:
             job = {"corpus": str(corpus), "size": size, "seed": seed}
             per_backend["bm25s"] = _child("peer", work, job | {"queries": str(queries["path"])})
             print(f"{size:,} bm25s: {json.dumps(per_backend['bm25s'])}", file=sys.stderr)
-        report["sizes"][str(size)] = per_backend
+            _save(work, report)
     report["extrapolated_26m"] = extrapolate(report["sizes"])
     report["targets"] = targets(report["sizes"])
+    _save(work, report)
     return report
+
+
+REPORT = "report.json"
+"""The report as far as it got, in the bench's work folder: rewritten after each measurement, so
+a run of hours that fails at its largest size keeps what it measured before."""
+
+
+def _save(work: Path, report: dict[str, Any]) -> None:
+    tmp = work / (REPORT + ".tmp")
+    tmp.write_text(json.dumps(report, indent=1))
+    tmp.replace(work / REPORT)
 
 
 FULL_SIZE = 5_000_000
@@ -325,7 +340,9 @@ def _child(kind: str, work: Path, job: dict[str, Any]) -> dict[str, Any]:
         stdout.seek(0)
         printed = stdout.read()
     if child.returncode != 0:
-        raise RuntimeError(f"bench scale {kind} failed: {''.join(tail).strip()[-2000:]}")
+        kept = work / REPORT
+        before = f" (what was measured before it: {kept})" if kept.exists() else ""
+        raise RuntimeError(f"bench scale {kind} failed{before}: {''.join(tail).strip()[-2000:]}")
     figures = json.loads(printed.strip().splitlines()[-1])
     figures["wall_s"] = round(time.perf_counter() - started, 1)
     return figures

@@ -431,3 +431,37 @@ def test_above_its_size_no_text_only_index_is_built_and_its_disk_is_the_text_fil
             "why": "above --text-only-up-to 1,000: disk from the text files",
         }
     ]
+
+
+def test_a_failure_at_a_later_size_keeps_what_the_earlier_sizes_measured(
+    monkeypatch, settings, tmp_path, real
+):
+    docs, _ = real
+    monkeypatch.setattr(scale, "HuggingFaceEmbedder", lambda _: HashEmbedder())
+    run_child = scale._child
+
+    def in_process_until(failing):
+        def child(kind, work, job):
+            if job.get("size") == failing:  # a child that fails, in its own interpreter
+                return run_child(kind, work, job | {"corpus": str(tmp_path / "missing.jsonl")})
+            return getattr(scale_child, kind)(job)
+
+        return child
+
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    work = settings.home / "bench" / "scale"
+    work.mkdir(parents=True)
+    (work / scale.REPORT).write_text('{"sizes": {"1": "an earlier run"}}')
+    ask = (settings, corpus, gold_questions(docs), [1500, 1600], ["embedded"])
+    monkeypatch.setattr(scale, "_child", in_process_until(1500))
+    with pytest.raises(RuntimeError) as first:
+        scale.bench_scale(*ask, text_only_up_to=0)
+    assert "measured before it" not in str(first.value)  # nothing was: no earlier run's file named
+    monkeypatch.setattr(scale, "_child", in_process_until(1600))
+    with pytest.raises(RuntimeError, match=r"measured before it: .*report\.json\): "):
+        scale.bench_scale(*ask, text_only_up_to=0)
+    kept = json.loads((work / scale.REPORT).read_text())
+    assert kept["sizes"]["1500"]["embedded"]["bm25_top1000_p50_ms"] > 0
+    assert kept["sizes"]["1500"]["bm25s"]["bm25s_recall_at_1000"] >= 0
+    assert list(kept["sizes"]) == ["1500"]  # not the size it failed at
