@@ -39,7 +39,14 @@ KMEANS_ITERATIONS = 10
 DIMS_PER_CODE = 2
 """Dimensions per 4-bit sub-quantizer: 2 gives 96-byte codes at 384 dims. 4 (48 bytes) lost
 recall the rescoring could not win back (real vectors, share 1/4: 0.944 with 400 candidates, 0.966
-with 1,000, against 0.966 with 400 at 2)."""
+with 1,000, against 0.966 with 400 at 2).
+
+Measured again for the lists' memory (faiss reads them into the heap: 2.7 GiB at 26 M;
+2026-11-27, `bench dense`'s sets, 300 questions, share 1/4, p50 on the idle cores): real vectors
+0.964 at 2 and 0.963 at 4 (the lists scanned, not the codes, bound it there); the synthetic
+million 0.9885 at 2 (7.9 ms), 0.953 at 4 (4.8 ms), 0.976 at 4 with twice the candidates (6.9 ms).
+Kept at 2: halving the lists' heap would cost recall on crowded cosines, or twice the int8 rows
+read from a 9.3 GiB file that an 8 GiB machine cannot keep cached at 26 M."""
 RESCORE = 10
 """Candidates named per row wanted, then scored from the int8 vectors: 4 kept 0.9664 of the exact
 top 100 on real vectors but 0.9375 on the synthetic million, where 10 kept 0.955 (the codes'
