@@ -42,7 +42,7 @@ recall the rescoring could not win back (real vectors, share 1/4: 0.944 with 400
 with 1,000, against 0.966 with 400 at 2).
 
 Measured again for the lists' memory (faiss reads them into the heap: 2.7 GiB at 26 M;
-2026-11-27, `bench dense`'s sets, 300 questions, share 1/4, p50 on the idle cores): real vectors
+2026-11-27, `bench dense`'s sets, 300 questions, share 1/4, p50 with a test run beside the first): real vectors
 0.964 at 2 and 0.963 at 4 (the lists scanned, not the codes, bound it there); the synthetic
 million 0.9885 at 2 (7.9 ms), 0.953 at 4 (4.8 ms), 0.976 at 4 with twice the candidates (6.9 ms).
 Kept at 2: halving the lists' heap would cost recall on crowded cosines, or twice the int8 rows
