@@ -7,6 +7,7 @@ that never loads torch or a model.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import time
@@ -77,6 +78,28 @@ def resident_mib() -> dict[str, float]:
         if key in wanted:
             found[wanted[key]] = round(int(line.split()[1]) / 1024, 1)
     return found
+
+
+def machine() -> dict[str, Any]:
+    """Return what the figures were measured on: CPU, widest vector extension, cores, memory.
+
+    The same command ran at half the speed on a 2-core AMD EPYC with AVX2 as on the machine of
+    the earlier runs (docs/measured.md, "Scale"): figures compare only with the machine named.
+    """
+    cpu, flags = "unknown", set()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and cpu == "unknown":
+                    cpu = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:  # not Linux
+        pass
+    simd = next((f for f in ("avx512f", "avx2", "neon") if f in flags), None)
+    memory = round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1)
+    return {"cpu": cpu, "simd": simd, "cores": os.cpu_count(), "memory_gib": memory}
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from graphs.bench.query import machine
 from graphs.bench.scale_child import PROGRESS
 from infra.bioasq.formats import Question
 from infra.embeddings import HuggingFaceEmbedder, document_text
@@ -103,6 +104,7 @@ def bench_scale(
         "questions": queries["count"],
         "model": embedder.name,
         "seed": seed,
+        "machine": machine(),
         "sizes": {},
         "not_run": [],
     }

@@ -418,6 +418,8 @@ def test_above_its_size_no_text_only_index_is_built_and_its_disk_is_the_text_fil
     one = scale.bench_scale(settings, corpus, questions, [1500], ["embedded"], text_only_up_to=1000)
     assert [b for b in built if b[0] == "ingest"] == [("ingest", True)]
     measured, derived = both["sizes"]["1500"]["embedded"], one["sizes"]["1500"]["embedded"]
+    assert one["machine"]["cores"] >= 1 and one["machine"]["memory_gib"] > 0  # what it ran on
+    assert one["machine"]["simd"] in {"avx512f", "avx2", "neon", None}
     assert derived["ingest_docs_per_s_without_vectors"] is None
     assert derived["ingest_docs_per_s_with_vectors"] > 0
     # the text files of the index with vectors weigh what the index without them did
