@@ -105,6 +105,7 @@ def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
     assert asked["recall_at_1000_bm25"] == 1.0  # the real documents are found among the fakes
     assert asked["bm25_top1000_p50_ms"] > 0 and asked["mean_candidates"] > 2
     assert asked["open_rss_mib"] < 50  # the index is mapped, not read into the heap
+    assert asked["evicted_mib"] >= figures["disk_mib"] - 0.1  # every file of the index
     same = scale_child.fidelity(
         job
         | {
@@ -467,3 +468,46 @@ def test_a_failure_at_a_later_size_keeps_what_the_earlier_sizes_measured(
     assert kept["sizes"]["1500"]["embedded"]["bm25_top1000_p50_ms"] > 0
     assert kept["sizes"]["1500"]["bm25s"]["bm25s_recall_at_1000"] >= 0
     assert list(kept["sizes"]) == ["1500"]  # not the size it failed at
+
+
+
+def cached_pages(path) -> int:
+    """Return how many of the file's pages are in the page cache (mincore over a map of it)."""
+    import ctypes
+    import mmap
+    import os
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+    libc.mmap.argtypes += [ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = path.stat().st_size
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert address not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+        vector = (ctypes.c_ubyte * pages)()
+        assert libc.mincore(address, size, vector) == 0, ctypes.get_errno()
+        libc.munmap(address, size)
+    finally:
+        os.close(fd)
+    return sum(byte & 1 for byte in vector)
+
+
+def test_evicting_an_index_drops_its_files_from_the_page_cache(tmp_path):
+    folder = tmp_path / "index"
+    (folder / "segment").mkdir(parents=True)
+    files = [folder / "rows.i8", folder / "segment" / "postings"]
+    for number, path in enumerate(files):
+        path.write_bytes(np.random.default_rng(number).bytes(2**20))  # 256 pages, dirty
+    other = tmp_path / "elsewhere"
+    other.write_bytes(b"x" * 2**20)
+    for path in [*files, other]:
+        path.read_bytes()
+    assert all(cached_pages(path) == 256 for path in [*files, other])  # the control: cached
+    assert scale_child.evict(folder) == 2.0
+    assert [cached_pages(path) for path in files] == [0, 0]
+    assert cached_pages(other) == 256  # a file outside the index stays
