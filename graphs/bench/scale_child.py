@@ -174,7 +174,8 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
     inputs = np.load(job["queries"], allow_pickle=True)
     queries, vectors = list(inputs["queries"]), inputs["vectors"]
     gold = [set(g) for g in inputs["gold"]]
-    evicted = evict(settings.index_dir) if settings.search.backend == "embedded" else None
+    embedded = settings.search.backend == "embedded"
+    evicted = evict(settings.index_dir) if embedded and hasattr(os, "posix_fadvise") else None
     before = peak_rss_mib()
     started = time.perf_counter()
     backend = open_backend(settings, None)

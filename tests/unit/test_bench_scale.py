@@ -470,7 +470,6 @@ def test_a_failure_at_a_later_size_keeps_what_the_earlier_sizes_measured(
     assert list(kept["sizes"]) == ["1500"]  # not the size it failed at
 
 
-
 def cached_pages(path) -> int:
     """Return how many of the file's pages are in the page cache (mincore over a map of it)."""
     import ctypes
