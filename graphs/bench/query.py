@@ -32,29 +32,38 @@ def query_latency(backend: Any, queries: Sequence[str], vectors: np.ndarray) -> 
     times, depth = [], []
     for query, vector in zip(queries, vectors, strict=True):
         started = time.perf_counter()
-        result = backend.search(query, CANDIDATES)
-        pmids, bm25 = result.pmids, result.scores
-        cosine, _ = fusion_cosines(
-            backend,
-            pmids,
-            bm25,
-            vector,
-            method="interpolate",
-            alpha=0.6,
-            rrf_k=60,
-            shortlist=SHORTLIST,
-            keep=TOP_K,
-        )
-        scores = fuse(bm25, cosine, "interpolate", 0.6, 60)
-        top = np.argsort(-scores, kind="stable")[:TOP_K]
-        _ = [pmids[i] for i in top]
+        _, found = default_path(backend, query, vector)
         times.append((time.perf_counter() - started) * 1000)
-        depth.append(len(pmids))
+        depth.append(found)
     return {
         "p50_ms": round(float(np.percentile(times, 50)), 2),
         "p95_ms": round(float(np.percentile(times, 95)), 2),
         "mean_candidates": round(float(np.mean(depth)), 1),
     }
+
+
+def default_path(
+    backend: Any, query: str, vector: np.ndarray, shortlist: int = SHORTLIST
+) -> tuple[list[str], int]:
+    """Run the default query path: BM25's 10,000, the engine's cosines, fusion, the top 300.
+
+    Returns the top 300 PMIDs, best first, and how many candidates BM25 found.
+    """
+    result = backend.search(query, CANDIDATES)
+    pmids, bm25 = result.pmids, result.scores
+    cosine, _ = fusion_cosines(
+        backend,
+        pmids,
+        bm25,
+        vector,
+        method="interpolate",
+        alpha=0.6,
+        rrf_k=60,
+        shortlist=shortlist,
+        keep=TOP_K,
+    )
+    scores = fuse(bm25, cosine, "interpolate", 0.6, 60)
+    return [pmids[i] for i in np.argsort(-scores, kind="stable")[:TOP_K]], len(pmids)
 
 
 def peak_rss_mib() -> float:
@@ -78,6 +87,29 @@ def resident_mib() -> dict[str, float]:
         if key in wanted:
             found[wanted[key]] = round(int(line.split()[1]) / 1024, 1)
     return found
+
+
+def evict(folder: Path) -> float | None:
+    """Drop every file under `folder` from the page cache; return the MiB that were on disk.
+
+    posix_fadvise(DONTNEED) needs no privilege, unlike writing /proc/sys/vm/drop_caches; pages
+    still dirty are written first (fdatasync), as DONTNEED drops only clean ones. None where the
+    call does not exist (macOS): nothing evicted.
+    """
+    if not hasattr(os, "posix_fadvise"):
+        return None
+    total = 0
+    for path in folder.rglob("*"):
+        if not path.is_file():
+            continue
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            total += os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+    return round(total / 2**20, 1)
 
 
 def machine() -> dict[str, Any]:

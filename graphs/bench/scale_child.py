@@ -12,7 +12,6 @@ engine's own.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
@@ -22,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from graphs.bench.query import peak_rss_mib, resident_mib
+from graphs.bench.query import TOP_K, default_path, evict, peak_rss_mib, resident_mib
 from graphs.bench.recall import K, judged, tie_aware_recall
 from graphs.bench.synthetic import SentencePool
 from infra.ingest.corpus import read_jsonl
@@ -34,7 +33,6 @@ from infra.search.embedded_layout import SCALES, VECTORS, mapped
 from infra.search.fusion import fuse
 from infra.search.row_codes import CENTROIDS, CODES
 from infra.search.row_codes import META as CODES_META
-from infra.search.shortlist import fusion_cosines
 from infra.settings import load_settings
 
 VECTOR_SIDE = (VECTORS, SCALES, ANN_FILE, ANN_META, CODES, CENTROIDS, CODES_META)
@@ -174,8 +172,7 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
     inputs = np.load(job["queries"], allow_pickle=True)
     queries, vectors = list(inputs["queries"]), inputs["vectors"]
     gold = [set(g) for g in inputs["gold"]]
-    embedded = settings.search.backend == "embedded"
-    evicted = evict(settings.index_dir) if embedded and hasattr(os, "posix_fadvise") else None
+    evicted = evict(settings.index_dir) if settings.search.backend == "embedded" else None
     before = peak_rss_mib()
     started = time.perf_counter()
     backend = open_backend(settings, None)
@@ -233,47 +230,14 @@ def _ask(
         found = set(result.pmids)
         recall_1000.append(len(found & wanted) / len(wanted))
     default, recall_10 = [], []
+    shortlist = max(settings.rerank.exact_shortlist, TOP_K)
     for text, vector, wanted in zip(queries, vectors, gold, strict=True):
         started = time.perf_counter()
-        result = backend.search(text, 10_000)
-        pmids = result.pmids
-        cosine, _ = fusion_cosines(
-            backend,
-            pmids,
-            result.scores,
-            vector,
-            method="interpolate",
-            alpha=0.6,
-            rrf_k=60,
-            shortlist=max(settings.rerank.exact_shortlist, 300),
-            keep=300,
-        )
-        fused = fuse(result.scores, cosine, "interpolate", 0.6, 60)
-        top = [pmids[i] for i in np.argsort(-fused, kind="stable")[:300]]
+        top, found = default_path(backend, text, vector, shortlist)
         default.append((time.perf_counter() - started) * 1000)
-        depth.append(len(pmids))
+        depth.append(found)
         recall_10.append(len(set(top[:10]) & wanted) / len(wanted))
     return bm25, default, recall_1000, recall_10, depth
-
-
-def evict(folder: Path) -> float:
-    """Drop every file under `folder` from the page cache; return the MiB that were on disk.
-
-    posix_fadvise(DONTNEED) needs no privilege, unlike writing /proc/sys/vm/drop_caches; pages
-    still dirty are written first (fdatasync), as DONTNEED drops only clean ones.
-    """
-    total = 0
-    for path in folder.rglob("*"):
-        if not path.is_file():
-            continue
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            total += os.fstat(fd).st_size
-        finally:
-            os.close(fd)
-    return round(total / 2**20, 1)
 
 
 def dense(job: dict[str, Any]) -> dict[str, Any]:

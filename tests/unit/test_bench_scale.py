@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from graphs.bench import scale, scale_child
+from graphs.bench import query, scale, scale_child
 from graphs.bench.synthetic import SYNTHETIC_PMID, SentencePool
 from graphs.cli import app
 from infra.bioasq.formats import Question
@@ -507,6 +507,6 @@ def test_evicting_an_index_drops_its_files_from_the_page_cache(tmp_path):
     for path in [*files, other]:
         path.read_bytes()
     assert all(cached_pages(path) == 256 for path in [*files, other])  # the control: cached
-    assert scale_child.evict(folder) == 2.0
+    assert query.evict(folder) == 2.0
     assert [cached_pages(path) for path in files] == [0, 0]
     assert cached_pages(other) == 256  # a file outside the index stays
