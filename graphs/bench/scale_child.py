@@ -128,9 +128,9 @@ def ingest(job: dict[str, Any]) -> dict[str, Any]:
 def disk(settings: Any) -> dict[str, Any]:
     """Return the index's size on disk (Elasticsearch: primaries, and the node's heap)."""
     if settings.search.backend == "embedded":
-        files = [p for p in settings.index_dir.rglob("*") if p.is_file()]
-        sizes = {p.name: p.stat().st_size for p in files}  # by name: the top level's files
-        total = sum(p.stat().st_size for p in files)
+        found = {p: p.stat().st_size for p in settings.index_dir.rglob("*") if p.is_file()}
+        sizes = {p.name: n for p, n in found.items() if p.parent == settings.index_dir}
+        total = sum(found.values())
         return {
             "disk_mib": round(total / 2**20, 1),
             # what an index without vectors would take: all but the vector side's files
