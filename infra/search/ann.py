@@ -42,9 +42,10 @@ recall the rescoring could not win back (real vectors, share 1/4: 0.944 with 400
 with 1,000, against 0.966 with 400 at 2).
 
 Measured again for the lists' memory (faiss reads them into the heap: 2.7 GiB at 26 M;
-2026-11-27, `bench dense`'s sets, 300 questions, share 1/4, p50 with a test run beside the first): real vectors
-0.964 at 2 and 0.963 at 4 (the lists scanned, not the codes, bound it there); the synthetic
-million 0.9885 at 2 (7.9 ms), 0.953 at 4 (4.8 ms), 0.976 at 4 with twice the candidates (6.9 ms).
+2026-11-27, `bench dense`'s sets, 300 questions, share 1/4, p50 with a test run beside the
+first): real vectors 0.964 at 2 and 0.963 at 4 (the lists scanned, not the codes, bound it
+there); the synthetic million 0.9885 at 2 (7.9 ms), 0.953 at 4 (4.8 ms), 0.976 at 4 with twice
+the candidates (6.9 ms).
 Kept at 2: halving the lists' heap would cost recall on crowded cosines, or twice the int8 rows
 read from a 9.3 GiB file that an 8 GiB machine cannot keep cached at 26 M."""
 RESCORE = 10
@@ -63,10 +64,11 @@ metric a graph navigates well, so efSearch 16 / 32 / 64 found the nearest centro
 graph navigates (2026-11-27, 1 M synthetic rows, 16,384 lists, 2-core AVX2 EPYC): 95% / 98% / 99%
 of rows found their nearest centroid at efSearch 16 / 32 / 64, but at 42 / 61 / 120 µs a row
 against the matrix product's 99 (a graph's distances come one at a time, the product's from
-BLAS), and k-means with the graph assigning took 528 s; at 4,096 lists the graph's build was no
-faster at all (train 51 s / add 36 s against 46 / 31) and recall@100 moved by noise (real
-vectors 0.9652 both ways; the synthetic million 0.9887 against 0.9869). At most 2.4× on the
-adding for 5% of rows in a worse list: not taken."""
+BLAS), and k-means with the graph assigning took 528 s (with the product, 800 s at 26 M on
+this machine class, docs/measured.md); at 4,096 lists the graph's build was no faster at all
+(train 51 s / add 36 s against 46 / 31) and recall@100 moved by noise (real vectors 0.9652 both
+ways; the synthetic million 0.9887 against 0.9869). At most 2.4× on the adding for 5% of rows
+in a worse list: not taken."""
 
 
 def lists_for(rows: int) -> int:
