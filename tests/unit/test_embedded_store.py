@@ -1,12 +1,15 @@
 """The embedded engine's writer: idempotent by PMID, durable at commit, recovering from a crash."""
 
 import json
+import time
 
 import numpy as np
 import pytest
+import tantivy
 
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_layout import SCALES, VECTORS, pmids_file, quantize
+from infra.search.embedded_shards import shard_dirs
 from infra.search.embedded_store import META, EmbeddedWriter
 
 
@@ -175,3 +178,26 @@ def test_a_layout_2_index_is_upgraded_in_place_when_opened(tmp_path):
     assert not (path / "pmids.txt").exists() and not (path / "vectors.f16").exists()
     assert [p for p, _ in idx.search("y", 5).hits] == ["8"]
     np.testing.assert_allclose(idx.vectors(["9", "7"]), vecs[[2, 0]], atol=3e-3)
+
+
+@pytest.mark.parametrize("opener", ["index", "tantivy_default"])
+def test_an_open_index_writes_nothing_into_its_directory(tmp_path, opener):
+    """tantivy's default reader rewrites its meta lock from a watcher thread soon after an open:
+    an index removed at that moment fails with "Directory not empty" (CI, the training's
+    throwaway index). The index opens readers that reload only when told; the control, tantivy's
+    own default, is caught rewriting the lock in at least one of five opens.
+    """
+    EmbeddedIndex.build(tmp_path / "i", [doc(str(n), f"trial {n}") for n in range(50)])
+    (shard,) = shard_dirs(tmp_path / "i", 1)
+    lock = shard / ".tantivy-meta.lock"
+    rewritten = 0
+    for _ in range(5):
+        if opener == "index":
+            opened = EmbeddedIndex(tmp_path / "i")
+        else:
+            opened = tantivy.Index.open(str(shard))
+        lock.unlink(missing_ok=True)
+        time.sleep(0.6)  # the watcher looks every 500 ms
+        rewritten += lock.exists()
+        del opened
+    assert (rewritten == 0) == (opener == "index")
