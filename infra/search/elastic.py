@@ -175,7 +175,14 @@ class ElasticIndex(VectorSearch, BulkLoading):
         return COMBINED in self._properties()
 
     def search(self, query: str, limit: int) -> SearchResult:
-        """Return the top `limit` BM25 hits, best first, with the total match count."""
+        """Return the top `limit` BM25 hits, best first, with the total match count.
+
+        Equal scores come in Lucene's document order, which a merge still running after a write
+        may change between two searches. Sorting them by PMID on the server (`_score`, then
+        `pmid`) was measured and left out: the top 10,000 of 200 BioASQ questions over 101,136
+        documents took 86-102 ms p50 against 66-72 ms by score alone (+25-40%; `_doc` as the
+        second key cost 15 ms too: a second key takes Lucene off its score-only collector).
+        """
         dsl = self.compile(query)
         self._check_analysis()
         limit = max(0, min(int(limit), MAX_HITS))
