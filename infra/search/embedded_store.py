@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -439,6 +440,25 @@ def _current(
     return sorted(found, key=lambda pair: pair[0])
 
 
+def remove_index(path: Path) -> None:
+    """Delete an index directory, if there is one.
+
+    A tantivy reader opened in this process may still write its meta lock into it once (its
+    watcher's first look can come before `open_shard` turns the watcher off): a removal that
+    meets the file appearing mid-way tries again.
+    """
+    for attempt in range(3):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if attempt == 2:
+                raise
+            time.sleep(0.05)
+
+
 def build_fresh(
     path: Path,
     docs: Sequence[dict[str, Any]],
@@ -461,5 +481,5 @@ def build_fresh(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    shutil.rmtree(path, ignore_errors=True)
+    remove_index(path)
     staging.replace(path)

@@ -18,6 +18,7 @@ from infra.embeddings import document_text
 from infra.errors import UserError
 from infra.ingest.corpus import read_jsonl
 from infra.search.embedded import EmbeddedIndex
+from infra.search.embedded_store import remove_index
 from infra.search.keywords import keyword_query
 from infra.search.query import QueryError
 
@@ -193,8 +194,9 @@ def _mine(groups: list[tuple[list[Example], int]], docs: dict[str, dict[str, Any
 
     `groups`: examples and how many hits each keeps.
     """
-    with tempfile.TemporaryDirectory(prefix="quorum-train-bm25-") as tmp:
-        index = EmbeddedIndex.build(Path(tmp) / "index", docs.values())
+    tmp = Path(tempfile.mkdtemp(prefix="quorum-train-bm25-"))
+    try:
+        index = EmbeddedIndex.build(tmp / "index", docs.values())
         todo = [(example, depth) for examples, depth in groups for example in examples]
         for example, depth in tqdm(
             todo, desc="BM25 negatives", unit=" q", file=sys.stderr, disable=None
@@ -204,6 +206,8 @@ def _mine(groups: list[tuple[list[Example], int]], docs: dict[str, dict[str, Any
             except QueryError:
                 continue  # a question with no searchable words still trains on its gold
             example.hits = found.hits
+    finally:
+        remove_index(tmp)
 
 
 def retrieval_rows(
