@@ -18,6 +18,7 @@ two phases, each recoverable when the writer next opens the index:
   2. deletes: the documents that a re-indexed or deleted PMID leaves behind — its rows below the
      batch, and rows of the batch it superseded. They are written to `deletes.pending.json`
      before phase 1 and removed after phase 2, so a crash in between is finished on reopening.
+     A batch of new PMIDs, with nothing superseded or deleted, has no phase 2 (docs/measured.md).
 
 Readers never write: they skip rows of a batch still landing, and while a pending file exists,
 hits that are not their PMID's latest row.
@@ -108,20 +109,34 @@ def apply_deletes(schema: tantivy.Schema, writers: Sequence[Any], pending: dict[
     Below the batch's first row, every document of one of its PMIDs is stale (a re-indexed or
     deleted PMID); inside the batch, the rows recorded as superseded are. Idempotent.
     """
-    first = int(pending["first_row"])
-    older = []
-    if pending["pmids"] and first > 0:
-        only = tantivy.Query.term_set_query(schema, "pmid", list(pending["pmids"]))
-        older = [
-            (tantivy.Occur.Must, only),
-            (tantivy.Occur.Must, row_range(schema, 0, first - 1)),
-        ]
+    older = older_copies(schema, pending["pmids"], int(pending["first_row"]))
     for writer in writers:
-        if older:
-            writer.delete_documents_by_query(tantivy.Query.boolean_query(older))
+        if older is not None:
+            writer.delete_documents_by_query(older)
         for row in pending["stale_rows"]:
             writer.delete_documents_by_query(row_range(schema, int(row), int(row)))
         writer.commit()
+
+
+def older_copies(schema: tantivy.Schema, pmids: Sequence[str], first: int) -> tantivy.Query | None:
+    """Return a query for the documents of `pmids` below row `first` (None: there are none)."""
+    if not pmids or first <= 0:
+        return None
+    return tantivy.Query.boolean_query(
+        [
+            (tantivy.Occur.Must, tantivy.Query.term_set_query(schema, "pmid", list(pmids))),
+            (tantivy.Occur.Must, row_range(schema, 0, first - 1)),
+        ]
+    )
+
+
+def any_older(indexes: Sequence[tantivy.Index], pmids: Sequence[str], first: int) -> bool:
+    """Tell whether a shard holds a document of one of `pmids` below row `first`.
+
+    The shards' searchers must see every row below `first` (the writer reloads after a commit).
+    """
+    query = older_copies(indexes[0].schema, pmids, first)
+    return query is not None and any(index.searcher().search(query, 1).hits for index in indexes)
 
 
 def every_hit(searcher: tantivy.Searcher, query: tantivy.Query, expected: int) -> list[Any]:

@@ -44,6 +44,7 @@ from infra.search.embedded_reembed import Reembedding, finish_swap
 from infra.search.embedded_schema import document, has_combined, schema
 from infra.search.embedded_shards import (
     PENDING_DELETES,
+    any_older,
     apply_deletes,
     every_hit,
     read_pending,
@@ -295,7 +296,12 @@ class EmbeddedWriter:
         for fd in self._in_place or ():  # vectors written into their rows, below the watermark
             os.fsync(fd)
         pending = None
-        if self._batch or self._deleted:  # sharded: the deletes wait for phase 2
+        if (
+            self._deleted
+            or self._superseded
+            or any_older(self._indexes, list(self._batch), self.rows)
+        ):
+            # sharded: the deletes wait for phase 2 (a batch of new PMIDs has none to do)
             pmids = sorted(set(self._batch) | self._deleted)
             pending = write_pending(self.path, pmids, self.rows, self._superseded, self._next)
         self.meta["pending_rows"] = self._next
@@ -308,7 +314,7 @@ class EmbeddedWriter:
         if pending is not None:
             apply_deletes(self._index.schema, self._writers, pending)
             (self.path / PENDING_DELETES).unlink()
-            self._batch, self._deleted, self._superseded = {}, set(), []
+        self._batch, self._deleted, self._superseded = {}, set(), []
         for index in self._indexes:
             index.reload()
         sorted_rows = int((self.meta.get("lookup") or {"rows": 0})["rows"])

@@ -9,6 +9,7 @@ import pytest
 import infra.search.embedded_store as store
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_shards import PENDING_DELETES, _hits, _merge
+from infra.search.embedded_shards import apply_deletes as apply
 from infra.search.embedded_store import META, EmbeddedWriter
 
 WORDS = [
@@ -97,6 +98,37 @@ def test_a_reindexed_pmid_moves_shard_and_leaves_no_old_copy(tmp_path):
     assert [p for p, _ in idx.search("warfarin", 10).hits] == ["2"]
     assert idx.fetch(["2"])[0]["abstract"] == "warfarin trial"
     assert [p for p, _ in idx.nearest(unit(1, seed=3)[0], 5)] == ["2"]
+    assert not (tmp_path / "i" / PENDING_DELETES).exists()
+
+
+@pytest.mark.parametrize(
+    ("second", "phase_two"),
+    [
+        ([[doc(3, "insulin"), doc(4, "heparin")]], False),  # new PMIDs: nothing older to delete
+        ([[doc(3, "insulin"), doc(1, "ibuprofen")]], True),  # the control: PMID 1 is re-indexed
+        ([[doc(3, "insulin")], [doc(3, "heparin")]], True),  # superseded within the batch
+    ],
+)
+def test_only_a_batch_that_replaces_a_pmid_commits_a_second_time(
+    tmp_path, monkeypatch, second, phase_two
+):
+    """Phase 2 (its record, its delete query, a second commit in every shard) is skipped when
+    no PMID of the batch has a document already."""
+    w = EmbeddedWriter(tmp_path / "i", shards=2)
+    w.upsert([doc(1, "aspirin"), doc(2, "statin")], None)
+    w.commit()
+    calls = []
+    monkeypatch.setattr(store, "apply_deletes", lambda *a: calls.append(a) or apply(*a))
+    for batch in second:
+        w.upsert(batch, None)
+    w.commit()
+    w.close()
+    assert bool(calls) == phase_two
+    idx = EmbeddedIndex(tmp_path / "i")
+    written = [doc(1, "aspirin"), doc(2, "statin"), *(d for batch in second for d in batch)]
+    latest = {d["pmid"]: d["abstract"] for d in written}
+    assert idx.count() == len(latest)
+    assert {d["pmid"]: d["abstract"] for d in idx.fetch(sorted(latest))} == latest
     assert not (tmp_path / "i" / PENDING_DELETES).exists()
 
 
