@@ -16,7 +16,8 @@ from infra.errors import UserError
 from infra.ingest.corpus import DEMO_MODEL, IndexMissing, demo_documents, ensure_index
 from infra.search.base import Backend, IndexWriter, SearchBackend
 from infra.search.embedded import EmbeddedIndex
-from infra.search.embedded_store import META, EmbeddedWriter, read_meta
+from infra.search.embedded_open import read_meta
+from infra.search.embedded_store import META, EmbeddedWriter
 from infra.settings import Settings, SettingsError, secret_from_env
 
 

@@ -19,9 +19,10 @@ from infra.search.embedded_layout import (
     mapped,
     pmids_file,
 )
+from infra.search.embedded_open import open_layout
 from infra.search.embedded_schema import has_combined
 from infra.search.embedded_shards import PENDING_DELETES, ShardSearch, every_hit
-from infra.search.embedded_store import build_fresh, open_layout
+from infra.search.embedded_store import build_fresh
 from infra.search.embedded_vectors import EmbeddedVectors
 from infra.search.query import (
     Bool,

@@ -1,4 +1,4 @@
-"""On-disk layout of the embedded engine, and its writer.
+"""On-disk layout of the embedded engine, and its writer (an index is opened by `embedded_open`).
 
 An index directory holds:
   tantivy/      BM25 index: pmid, title, abstract, text (both), mesh, journal, year, row
@@ -15,10 +15,8 @@ written without its vector has scale 0 until `quorum embed` fills it in place.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,10 +35,10 @@ from infra.search.embedded_layout import (
     mapped,
     pmids_file,
     quantize,
-    upgrade,
     write_meta,
 )
-from infra.search.embedded_reembed import Reembedding, finish_swap
+from infra.search.embedded_open import open_layout, remove_index
+from infra.search.embedded_reembed import Reembedding
 from infra.search.embedded_schema import document, has_combined, schema
 from infra.search.embedded_shards import (
     PENDING_DELETES,
@@ -49,8 +47,6 @@ from infra.search.embedded_shards import (
     every_hit,
     read_pending,
     row_range,
-    rows_landed,
-    shard_count,
     shard_dirs,
     write_pending,
 )
@@ -67,55 +63,6 @@ RESORT_AT = 1_000_000
 """Rows written since the lookup was sorted that make a commit sort it again (each `close`
 does): readers keep those rows in a dict, so it stays small, and re-sorting only when the tail
 reaches max(this, the sorted rows) keeps the total sorting work linear in the rows."""
-
-
-def read_meta(path: Path) -> dict[str, Any]:
-    """Read an index's meta.json (FileNotFoundError when there is no index)."""
-    meta = json.loads((path / META).read_text())
-    if meta.get("version") not in (2, LAYOUT_VERSION):
-        raise ValueError(
-            f"index at {path} has layout {meta.get('version')}; rebuild it with `quorum index`"
-        )
-    return meta
-
-
-def open_shard(directory: Path) -> tantivy.Index:
-    """Open one tantivy index whose reader reloads only when told to.
-
-    tantivy's default reader watches meta.json from a thread whose first look always reloads,
-    rewriting `.tantivy-meta.lock` 0.1-4 ms after the open (measured here): an index removed at
-    that moment (the training's throwaway BM25 index, in CI) failed with "Directory not empty".
-    Nothing here needs the watcher: a searcher is a fixed snapshot, and the writer reloads after
-    each of its commits.
-    """
-    index = tantivy.Index.open(str(directory))
-    index.config_reader(reload_policy="Manual")
-    return index
-
-
-def open_layout(path: Path) -> tuple[list[tantivy.Index], dict[str, Any], int]:
-    """Open an index: its tantivy shards, meta and committed rows (layout 2 upgraded first).
-
-    FileNotFoundError when there is no index at `path`.
-    """
-    meta = read_meta(path)
-    indexes = [open_shard(d) for d in shard_dirs(path, shard_count(meta))]
-    rows = committed_rows(indexes, meta)
-    if meta["version"] != LAYOUT_VERSION:
-        meta = upgrade(path, meta, rows)
-    return indexes, finish_swap(path, meta), rows  # a new model's vectors a crash left half in
-
-
-def committed_rows(indexes: list[tantivy.Index], meta: dict[str, Any]) -> int:
-    """Return the rows that belong to committed documents, settling a commit left in flight.
-
-    A batch counts once every shard that should hold some of its rows does.
-    """
-    rows, pending = int(meta["rows"]), int(meta.get("pending_rows", meta["rows"]))
-    if pending <= rows:
-        return rows
-    landed = [x for x in rows_landed(indexes, rows, pending) if x is not None]
-    return pending if all(landed) else rows
 
 
 class EmbeddedWriter:
@@ -444,25 +391,6 @@ def _current(
             if wanted.get(row) is not None and (title or abstract):
                 found.append((row, {"pmid": wanted[row], "title": title, "abstract": abstract}))
     return sorted(found, key=lambda pair: pair[0])
-
-
-def remove_index(path: Path) -> None:
-    """Delete an index directory, if there is one.
-
-    A tantivy reader opened in this process may still write its meta lock into it once (its
-    watcher's first look can come before `open_shard` turns the watcher off): a removal that
-    meets the file appearing mid-way tries again.
-    """
-    for attempt in range(3):
-        try:
-            shutil.rmtree(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            if attempt == 2:
-                raise
-            time.sleep(0.05)
 
 
 def build_fresh(

@@ -18,7 +18,7 @@ from infra.embeddings import document_text
 from infra.errors import UserError
 from infra.ingest.corpus import read_jsonl
 from infra.search.embedded import EmbeddedIndex
-from infra.search.embedded_store import remove_index
+from infra.search.embedded_open import remove_index
 from infra.search.keywords import keyword_query
 from infra.search.query import QueryError
 

@@ -27,6 +27,7 @@ import infra.search.embedded_store as store
 from graphs.bench.synthetic import SentencePool
 from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
+from infra.search.embedded_open import remove_index
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared/data/corpus/pubmed_docs.jsonl.gz"
 
@@ -79,7 +80,7 @@ def main() -> None:
         out = args.out or Path(tmp) / "index"
         figures = measure(args.corpus, args.size, args.commit_every, args.shards, out)
         if args.out is None:
-            store.remove_index(out)
+            remove_index(out)
     print(json.dumps(figures))
 
 

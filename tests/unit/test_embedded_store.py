@@ -9,8 +9,9 @@ import pytest
 
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_layout import SCALES, VECTORS, pmids_file, quantize
+from infra.search.embedded_open import open_shard, remove_index
 from infra.search.embedded_shards import shard_dirs
-from infra.search.embedded_store import META, EmbeddedWriter, open_shard, remove_index
+from infra.search.embedded_store import META, EmbeddedWriter
 
 
 def doc(pmid, text):
