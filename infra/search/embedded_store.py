@@ -10,20 +10,21 @@ An index directory holds:
                 vector (or needs none)
 A re-indexed PMID gets a new row and its old document is deleted, so rows only grow; rows of a
 batch whose tantivy commit never happened are cut off when the index is next opened. A row
-written without its vector has scale 0 until `quorum embed` fills it in place.
+written without its vector has scale 0 until `quorum embed` fills it in place (`embedded_fill`).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tantivy
 
+from infra.search.embedded_fill import VectorFilling
 from infra.search.embedded_layout import (
     LAYOUT_VERSION,
     META,
@@ -31,7 +32,6 @@ from infra.search.embedded_layout import (
     SCALES,
     VECTORS,
     build_lookup,
-    decode,
     mapped,
     pmids_file,
     quantize,
@@ -44,13 +44,11 @@ from infra.search.embedded_shards import (
     PENDING_DELETES,
     any_older,
     apply_deletes,
-    every_hit,
     read_pending,
     row_range,
     shard_dirs,
     write_pending,
 )
-from infra.search.unembedded import Unembedded
 
 WRITER_HEAP = 256_000_000
 """Bytes tantivy's writer may fill before it writes a segment out (~300,000 short abstracts)."""
@@ -65,7 +63,7 @@ does): readers keep those rows in a dict, so it stays small, and re-sorting only
 reaches max(this, the sorted rows) keeps the total sorting work linear in the rows."""
 
 
-class EmbeddedWriter:
+class EmbeddedWriter(VectorFilling):
     """Adds, replaces and deletes documents by PMID; `commit` makes a batch durable.
 
     With `vectors_later`, an index that stores vectors also takes documents without them (rows
@@ -147,9 +145,6 @@ class EmbeddedWriter:
             (self.path / PENDING_DELETES).unlink()
         for index in self._indexes:
             index.reload()
-
-    def _open_vectors(self) -> tuple[Any, Any]:
-        return open(self.path / VECTORS, "ab"), open(self.path / SCALES, "ab")
 
     def _files(self) -> list[Any]:
         return [self._pmids, *(self._vectors or ())]
@@ -268,99 +263,6 @@ class EmbeddedWriter:
         if sort or self.rows - sorted_rows >= max(RESORT_AT, sorted_rows):
             build_lookup(self.path, self.meta, self.rows)
 
-    def start_vectors(self, dims: int, model: str) -> None:
-        """Store `dims`-dimensional vectors of `model` from now on (rows so far lack them).
-
-        An index holding another model's vectors keeps them for searches while this model's
-        are computed beside them (`embedded_reembed`), swapped in once every row has one.
-        """
-        if self.dims:
-            stored = self.meta.get("embedding_model")
-            if self.dims != dims or (stored and stored != model):
-                self._next_model = Reembedding.begin(self.path, self.meta, dims, model)
-            return
-        for name, width in ((VECTORS, dims), (SCALES, 4)):
-            with open(self.path / name, "ab") as fh:
-                fh.truncate(self._next * width)  # sparse: scale-0 rows until embedded
-                os.fsync(fh.fileno())
-        self.dims = dims
-        self.meta.update(dims=dims, embedding_model=model, embedded_rows=0)
-        self._embedded = 0
-        write_meta(self.path, self.meta)
-        self._vectors = self._open_vectors()
-
-    def unembedded(self, batch_size: int) -> Iterator[Unembedded]:
-        """Yield the current documents whose rows hold no vector yet, in row order, in batches.
-
-        Rows below the watermark are skipped unread; a superseded row (its PMID re-indexed
-        later) and a document without text need no vector. While another model's vectors are
-        computed, every row from that scan's resume point lacks one.
-        """
-        again = self._next_model
-        first = again.through if again else self._embedded
-        if not self.dims or first >= self.rows:
-            return
-        scales = mapped(self.path / SCALES, np.float32, (self.rows,))
-        pmids = mapped(self.path / pmids_file(self._width), f"S{self._width}", (self.rows,))
-        searchers = [index.searcher() for index in self._indexes]
-        for start in range(first, self.rows, batch_size):
-            end = min(start + batch_size, self.rows)
-            if again:
-                empty = np.arange(start, end)
-            else:
-                empty = np.flatnonzero(scales[start:end] == 0) + start
-            wanted = dict(zip(empty.tolist(), decode(pmids[empty]), strict=True))
-            docs = _current(searchers, self._index.schema, wanted)
-            yield Unembedded([r for r, _ in docs], [d for _, d in docs], end)
-
-    def count_unembedded(self) -> int:
-        """Return how many rows may lack a vector (those above the watermark: an upper bound)."""
-        if self._next_model is not None:
-            return self.rows - self._next_model.through
-        return self.rows - self._embedded if self.dims else self.rows
-
-    def set_vectors(self, rows: Sequence[int], vectors: np.ndarray, through: int) -> None:
-        """Write vectors into their rows in place; `through` becomes the watermark at commit."""
-        if self._next_model is not None:
-            self._next_model.write(rows, vectors, through)
-            return
-        if rows:
-            if self._in_place is None:
-                self._in_place = (
-                    os.open(self.path / VECTORS, os.O_WRONLY),
-                    os.open(self.path / SCALES, os.O_WRONLY),
-                )
-            quantized, scales = quantize(vectors)
-            for row, vector, scale in zip(rows, quantized, scales, strict=True):
-                os.pwrite(self._in_place[0], vector.tobytes(), row * self.dims)
-                os.pwrite(self._in_place[1], scale.tobytes(), row * 4)
-        self._embedded = max(self._embedded, through)
-
-    def commit_vectors(self) -> None:
-        """Make the vectors written in place durable, then move the watermark past them."""
-        if self._next_model is not None:
-            if self._next_model.commit(self.rows):  # the new model's vectors are the index's now
-                self._next_model = None
-                for fh in self._vectors or ():
-                    fh.close()
-                for fd in self._in_place or ():  # they wrote into the old files
-                    os.close(fd)
-                self._in_place = None
-                self.dims, self._embedded = self.meta["dims"], int(self.meta["embedded_rows"])
-                self._vectors = self._open_vectors()
-            return
-        for fd in self._in_place or ():
-            os.fsync(fd)
-        self.meta["embedded_rows"] = self._embedded
-        write_meta(self.path, self.meta)
-
-    def vectors_model(self) -> str | None:
-        """Return the model whose vectors searches use (None when the index stores none)."""
-        return self.meta.get("embedding_model") if self.dims else None
-
-    def finish_vectors(self) -> None:
-        """Nothing to do: another model's vectors are swapped in by the commit reaching the end."""
-
     def close(self) -> None:
         """Commit (sorting every row into the PMID lookup) and release the index."""
         self.commit(sort=True)
@@ -373,24 +275,6 @@ class EmbeddedWriter:
         self._in_place = None
         if self._next_model is not None:
             self._next_model.close()
-
-
-def _current(
-    searchers: list[tantivy.Searcher], schema: tantivy.Schema, wanted: dict[int, str]
-) -> list[tuple[int, dict[str, Any]]]:
-    """Return (row, document) for the rows that hold their PMID's current text, in row order."""
-    if not wanted:
-        return []
-    query = tantivy.Query.term_set_query(schema, "pmid", list(set(wanted.values())))
-    found = []
-    for searcher in searchers:
-        for address in every_hit(searcher, query, len(wanted)):
-            stored = searcher.doc(address).to_dict()
-            row = int(stored["row"][0])
-            title, abstract = ((stored.get(f) or [""])[0] for f in ("title", "abstract"))
-            if wanted.get(row) is not None and (title or abstract):
-                found.append((row, {"pmid": wanted[row], "title": title, "abstract": abstract}))
-    return sorted(found, key=lambda pair: pair[0])
 
 
 def build_fresh(
