@@ -137,6 +137,7 @@ def disk(settings: Any) -> dict[str, Any]:
             "text_mib": round((total - sum(sizes.get(n, 0) for n in VECTOR_SIDE)) / 2**20, 1),
             "vectors_mib": round((sizes.get(VECTORS, 0) + sizes.get(SCALES, 0)) / 2**20, 1),
             "dense_index_mib": round(sizes.get(ANN_FILE, 0) / 2**20, 1),
+            "row_codes_mib": round(sizes.get(CODES, 0) / 2**20, 2),
         }
     from elasticsearch import Elasticsearch
 

@@ -142,9 +142,13 @@ def test_the_search_settings_shard_the_index_the_bench_builds(tmp_path, real):
 
 def test_an_index_past_the_row_codes_threshold_is_queried_through_them(tmp_path, real):
     docs, vectors = real
-    job, _ = ingested(tmp_path, real, index="c", row_codes_rows=1000)
+    job, built = ingested(tmp_path, real, index="c", row_codes_rows=1000)
     settings = job["settings"]
     assert RowCodes.open(tmp_path / "indexes" / "c").rows == 1500  # built with the index
+    assert built["row_codes_mib"] == pytest.approx(
+        1500 * 64 / 8 / 2**20, abs=0.005
+    )  # a byte / 8 dims
+    assert ingested(tmp_path, real, index="none")[1]["row_codes_mib"] == 0  # below the threshold
     np.savez(
         tmp_path / "queries.npz",
         queries=np.array(["the OR of OR and OR in"] * 2, dtype=object),  # most of the corpus
@@ -251,6 +255,59 @@ def test_bm25_is_held_within_one_and_a_half_times_bm25s_numba_at_every_size():
     assert checked == {"bm25_p50_ms_vs_bm25s_numba": {"measured": 0.6, "target": 0.6, "met": True}}
     sizes["200000"]["embedded"]["bm25_top1000_p50_ms"] = 0.61
     assert not scale.targets(sizes)["200000"]["bm25_p50_ms_vs_bm25s_numba"]["met"]
+
+
+def curve(sizes, codes_from=None, **exponents):
+    """Embedded figures at `sizes` on exact power laws: 2 · (size / 1 M) ** exponent each."""
+    keys = {
+        "bm25": "bm25_top1000_p50_ms",
+        "default": "default_10000_to_300_p50_ms",
+        "dense": "dense_top100_p50_ms",
+        "memory": "default_path_peak_rss_mib",
+    }
+    return {
+        str(size): {
+            "embedded": {
+                keys[name]: 2 * (size / 1e6) ** exponent for name, exponent in exponents.items()
+            }
+            | {"row_codes_mib": 48 * size / 2**20 if codes_from and size >= codes_from else 0}
+        }
+        for size in sizes
+    }
+
+
+def test_the_figures_are_projected_to_26_million_along_the_measured_curve():
+    sizes = curve([200_000, 1_000_000, 5_000_000, 10_000_000], bm25=0.8, dense=0.7, memory=1.0)
+    sizes["200000"]["embedded"]["bm25_top1000_p50_ms"] = 99.0  # below 1 M: not on the curve
+    projected = scale.project(sizes, codes_from=30_000_000)
+    bm25 = projected["bm25_p50_ms"]
+    assert bm25["sizes"] == [1_000_000, 5_000_000, 10_000_000]
+    assert bm25["exponent"] == pytest.approx(0.8)
+    assert bm25["at_26m"] == pytest.approx(2 * 26**0.8, abs=0.1) and bm25["at_26m"] > 20
+    assert not bm25["met"] and bm25["target"] == 20.0
+    assert projected["dense_p50_ms"]["at_26m"] == pytest.approx(2 * 26**0.7, abs=0.1)
+    assert projected["dense_p50_ms"]["met"]
+    assert projected["default_path_peak_rss_mib"]["at_26m"] == pytest.approx(52.0)
+    assert "not_projected" in projected["default_p50_ms"]  # no size measured it
+    # one size on the curve is no curve; a run that reached 26 M is judged on what it measured
+    assert "not_projected" in scale.project(curve([1_000_000], bm25=0.8), 1)["bm25_p50_ms"]
+    assert scale.project(curve([1_000_000, 26_000_000], bm25=0.8), 1) == {}
+
+
+def test_the_default_path_is_projected_only_through_sizes_with_row_codes_as_26_million_has():
+    sizes = curve(
+        [1_000_000, 5_000_000, 10_000_000, 20_000_000], codes_from=10_000_000, default=0.4
+    )
+    for size in ("1000000", "5000000"):  # without codes every candidate's int8 row is read
+        sizes[size]["embedded"]["default_10000_to_300_p50_ms"] *= 3
+    projected = scale.project(sizes, codes_from=10_000_000)["default_p50_ms"]
+    assert projected["sizes"] == [10_000_000, 20_000_000]
+    assert projected["at_26m"] == pytest.approx(2 * 26**0.4, abs=0.05)
+    # the control: with codes from beyond 26 M only the sizes without them are the curve
+    beyond = scale.project(sizes, codes_from=30_000_000)["default_p50_ms"]
+    assert beyond["sizes"] == [1_000_000, 5_000_000]
+    del sizes["20000000"]
+    assert "with row codes" in scale.project(sizes, 10_000_000)["default_p50_ms"]["not_projected"]
 
 
 def test_without_a_corpus_the_command_says_what_to_pass(monkeypatch, tmp_path):
