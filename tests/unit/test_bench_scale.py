@@ -294,20 +294,29 @@ def test_the_figures_are_projected_to_26_million_along_the_measured_curve():
     assert scale.project(curve([1_000_000, 26_000_000], bm25=0.8), 1) == {}
 
 
-def test_the_default_path_is_projected_only_through_sizes_with_row_codes_as_26_million_has():
-    sizes = curve(
-        [1_000_000, 5_000_000, 10_000_000, 20_000_000], codes_from=10_000_000, default=0.4
-    )
+def test_the_default_paths_memory_is_projected_only_through_sizes_with_row_codes_as_26m_has():
+    sizes = curve([1_000_000, 5_000_000, 10_000_000, 20_000_000], codes_from=10_000_000, memory=0.9)
     for size in ("1000000", "5000000"):  # without codes every candidate's int8 row is read
-        sizes[size]["embedded"]["default_10000_to_300_p50_ms"] *= 3
-    projected = scale.project(sizes, codes_from=10_000_000)["default_p50_ms"]
+        sizes[size]["embedded"]["default_path_peak_rss_mib"] *= 3
+    projected = scale.project(sizes, codes_from=10_000_000)["default_path_peak_rss_mib"]
     assert projected["sizes"] == [10_000_000, 20_000_000]
-    assert projected["at_26m"] == pytest.approx(2 * 26**0.4, abs=0.05)
+    assert projected["at_26m"] == pytest.approx(2 * 26**0.9, abs=0.05)
     # the control: with codes from beyond 26 M only the sizes without them are the curve
-    beyond = scale.project(sizes, codes_from=30_000_000)["default_p50_ms"]
+    beyond = scale.project(sizes, codes_from=30_000_000)["default_path_peak_rss_mib"]
     assert beyond["sizes"] == [1_000_000, 5_000_000]
     del sizes["20000000"]
-    assert "with row codes" in scale.project(sizes, 10_000_000)["default_p50_ms"]["not_projected"]
+    missing = scale.project(sizes, 10_000_000)["default_path_peak_rss_mib"]["not_projected"]
+    assert (
+        missing
+        == "1 size(s) from 1 M measured it with row codes (as 26 M would have): a curve needs two"
+    )
+    # its latency is fitted through every size: at 26 M the codes moved it by noise
+    sizes = curve([1_000_000, 5_000_000, 10_000_000], codes_from=10_000_000, default=0.4)
+    assert scale.project(sizes, 10_000_000)["default_p50_ms"]["sizes"] == [
+        1_000_000,
+        5_000_000,
+        10_000_000,
+    ]
 
 
 def test_without_a_corpus_the_command_says_what_to_pass(monkeypatch, tmp_path):
