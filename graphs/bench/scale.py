@@ -287,8 +287,9 @@ _PROJECTED = {
     ),
 }
 """Issue 31's targets that grow with the corpus: the name `targets` gives each, the figures read
-(the first present), the target, and whether row codes change it. Opening is left out: it maps the
-files and reads none."""
+(the first present), the target, and whether row codes change it. Opening is left out: it follows
+the index's segments, not its documents (from a cold cache 0.35 s for 8-9 segments at 5 and 10 M,
+1.77 s for 30 at 26 M in two shards)."""
 
 
 def project(sizes: dict[str, dict[str, Any]], codes_from: int) -> dict[str, Any]:
