@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from graphs.bench import query, scale, scale_child
+from graphs.bench import query, scale, scale_child, scale_report
 from graphs.bench.synthetic import SYNTHETIC_PMID, SentencePool
 from graphs.cli import app
 from infra.bioasq.formats import Question
@@ -173,7 +173,7 @@ def test_extrapolation_scales_disk_and_vectors_to_26_million_not_the_open_memory
             "bm25s": {"bm25s_top1000_p50_ms": 5.0},
         },
     }
-    out = scale.extrapolate(sizes)
+    out = scale_report.extrapolate(sizes)
     assert out["from_size"] == 1_000_000
     assert out["embedded"] == {
         "disk_gib_with_vectors": 104.0,
@@ -184,7 +184,7 @@ def test_extrapolation_scales_disk_and_vectors_to_26_million_not_the_open_memory
     assert "bm25s" not in out
     # Elasticsearch stopped at 1 M while the embedded engine went on: each from its own largest
     sizes["5000000"] = {"embedded": {k: 5 * v for k, v in embedded.items()}}
-    out = scale.extrapolate(sizes)
+    out = scale_report.extrapolate(sizes)
     assert out["from_size"] == 5_000_000 and out["embedded"]["vectors_gib"] == 26.0
     assert out["elasticsearch"] == {"disk_gib_with_vectors": 208.0, "from_size": 1_000_000}
 
@@ -203,12 +203,12 @@ def test_targets_are_checked_at_a_million_documents_against_bm25s_of_the_same_ru
             "bm25s": {"bm25s_top1000_p50_ms": 5.5, "bm25s_numba_top1000_p50_ms": 4.5},
         },
     }
-    checked = scale.targets(sizes)
+    checked = scale_report.targets(sizes)
     assert list(checked) == ["1000000"]  # the targets are for 1 M documents and more
     assert all(c["met"] for c in checked["1000000"].values())
     sizes["1000000"]["bm25s"]["bm25s_numba_top1000_p50_ms"] = 0.9
     sizes["1000000"]["embedded"]["default_10000_to_300_p50_ms"] = 31.0
-    missed = {k for k, c in scale.targets(sizes)["1000000"].items() if not c["met"]}
+    missed = {k for k, c in scale_report.targets(sizes)["1000000"].items() if not c["met"]}
     assert missed == {"bm25_p50_ms_vs_bm25s_numba", "default_p50_ms"}
 
 
@@ -224,7 +224,7 @@ def test_full_size_corpora_are_held_to_issue_31s_targets():
         "query_peak_rss_mib": 8375.0,
     }
     sizes = {"10000000": {"embedded": dict(measured)}}
-    checked = scale.targets(sizes)["10000000"]
+    checked = scale_report.targets(sizes)["10000000"]
     assert set(checked) == {
         "bm25_p50_ms",
         "default_p50_ms",
@@ -237,11 +237,11 @@ def test_full_size_corpora_are_held_to_issue_31s_targets():
         "dense_top100_p50_ms": 51.0,
         "default_path_peak_rss_mib": 8200.0,
     }
-    missed = {k for k, c in scale.targets(sizes)["10000000"].items() if not c["met"]}
+    missed = {k for k, c in scale_report.targets(sizes)["10000000"].items() if not c["met"]}
     assert missed == {"dense_p50_ms", "default_path_peak_rss_mib"}
     # A report from before the default path's own peak was taken: the whole process's.
     del sizes["10000000"]["embedded"]["default_path_peak_rss_mib"]
-    assert not scale.targets(sizes)["10000000"]["default_path_peak_rss_mib"]["met"]
+    assert not scale_report.targets(sizes)["10000000"]["default_path_peak_rss_mib"]["met"]
 
 
 def test_bm25_is_held_within_one_and_a_half_times_bm25s_numba_at_every_size():
@@ -251,10 +251,10 @@ def test_bm25_is_held_within_one_and_a_half_times_bm25s_numba_at_every_size():
             "bm25s": {"bm25s_top1000_p50_ms": 5.0, "bm25s_numba_top1000_p50_ms": 0.4},
         }
     }
-    checked = scale.targets(sizes)["200000"]
+    checked = scale_report.targets(sizes)["200000"]
     assert checked == {"bm25_p50_ms_vs_bm25s_numba": {"measured": 0.6, "target": 0.6, "met": True}}
     sizes["200000"]["embedded"]["bm25_top1000_p50_ms"] = 0.61
-    assert not scale.targets(sizes)["200000"]["bm25_p50_ms_vs_bm25s_numba"]["met"]
+    assert not scale_report.targets(sizes)["200000"]["bm25_p50_ms_vs_bm25s_numba"]["met"]
 
 
 def curve(sizes, codes_from=None, **exponents):
@@ -279,7 +279,7 @@ def curve(sizes, codes_from=None, **exponents):
 def test_the_figures_are_projected_to_26_million_along_the_measured_curve():
     sizes = curve([200_000, 1_000_000, 5_000_000, 10_000_000], bm25=0.8, dense=0.7, memory=1.0)
     sizes["200000"]["embedded"]["bm25_top1000_p50_ms"] = 99.0  # below 1 M: not on the curve
-    projected = scale.project(sizes, codes_from=30_000_000)
+    projected = scale_report.project(sizes, codes_from=30_000_000)
     bm25 = projected["bm25_p50_ms"]
     assert bm25["sizes"] == [1_000_000, 5_000_000, 10_000_000]
     assert bm25["exponent"] == pytest.approx(0.8)
@@ -290,29 +290,29 @@ def test_the_figures_are_projected_to_26_million_along_the_measured_curve():
     assert projected["default_path_peak_rss_mib"]["at_26m"] == pytest.approx(52.0)
     assert "not_projected" in projected["default_p50_ms"]  # no size measured it
     # one size on the curve is no curve; a run that reached 26 M is judged on what it measured
-    assert "not_projected" in scale.project(curve([1_000_000], bm25=0.8), 1)["bm25_p50_ms"]
-    assert scale.project(curve([1_000_000, 26_000_000], bm25=0.8), 1) == {}
+    assert "not_projected" in scale_report.project(curve([1_000_000], bm25=0.8), 1)["bm25_p50_ms"]
+    assert scale_report.project(curve([1_000_000, 26_000_000], bm25=0.8), 1) == {}
 
 
 def test_the_default_paths_memory_is_projected_only_through_sizes_with_row_codes_as_26m_has():
     sizes = curve([1_000_000, 5_000_000, 10_000_000, 20_000_000], codes_from=10_000_000, memory=0.9)
     for size in ("1000000", "5000000"):  # without codes every candidate's int8 row is read
         sizes[size]["embedded"]["default_path_peak_rss_mib"] *= 3
-    projected = scale.project(sizes, codes_from=10_000_000)["default_path_peak_rss_mib"]
+    projected = scale_report.project(sizes, codes_from=10_000_000)["default_path_peak_rss_mib"]
     assert projected["sizes"] == [10_000_000, 20_000_000]
     assert projected["at_26m"] == pytest.approx(2 * 26**0.9, abs=0.05)
     # the control: with codes from beyond 26 M only the sizes without them are the curve
-    beyond = scale.project(sizes, codes_from=30_000_000)["default_path_peak_rss_mib"]
+    beyond = scale_report.project(sizes, codes_from=30_000_000)["default_path_peak_rss_mib"]
     assert beyond["sizes"] == [1_000_000, 5_000_000]
     del sizes["20000000"]
-    missing = scale.project(sizes, 10_000_000)["default_path_peak_rss_mib"]["not_projected"]
+    missing = scale_report.project(sizes, 10_000_000)["default_path_peak_rss_mib"]["not_projected"]
     assert (
         missing
         == "1 size(s) from 1 M measured it with row codes (as 26 M would have): a curve needs two"
     )
     # its latency is fitted through every size: at 26 M the codes moved it by noise
     sizes = curve([1_000_000, 5_000_000, 10_000_000], codes_from=10_000_000, default=0.4)
-    assert scale.project(sizes, 10_000_000)["default_p50_ms"]["sizes"] == [
+    assert scale_report.project(sizes, 10_000_000)["default_p50_ms"]["sizes"] == [
         1_000_000,
         5_000_000,
         10_000_000,
