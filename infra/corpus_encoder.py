@@ -17,7 +17,7 @@ import copy
 import os
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -55,37 +55,83 @@ def encode_corpus(model: Any, texts: Sequence[str], *, batch_size: int, workers:
     With `workers` = 0 this is the model's own `encode`; otherwise the same vectors, tokenized
     in `workers` threads ahead of the forward passes.
     """
-    dim = model.get_embedding_dimension()
     if not texts:
-        return np.zeros((0, dim), dtype=np.float32)
+        return np.zeros((0, model.get_embedding_dimension()), dtype=np.float32)
+    return next(encode_stream(model, [texts], batch_size=batch_size, workers=workers))
+
+
+def encode_stream(
+    model: Any, chunks: Iterable[Sequence[str]], *, batch_size: int, workers: int
+) -> Iterator[np.ndarray]:
+    """Yield unit vectors (float32) for each chunk of texts, in the chunks' order.
+
+    `quorum embed` reads an index a chunk at a time (1,024 documents by default). Encoding each
+    chunk on its own started the tokenizing threads afresh every time, and the model waited
+    for a chunk's first batch: on a GPU, where tokenizing is the bound, that idle start was
+    paid once a chunk. Here the threads tokenize across chunk boundaries — the next chunk's
+    batches are queued while the model runs the current one's — so the model sees one stream.
+    Within a chunk, texts go longest first (as `encode` orders them); a batch never spans two
+    chunks, so each chunk's vectors can be written (and committed) as soon as it is done.
+    """
+    dim = model.get_embedding_dimension()
     if workers <= 0:
-        vectors = model.encode(
-            list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
-        )
-        return np.asarray(vectors, dtype=np.float32)
+        for texts in chunks:
+            if not texts:
+                yield np.zeros((0, dim), dtype=np.float32)
+                continue
+            vectors = model.encode(
+                list(texts),
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+            yield np.asarray(vectors, dtype=np.float32)
+        return
     import torch
     from sentence_transformers.util import batch_to_device
 
-    order = np.argsort([-len(t) for t in texts], kind="stable")
-    batches = [
-        [texts[i] for i in order[start : start + batch_size]]
-        for start in range(0, len(texts), batch_size)
-    ]
     tokenize = _ThreadTokenizer(model)
-    out = np.empty((len(texts), dim), dtype=np.float32)
     with ThreadPoolExecutor(workers, thread_name_prefix="tokenize") as pool:
-        queued = deque(pool.submit(tokenize, b) for b in batches[: workers * AHEAD])
-        following = len(queued)
-        for k in range(len(batches)):
-            features = queued.popleft().result()
-            if following < len(batches):
-                queued.append(pool.submit(tokenize, batches[following]))
-                following += 1
+        queued: deque[tuple[Any, ...]] = deque()
+        plan = planned_chunks(chunks, dim, batch_size)
+
+        def top_up() -> None:
+            while sum(1 for q in queued if q[1] is not None) < workers * AHEAD:
+                step = next(plan, None)
+                if step is None:
+                    return
+                out, order, texts, start = step
+                future = pool.submit(tokenize, texts) if texts is not None else None
+                queued.append((out, future, order, start))
+
+        top_up()
+        while queued:
+            out, future, order, start = queued.popleft()
+            if future is None:  # a chunk is complete: every batch before this marker ran
+                top_up()
+                yield out
+                continue
+            features = future.result()
+            top_up()
             with torch.inference_mode():
                 found = model(batch_to_device(features, model.device))["sentence_embedding"]
                 found = torch.nn.functional.normalize(found.float(), p=2, dim=1)
-            out[order[k * batch_size : (k + 1) * batch_size]] = found.cpu().numpy()
-    return out
+            out[order[start : start + len(found)]] = found.cpu().numpy()
+
+
+def planned_chunks(
+    chunks: Iterable[Sequence[str]], dim: int, batch_size: int
+) -> Iterator[tuple[np.ndarray, np.ndarray, list[str] | None, int]]:
+    """Yield (chunk's output array, its length order, batch texts, first position) per batch.
+
+    After a chunk's batches comes one step with no texts: the marker that hands it back.
+    """
+    for texts in chunks:
+        out = np.empty((len(texts), dim), dtype=np.float32)
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        for start in range(0, len(texts), batch_size):
+            yield out, order, [texts[i] for i in order[start : start + batch_size]], start
+        yield out, order, None, -1
 
 
 class _ThreadTokenizer:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 import infra.offline
-from infra.corpus_encoder import batch_size_for, encode_corpus, workers_for
+from infra.corpus_encoder import batch_size_for, encode_corpus, encode_stream, workers_for
 from infra.errors import UserError
 from infra.local_models import package_file
 from infra.settings import EmbeddingSettings
@@ -120,6 +120,12 @@ class HuggingFaceEmbedder:
             self._lc._client, texts, batch_size=self.batch_size, workers=self.workers
         )
 
+    def embed_stream(self, chunks: Iterable[Sequence[str]]) -> Iterator[np.ndarray]:
+        """Yield unit vectors for each chunk of documents, tokenizing across chunk boundaries."""
+        return encode_stream(
+            self._lc._client, chunks, batch_size=self.batch_size, workers=self.workers
+        )
+
 
 def _load(path: Path, device: str, batch_size: int):
     """Load a sentence-transformers directory through langchain-huggingface."""
@@ -182,3 +188,7 @@ class BackgroundEmbedder:
     def embed_corpus(self, texts: Sequence[str]) -> np.ndarray:
         """Return unit vectors for many documents, tokenized ahead of the model."""
         return self.loaded.embed_corpus(texts)
+
+    def embed_stream(self, chunks: Iterable[Sequence[str]]) -> Iterator[np.ndarray]:
+        """Yield unit vectors for each chunk of documents, tokenizing across chunk boundaries."""
+        return self.loaded.embed_stream(chunks)

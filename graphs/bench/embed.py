@@ -5,7 +5,8 @@ function `quorum embed` uses, `infra.corpus_encoder.encode_corpus`, on the devic
 for each worker count given (0: sentence-transformers' own `encode`, no tokenizing workers), each
 after a warm-up batch. Reported: docs/s, the hours 26 M abstracts would take (PubMed's
 abstracts, issue 31), tokens per text after the model's truncation, and peak memory. Writing the
-vectors into an index is not timed: on a GPU the encoder is the long pole (docs/measured.md).
+vectors into an index is timed only with `--end-to-end`: the command itself, `quorum index
+--no-embeddings` then `quorum embed`, over the same texts in a scratch index.
 
 Runs as `python -m graphs.bench.embed` too, so a GPU machine needs only torch and
 sentence-transformers (not the CLI's dependencies) to measure it.
@@ -24,6 +25,8 @@ from typing import Any
 
 from infra.corpus_encoder import batch_size_for, encode_corpus
 
+SYNTHETIC_PMID = 100_000_000
+"""The bench's documents are numbered from here (graphs.bench.synthetic's convention)."""
 PUBMED_ABSTRACTS = 26_000_000
 """Citations with an abstract in PubMed's annual baseline (issue 31: some 26 M of 36-38 M)."""
 WARMUP = 2
@@ -131,6 +134,61 @@ def bench_embed(
     }
 
 
+def bench_embed_command(
+    model_dir: Path,
+    corpus: Path,
+    *,
+    size: int,
+    device: str,
+    words: int = 0,
+    batch_size: int = 1024,
+    workdir: Path | None = None,
+) -> dict[str, Any]:
+    """Run `quorum index --no-embeddings` then `quorum embed` over `size` texts, and time both.
+
+    The same texts as `bench_embed`, written as a .jsonl file into a scratch home, indexed as
+    the command indexes them and embedded by the command's own function (`run_embed`: reading
+    the index a batch at a time, the encoder, the int8 vectors written in place, a commit every
+    8,192): what a user's `quorum embed` gets, against what its encoder alone does.
+    """
+    import tempfile
+
+    from graphs.cli.embed import run_embed
+    from graphs.cli.index import run_index
+    from infra.settings import Settings
+
+    texts = read_texts(corpus, size, words)
+    with tempfile.TemporaryDirectory(prefix="quorum-bench-embed-", dir=workdir) as tmp:
+        source = Path(tmp) / "abstracts.jsonl"
+        with open(source, "w", encoding="utf-8") as fh:
+            for k, text in enumerate(texts):
+                fh.write(json.dumps({"pmid": str(SYNTHETIC_PMID + k), "abstract": text}) + "\n")
+        settings = Settings(
+            home=Path(tmp) / "home",
+            search={"backend": "embedded", "index": "bench-embed"},
+            embeddings={"path": model_dir, "device": device},
+        )
+        started = time.perf_counter()
+        indexed = run_index(settings, [source], embeddings=False, batch_size=batch_size)
+        index_s = time.perf_counter() - started
+        started = time.perf_counter()
+        report = run_embed(settings, batch_size=batch_size, commit_every=8192)
+        wall = time.perf_counter() - started
+    rate = report.docs_per_s
+    return {
+        "docs": len(texts),
+        "indexed": indexed.upserted,
+        "index_s": round(index_s, 1),
+        "index_docs_per_s": round(len(texts) / index_s),
+        "embedded": report.embedded,
+        "embed_s": round(report.seconds, 1),
+        "embed_docs_per_s": round(rate),
+        "hours_for_26m": round(PUBMED_ABSTRACTS / rate / 3600, 2) if rate else None,
+        "model_load_s": round(wall - report.seconds, 1),
+        "batch_size": batch_size,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure from the command line; print one JSON object."""
     parser = argparse.ArgumentParser(prog="python -m graphs.bench.embed", description=__doc__)
@@ -143,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", default="0,15", help="comma-separated worker counts (0: encode)"
     )
     parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument(
+        "--end-to-end", action="store_true", help="also time `quorum index` + `quorum embed`"
+    )
     args = parser.parse_args(argv)
     report = bench_embed(
         args.model,
@@ -153,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         workers=[int(w) for w in args.workers.split(",") if w.strip()],
         batch_size=args.batch_size,
     )
+    if args.end_to_end:
+        report["command"] = bench_embed_command(
+            args.model, args.corpus, size=args.docs, device=args.device, words=args.words
+        )
     json.dump(report, sys.stdout, indent=2)
     print()
     return 0

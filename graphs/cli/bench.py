@@ -69,10 +69,18 @@ def bench_embed_cmd(
     corpus: Annotated[
         Path | None, typer.Option(help="Abstracts (.jsonl(.gz); default: ../shared's).")
     ] = None,
+    end_to_end: Annotated[
+        bool,
+        typer.Option(
+            "--end-to-end",
+            help="Also run `quorum index --no-embeddings` and `quorum embed` on the same texts "
+            "(a scratch index): the command's docs/s beside its encoder's.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """`quorum embed`'s encoder on real abstracts: docs/s, hours for PubMed's 26 M, memory."""
-    from graphs.bench.embed import bench_embed
+    from graphs.bench.embed import bench_embed, bench_embed_command
     from graphs.bench.scale import default_inputs
     from graphs.cli.train import device_choice
     from infra.corpus_encoder import workers_for
@@ -102,6 +110,10 @@ def bench_embed_cmd(
         workers=counts,
         batch_size=batch_size,
     )
+    if end_to_end:
+        report["command"] = bench_embed_command(
+            model, corpus, size=docs, device=chosen, words=words
+        )
     emit(report, as_json)
 
 

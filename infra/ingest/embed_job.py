@@ -10,10 +10,14 @@ no document is embedded twice (only the batch in flight at the kill is lost and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,6 +26,9 @@ import numpy as np
 
 from infra.embeddings import Embedder, document_text
 from infra.search.unembedded import Unembedded
+
+READ_AHEAD = 2
+"""Batches read from the index ahead of the one being embedded."""
 
 
 class VectorWriter(Protocol):
@@ -119,27 +126,114 @@ def embed_missing(
     report = EmbedReport(earlier=journal.earlier)
     started = time.perf_counter()
     pending = 0
-    # A corpus goes through the embedder's pipelined path where it has one (test embedders
-    # have only embed_documents).
-    embed = getattr(embedder, "embed_corpus", embedder.embed_documents)
-    for batch in writer.unembedded(batch_size):
-        if batch.docs:
-            texts = [document_text(d["title"], d["abstract"]) for d in batch.docs]
-            vectors = np.asarray(embed(texts), dtype=np.float32)
-        else:
-            vectors = np.zeros((0, embedder.dim), dtype=np.float32)
-        writer.set_vectors(batch.keys, vectors, batch.through)
-        pending += len(batch.docs)
-        report.batches += 1
-        if on_progress is not None:
-            on_progress(len(batch.docs))
-        if pending >= commit_every:
-            _commit(writer, journal, report, pending)
-            pending = 0
+    with ReadAhead(writer.unembedded(batch_size), READ_AHEAD) as batches:
+        for batch, vectors in _embedded(batches, embedder):
+            writer.set_vectors(batch.keys, vectors, batch.through)
+            pending += len(batch.docs)
+            report.batches += 1
+            if on_progress is not None:
+                on_progress(len(batch.docs))
+            if pending >= commit_every:
+                _commit(writer, journal, report, pending)
+                pending = 0
     _commit(writer, journal, report, pending)
     writer.finish_vectors()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _embedded(
+    batches: Iterable[Unembedded], embedder: Embedder
+) -> Iterator[tuple[Unembedded, np.ndarray]]:
+    """Yield each batch with its documents' vectors, in order.
+
+    An embedder with a corpus stream (a real model) sees the batches as one stream, its
+    tokenizing threads running ahead across them; others embed a batch at a time (test
+    embedders have only embed_documents).
+    """
+    stream = getattr(embedder, "embed_stream", None)
+    if stream is None:
+        embed = getattr(embedder, "embed_corpus", embedder.embed_documents)
+        for batch in batches:
+            texts = [document_text(d["title"], d["abstract"]) for d in batch.docs]
+            found = embed(texts) if texts else np.zeros((0, embedder.dim), dtype=np.float32)
+            yield batch, np.asarray(found, dtype=np.float32)
+        return
+    waiting: deque[Unembedded] = deque()
+
+    def texts() -> Iterator[list[str]]:
+        for batch in batches:
+            waiting.append(batch)
+            yield [document_text(d["title"], d["abstract"]) for d in batch.docs]
+
+    for found in stream(texts()):
+        yield waiting.popleft(), np.asarray(found, dtype=np.float32)
+
+
+class ReadAhead:
+    """Iterate `source` in a thread of its own, up to `depth` items ahead of the consumer.
+
+    Reading a batch from the index (a term-set query and the stored texts) takes as long as
+    the GPU takes to embed it; in its own thread it overlaps the encoder instead of stalling it.
+    An exception in the source is raised in the consumer; leaving the block early stops the
+    thread at its next item.
+    """
+
+    _END = object()
+
+    def __init__(self, source: Iterable[Any], depth: int):
+        self._source = source
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="read-ahead", daemon=True)
+
+    def __enter__(self) -> Iterator[Any]:
+        self._thread.start()
+        return self._items()
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        while self._thread.is_alive():  # unblock a producer waiting on a full queue
+            with contextlib.suppress(queue.Empty):
+                self._queue.get(timeout=0.05)
+        self._thread.join()
+
+    def _items(self) -> Iterator[Any]:
+        while True:
+            item = self._queue.get()
+            if item is self._END:
+                return
+            if isinstance(item, _Failure):
+                raise item.error
+            yield item
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            for item in self._source:
+                if not self._put(item):
+                    return
+        except BaseException as error:  # handed to the consumer, raised there
+            self._put(_Failure(error))
+            return
+        finally:
+            close = getattr(self._source, "close", None)
+            if close is not None and self._stop.is_set():
+                close()  # a generator's own cleanup (its searchers, a point in time) runs here
+        self._put(self._END)
+
+
+@dataclass
+class _Failure:
+    error: BaseException
 
 
 def _commit(writer: VectorWriter, journal: EmbedJournal, report: EmbedReport, docs: int) -> None:

@@ -1,12 +1,13 @@
 """`quorum embed`'s job on the embedded engine: vectors added later, resumed, never twice."""
 
 import os
+import threading
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from infra.ingest.embed_job import EmbedJournal, embed_missing
+from infra.ingest.embed_job import EmbedJournal, ReadAhead, embed_missing
 from infra.search.ann import AnnIndex
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_store import EmbeddedWriter
@@ -189,3 +190,71 @@ def test_a_swap_cut_short_is_finished_when_the_index_next_opens(tmp_path, monkey
     assert np.allclose(
         index.vectors(["1004"])[0], HashEmbedder().embed_query(text(docs(5)[4])), atol=4e-3
     )
+
+
+class StreamingEmbedder(HashEmbedder):
+    """A corpus stream, as a real model's: it reads the next chunk before handing one back."""
+
+    def __init__(self, fail_after=None):
+        self.chunks, self.fail_after = [], fail_after
+
+    def embed_stream(self, chunks):
+        chunks = iter(chunks)
+        held = next(chunks, None)
+        while held is not None:
+            following = next(chunks, None)  # read ahead, as the tokenizing threads do
+            self.chunks.append(len(held))
+            if self.fail_after is not None and len(self.chunks) > self.fail_after:
+                raise Planted("the model failed")
+            yield self.embed_documents(held)
+            held = following
+
+
+def test_a_streaming_embedder_writes_each_batch_its_own_vectors(tmp_path):
+    path = tmp_path / "i"
+    plain_index(path, 100)
+    embedder = StreamingEmbedder()
+    report = run(path, embedder, batch_size=16, commit_every=32)
+    assert report.embedded == 100 and embedder.chunks == [16] * 6 + [4]
+    assert_hash_vectors(path, 100)
+
+
+def test_a_stream_that_fails_commits_only_batches_written_and_resumes(tmp_path):
+    path = tmp_path / "i"
+    plain_index(path, 100)
+    with pytest.raises(Planted):
+        run(path, StreamingEmbedder(fail_after=3), batch_size=10, commit_every=20)
+    report = run(path, StreamingEmbedder(), batch_size=10, commit_every=20)
+    # two batches were committed; the third was written, not committed, and its vectors are
+    # kept (as above); the fourth never came back from the model
+    assert report.earlier == 20 and report.embedded == 70
+    assert_hash_vectors(path, 100)
+
+
+def test_read_ahead_keeps_order_and_raises_the_sources_error_in_the_consumer():
+    def source():
+        yield from range(5)
+        raise Planted("index unreadable")
+
+    got = []
+    with pytest.raises(Planted, match="index unreadable"), ReadAhead(source(), 2) as items:
+        got.extend(items)
+    assert got == [0, 1, 2, 3, 4]
+
+
+def test_leaving_read_ahead_early_stops_its_thread_and_closes_the_source():
+    closed, made = threading.Event(), []
+
+    def source():
+        try:
+            for k in range(1_000):
+                made.append(k)
+                yield k
+        finally:
+            closed.set()
+
+    reader = ReadAhead(source(), 2)
+    with reader as items:
+        assert next(items) == 0
+    assert closed.is_set() and not reader._thread.is_alive()
+    assert len(made) < 10  # it read a few ahead, never the whole source

@@ -5,7 +5,13 @@ import threading
 import numpy as np
 import pytest
 
-from infra.corpus_encoder import _ThreadTokenizer, batch_size_for, encode_corpus, workers_for
+from infra.corpus_encoder import (
+    _ThreadTokenizer,
+    batch_size_for,
+    encode_corpus,
+    encode_stream,
+    workers_for,
+)
 from infra.embeddings import HuggingFaceEmbedder
 from infra.settings import EmbeddingSettings
 from tests.support.tiny_models import write_tiny_sentence_transformer
@@ -100,3 +106,29 @@ def test_a_model_without_a_fast_tokenizer_keeps_preprocess(model, monkeypatch):
     got, want = tokenize(corpus), model[0].preprocess(corpus)
     assert bool((got["input_ids"] == want["input_ids"]).all())
     assert tokenize._local.module.processor is not model[0].processor
+
+
+@pytest.mark.parametrize("workers", [0, 1, 3])
+def test_a_stream_of_chunks_gives_each_chunk_its_own_vectors_in_order(model, workers):
+    chunks = [texts(9, seed=5), [], texts(1, seed=6), texts(23, seed=7)]
+    got = list(encode_stream(model, iter(chunks), batch_size=4, workers=workers))
+    assert [g.shape[0] for g in got] == [9, 0, 1, 23]
+    for chunk, vectors in zip(chunks, got, strict=True):
+        if chunk:
+            want = model.encode(chunk, normalize_embeddings=True, batch_size=16)
+            np.testing.assert_allclose(vectors, want, atol=1e-5)
+
+
+def test_the_stream_tokenizes_the_next_chunk_before_handing_back_this_one(model):
+    pulled = []
+
+    def chunks():
+        for k in range(3):
+            pulled.append(k)
+            yield texts(2, seed=k)
+
+    stream = encode_stream(model, chunks(), batch_size=4, workers=2)
+    next(stream)
+    # the first chunk is handed back only once the second is queued: the threads never idle
+    # at a chunk's boundary (the negative control, one chunk at a time, would show [0])
+    assert pulled == [0, 1, 2]
