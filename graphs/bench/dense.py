@@ -132,7 +132,7 @@ def _store(
 def _synthetic(pool: SentencePool, rng: np.random.Generator, n: int) -> np.ndarray:
     """Return `n` vectors drawn as `SentencePool` draws a synthetic document's vector."""
     assert pool.vectors is not None
-    lengths = pool.counts[rng.integers(len(pool.docs), size=n)]
+    lengths = pool.sentence_counts(rng, n)
     picks = rng.integers(len(pool.sentences), size=int(lengths.sum()))
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     summed = np.add.reduceat(pool.vectors[pool.owners[picks]], offsets, axis=0)

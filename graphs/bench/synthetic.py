@@ -1,22 +1,37 @@
 """Synthetic PubMed-like corpora of any size, resampled from real abstracts' sentences.
 
-Each synthetic abstract draws as many sentences as a random real abstract has, each sentence from
-any real abstract; its title, year and MeSH come from random real documents. The real documents
-are kept inside, spread evenly, so BioASQ questions still have their gold to find among
-distractors written in the same vocabulary. A synthetic document's vector is the normalised mean
-of the real vectors of the abstracts its sentences came from: precomputed, as ingestion with
-vectors would be given, without running a model over millions of texts.
+Each synthetic abstract is as long as a PubMed abstract (its length drawn from PubMed abstracts'
+length distribution, `PUBMED_ABSTRACT_WORDS`), made of sentences drawn from any real abstract;
+its title, year and MeSH come from random real documents (the title from one that has a title).
+The real documents are kept inside, spread evenly, so BioASQ questions still have their gold to
+find among distractors written in the same vocabulary. A synthetic document's vector is the
+normalised mean of the real vectors of the abstracts its sentences came from: precomputed, as
+ingestion with vectors would be given, without running a model over millions of texts.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+PUBMED_ABSTRACT_WORDS = (
+    66, 148, 169, 184, 194, 203, 214, 224, 233, 238, 242,
+    246, 250, 255, 261, 266, 276, 293, 306, 336, 467,
+)  # fmt: skip
+"""Words in a PubMed abstract at every fifth percentile, 0 to 100: PubMedQA's 1,000 expert-labelled
+abstracts, context and conclusion together (../shared/data/pubmedqa/ori_pqal.json, MIT licence;
+mean 240, median 242 words; `python -m graphs.bench.synthetic FILE` prints them again). Real
+PubMed abstracts, though structured ones of clinical studies. The shared corpus the sentences
+come from is mostly BioASQ snippets (median 29 words, mean 48): until 2026-11-27 the synthetic
+abstracts took its lengths, a fifth of PubMed's, and every scale figure before then was measured
+on that shorter text (docs/measured.md says which)."""
 SYNTHETIC_PMID = 100_000_000
 """Synthetic documents are numbered from here: above every real PMID (about 41 million in 2025)."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
@@ -38,17 +53,29 @@ class SentencePool:
             raise ValueError("no documents to resample")
         self.docs = list(docs)
         self.vectors = None if vectors is None else np.asarray(vectors, dtype=np.float32)
-        sentences, owners, counts = [], [], []
+        sentences, owners = [], []
         for i, doc in enumerate(self.docs):
             parts = [s for s in _SENTENCE_END.split(doc.get("abstract") or "") if s.strip()]
             sentences += parts
             owners += [i] * len(parts)
-            counts.append(max(1, len(parts)))
         if not sentences:
             raise ValueError("the documents have no abstract text to resample")
         self.sentences = np.array(sentences, dtype=object)
         self.owners = np.array(owners, dtype=np.int64)
-        self.counts = np.array(counts, dtype=np.int64)
+        self.words_per_sentence = sum(len(s.split()) for s in sentences) / len(sentences)
+        titled = [i for i, doc in enumerate(self.docs) if doc.get("title")]
+        self.titled = np.array(titled or range(len(self.docs)), dtype=np.int64)
+
+    def sentence_counts(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Return how many sentences each of `n` synthetic abstracts takes.
+
+        A length in words is drawn from PubMed's distribution (`PUBMED_ABSTRACT_WORDS`, linear
+        between its percentiles) and divided by the pool's mean words a sentence.
+        """
+        words = np.interp(
+            rng.random(n), np.linspace(0, 1, len(PUBMED_ABSTRACT_WORDS)), PUBMED_ABSTRACT_WORDS
+        )
+        return np.maximum(1, np.rint(words / self.words_per_sentence)).astype(np.int64)
 
     def batches(self, size: int, *, seed: int = 0, batch_size: int = 2000) -> Iterator[Batch]:
         """Yield a corpus of `size` documents (the real ones among them), in batches.
@@ -88,9 +115,9 @@ class SentencePool:
         n = len(positions)
         if n == 0:
             return [], None
-        lengths = self.counts[rng.integers(len(self.docs), size=n)]
+        lengths = self.sentence_counts(rng, n)
         picks = rng.integers(len(self.sentences), size=int(lengths.sum()))
-        titles = rng.integers(len(self.docs), size=n)
+        titles = self.titled[rng.integers(len(self.titled), size=n)]
         years = rng.integers(len(self.docs), size=n)
         offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
         docs = []
@@ -113,3 +140,17 @@ class SentencePool:
             norms = np.linalg.norm(summed, axis=1, keepdims=True)
             vectors = summed / np.where(norms > 0, norms, 1.0)
         return docs, vectors
+
+
+def abstract_word_percentiles(pqal: Path) -> list[int]:
+    """Return the words in PubMedQA's abstracts (context, conclusion) at each fifth percentile."""
+    records = json.loads(pqal.read_text(encoding="utf-8"))
+    words = [
+        len(" ".join(r["CONTEXTS"]).split()) + len(r["LONG_ANSWER"].split())
+        for r in records.values()
+    ]
+    return np.rint(np.percentile(words, np.arange(0, 101, 5))).astype(int).tolist()
+
+
+if __name__ == "__main__":
+    print(abstract_word_percentiles(Path(sys.argv[1])))

@@ -52,13 +52,40 @@ def test_the_corpus_holds_every_real_document_once_among_resampled_ones(real):
 
 
 def _split(abstract, sentences):
-    """Cut a synthetic abstract back into the pool's sentences (greedy, longest first)."""
-    parts, rest = [], abstract
-    while rest:
-        match = max((s for s in sentences if rest.startswith(s)), key=len)
-        parts.append(match)
-        rest = rest[len(match) :].lstrip(" ")
+    """Cut a synthetic abstract back into the pool's sentences (one sentence may begin another,
+    so every way is tried); fails if no cut uses the pool's sentences alone."""
+    from functools import cache
+
+    @cache
+    def cut(at):
+        if at == len(abstract):
+            return ()
+        for s in sorted((s for s in sentences if abstract.startswith(s, at)), key=len):
+            end = at + len(s)
+            if end == len(abstract) or abstract[end] == " ":
+                rest = cut(len(abstract) if end == len(abstract) else end + 1)
+                if rest is not None:
+                    return (s, *rest)
+        return None
+
+    parts = cut(0)
+    assert parts is not None, abstract
     return parts
+
+
+def test_synthetic_abstracts_are_as_long_as_pubmeds_not_as_the_short_snippets_they_come_from(real):
+    docs, _ = real
+    made = [d for b in SentencePool(docs).batches(4000, seed=2) for d in b.docs]
+    fake = [d for d in made if int(d["pmid"]) >= SYNTHETIC_PMID]
+    words = np.array([len(d["abstract"].split()) for d in fake])
+    # PubMed's (PUBMED_ABSTRACT_WORDS): mean 240, median 242; each abstract is whole sentences,
+    # so its length is the drawn one give or take a sentence
+    assert 215 <= words.mean() <= 265 and 215 <= np.median(words) <= 270
+    assert np.percentile(words, 10) > 120 and np.percentile(words, 90) < 380
+    # the negative control: the corpus they are drawn from is BioASQ snippets, a fifth as long,
+    # which the earlier generator copied
+    assert np.mean([len(d["abstract"].split()) for d in docs]) < 100
+    assert sum(bool(d["title"]) for d in fake) == len(fake)  # PubMed's records have titles
 
 
 def test_the_same_seed_gives_the_same_corpus_and_another_seed_another(real):
