@@ -79,3 +79,20 @@ def test_bad_input_is_named_before_any_model_loads(args, named):
     result = CliRunner().invoke(app, ["bench", "embed", "--corpus", str(CORPUS), *args])
     assert isinstance(result.exception, CliError | UserError), result.output
     assert named in str(result.exception)
+
+
+def test_end_to_end_indexes_and_embeds_every_text_through_the_commands_own_functions(tiny):
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench", "embed", "--corpus", str(CORPUS), "--model", str(tiny), "--docs", "30",
+            "--words", "60", "--device", "cpu", "--workers", "2", "--end-to-end", "--json",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    command = json.loads(result.stdout)["command"]
+    assert command["docs"] == command["indexed"] == command["embedded"] == 30
+    assert command["embed_docs_per_s"] > 0 and command["index_docs_per_s"] > 0
+    assert command["hours_for_26m"] == pytest.approx(
+        PUBMED_ABSTRACTS / command["embed_docs_per_s"] / 3600, rel=0.1
+    )
