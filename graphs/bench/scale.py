@@ -44,10 +44,11 @@ _ENGINE_FIGURES = (
     "dense_index_mib",
     "row_codes_mib",
 )
-IN_MEMORY_MAX = 2_000_000
-"""Sizes above which what holds the whole corpus in memory is not run: bm25s (its index takes
-2.4 GiB at 1 M documents) and the int8-fidelity check (every float32 vector, 7.3 GiB at 5 M: it
-failed there on these machines' 24 GiB)."""
+IN_MEMORY_MAX = 1_000_000
+"""Sizes above which what holds the whole corpus in memory is not run: bm25s (its run peaked at
+9.8 GiB at 1 M documents of PubMed's length, 2.4 GiB at the earlier fifth of it: 2 M would
+take ~20 of these machines' 24 GiB) and the int8-fidelity check (every float32 vector, 7.3 GiB
+at 5 M: it failed there)."""
 ELASTICSEARCH_UP_TO = 2_000_000
 """Sizes above which Elasticsearch is not loaded, unless asked: at 1 M it took 2.4 GiB of disk
 (1.4 GiB of it float32 vectors) and 3.5 minutes to load on these 2 cores (docs/measured.md,
