@@ -9,7 +9,8 @@ vectors into an index is timed only with `--end-to-end`: the command itself, `qu
 --no-embeddings` then `quorum embed`, over the same texts in a scratch index.
 
 Runs as `python -m graphs.bench.embed` too, so a GPU machine needs only torch and
-sentence-transformers (not the CLI's dependencies) to measure it.
+sentence-transformers (not the CLI's dependencies) to measure the encoder; `--end-to-end` runs
+quorum's own commands and needs its dependencies.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from typing import Any
 
 from infra.corpus_encoder import batch_size_for, encode_corpus
 
-SYNTHETIC_PMID = 100_000_000
-"""The bench's documents are numbered from here (graphs.bench.synthetic's convention)."""
 PUBMED_ABSTRACTS = 26_000_000
 """Citations with an abstract in PubMed's annual baseline (issue 31: some 26 M of 36-38 M)."""
 WARMUP = 2
@@ -142,7 +141,6 @@ def bench_embed_command(
     device: str,
     words: int = 0,
     batch_size: int = 1024,
-    workdir: Path | None = None,
 ) -> dict[str, Any]:
     """Run `quorum index --no-embeddings` then `quorum embed` over `size` texts, and time both.
 
@@ -153,12 +151,13 @@ def bench_embed_command(
     """
     import tempfile
 
+    from graphs.bench.synthetic import SYNTHETIC_PMID
     from graphs.cli.embed import run_embed
     from graphs.cli.index import run_index
     from infra.settings import Settings
 
     texts = read_texts(corpus, size, words)
-    with tempfile.TemporaryDirectory(prefix="quorum-bench-embed-", dir=workdir) as tmp:
+    with tempfile.TemporaryDirectory(prefix="quorum-bench-embed-") as tmp:
         source = Path(tmp) / "abstracts.jsonl"
         with open(source, "w", encoding="utf-8") as fh:
             for k, text in enumerate(texts):
