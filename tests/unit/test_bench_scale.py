@@ -128,7 +128,18 @@ def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
         vectors=vectors[:2],
         gold=np.array(gold, dtype=object),
     )
-    asked = scale_child.query({"settings": settings, "queries": str(tmp_path / "queries.npz")})
+    nearest = []
+    real_nearest = scale_child.EmbeddedIndex.nearest
+
+    def counted(self, vector, k):
+        nearest.append(k)
+        return real_nearest(self, vector, k)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(scale_child.EmbeddedIndex, "nearest", counted)
+        asked = scale_child.query({"settings": settings, "queries": str(tmp_path / "queries.npz")})
+    # the dense stage is asked each question once untimed, then timed: 2 questions, 4 calls
+    assert nearest.count(100) == 4 and asked["dense_top100_p50_ms"] > 0
     assert asked["recall_at_1000_bm25"] == 1.0  # the real documents are found among the fakes
     assert asked["bm25_top1000_p50_ms"] > 0 and asked["mean_candidates"] > 2
     assert asked["open_rss_mib"] < 50  # the index is mapped, not read into the heap
