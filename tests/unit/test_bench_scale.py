@@ -614,3 +614,16 @@ def test_evicting_an_index_drops_its_files_from_the_page_cache(tmp_path):
     assert query.evict(folder) == 2.0
     assert [cached_pages(path) for path in files] == [0, 0]
     assert cached_pages(other) == 256  # a file outside the index stays
+
+
+def test_pubmeds_length_percentiles_come_from_whole_abstracts_context_and_conclusion(tmp_path):
+    from graphs.bench.synthetic import PUBMED_ABSTRACT_WORDS, abstract_word_percentiles
+
+    records = {
+        str(k): {"CONTEXTS": ["w " * k, "w " * k], "LONG_ANSWER": "w " * 10} for k in range(1, 101)
+    }
+    (tmp_path / "pqal.json").write_text(json.dumps(records))
+    got = abstract_word_percentiles(tmp_path / "pqal.json")
+    # 2k + 10 words each, k = 1..100: from 12 to 210, the conclusion counted
+    assert len(got) == len(PUBMED_ABSTRACT_WORDS) == 21 and got[0] == 12 and got[-1] == 210
+    assert got == sorted(got) and list(PUBMED_ABSTRACT_WORDS) == sorted(PUBMED_ABSTRACT_WORDS)
