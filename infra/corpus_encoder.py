@@ -57,7 +57,8 @@ def encode_corpus(model: Any, texts: Sequence[str], *, batch_size: int, workers:
     """
     if not texts:
         return np.zeros((0, model.get_embedding_dimension()), dtype=np.float32)
-    return next(encode_stream(model, [texts], batch_size=batch_size, workers=workers))
+    (vectors,) = encode_stream(model, [texts], batch_size=batch_size, workers=workers)
+    return vectors
 
 
 def encode_stream(
@@ -93,15 +94,18 @@ def encode_stream(
     tokenize = _ThreadTokenizer(model)
     with ThreadPoolExecutor(workers, thread_name_prefix="tokenize") as pool:
         queued: deque[tuple[Any, ...]] = deque()
-        plan = planned_chunks(chunks, dim, batch_size)
+        plan = _planned(chunks, dim, batch_size)
+        tokenizing = 0  # batches queued for the threads, markers not counted
 
         def top_up() -> None:
-            while sum(1 for q in queued if q[1] is not None) < workers * AHEAD:
+            nonlocal tokenizing
+            while tokenizing < workers * AHEAD:
                 step = next(plan, None)
                 if step is None:
                     return
                 out, order, texts, start = step
                 future = pool.submit(tokenize, texts) if texts is not None else None
+                tokenizing += future is not None
                 queued.append((out, future, order, start))
 
         top_up()
@@ -112,6 +116,7 @@ def encode_stream(
                 yield out
                 continue
             features = future.result()
+            tokenizing -= 1
             top_up()
             with torch.inference_mode():
                 found = model(batch_to_device(features, model.device))["sentence_embedding"]
@@ -119,7 +124,7 @@ def encode_stream(
             out[order[start : start + len(found)]] = found.cpu().numpy()
 
 
-def planned_chunks(
+def _planned(
     chunks: Iterable[Sequence[str]], dim: int, batch_size: int
 ) -> Iterator[tuple[np.ndarray, np.ndarray, list[str] | None, int]]:
     """Yield (chunk's output array, its length order, batch texts, first position) per batch.

@@ -186,10 +186,8 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
     default_peak = peak_rss_mib()
     dense = []  # the dense stage: the 100 nearest by vector (IVF or exact, as configured)
     # "default_only": the default configuration alone, as a run in a memory cap measures it.
-    # Each question once untimed first, as for the two paths above: without it the dense stage
-    # alone was timed on first touch (faiss reading its lists, the rescored rows' pages) — a
-    # likely cause, not measured apart, of 76 ms at 10 M against 40.4 in the dense child on the
-    # same index, whose exact scan has read every vector before it times anything.
+    # Once untimed first, as the paths above: not on first touch (likely, unmeasured, why 10 M
+    # read 76 ms here against 40.4 in the dense child, whose exact scan reads every vector first).
     asked = [] if job.get("default_only") else vectors
     for vector in asked:
         backend.nearest(vector, 100)

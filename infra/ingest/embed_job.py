@@ -147,18 +147,10 @@ def _embedded(
 ) -> Iterator[tuple[Unembedded, np.ndarray]]:
     """Yield each batch with its documents' vectors, in order.
 
-    An embedder with a corpus stream (a real model) sees the batches as one stream, its
-    tokenizing threads running ahead across them; others embed a batch at a time (test
-    embedders have only embed_documents).
+    The batches go to the embedder as one stream: a real model's tokenizing threads run ahead
+    across them (`embed_stream`); an embedder without a stream (a test's) takes one at a time.
     """
-    stream = getattr(embedder, "embed_stream", None)
-    if stream is None:
-        embed = getattr(embedder, "embed_corpus", embedder.embed_documents)
-        for batch in batches:
-            texts = [document_text(d["title"], d["abstract"]) for d in batch.docs]
-            found = embed(texts) if texts else np.zeros((0, embedder.dim), dtype=np.float32)
-            yield batch, np.asarray(found, dtype=np.float32)
-        return
+    stream = getattr(embedder, "embed_stream", None) or _one_at_a_time(embedder)
     waiting: deque[Unembedded] = deque()
 
     def texts() -> Iterator[list[str]]:
@@ -168,6 +160,17 @@ def _embedded(
 
     for found in stream(texts()):
         yield waiting.popleft(), np.asarray(found, dtype=np.float32)
+
+
+def _one_at_a_time(embedder: Embedder) -> Callable[[Iterable[list[str]]], Iterator[np.ndarray]]:
+    """Return a stream that embeds each chunk on its own (corpus path where there is one)."""
+    embed = getattr(embedder, "embed_corpus", embedder.embed_documents)
+
+    def stream(chunks: Iterable[list[str]]) -> Iterator[np.ndarray]:
+        for texts in chunks:
+            yield embed(texts) if texts else np.zeros((0, embedder.dim), dtype=np.float32)
+
+    return stream
 
 
 class ReadAhead:
