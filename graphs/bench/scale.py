@@ -23,6 +23,7 @@ import numpy as np
 from graphs.bench.query import machine
 from graphs.bench.scale_child import PROGRESS
 from graphs.bench.scale_report import extrapolate, project, targets
+from graphs.bench.synthetic import doc_freqs, postings_share
 from infra.bioasq.formats import Question
 from infra.embeddings import HuggingFaceEmbedder, document_text
 from infra.errors import UserError
@@ -85,7 +86,8 @@ def bench_scale(
     without vectors is that of the one index's text files, and the ingestion rate without
     vectors is not measured.
     """
-    docs = [normalize(d) for d in read_jsonl(corpus) if isinstance(d, dict)]
+    raw = [d for d in read_jsonl(corpus) if isinstance(d, dict)]
+    docs = [normalize(d) for d in raw]
     if min(sizes) < len(docs):
         raise UserError(
             f"--sizes {min(sizes):,} is smaller than the {len(docs):,} real documents of "
@@ -102,6 +104,7 @@ def bench_scale(
         "model": embedder.name,
         "seed": seed,
         "machine": machine(),
+        "query_postings_share_real_abstracts": reference_share(raw, queries["path"]),
         "sizes": {},
         "not_run": [],
     }
@@ -174,6 +177,25 @@ def bench_scale(
     report["projected_26m"] = project(report["sizes"], settings.search.row_codes_rows)
     _save(work, report)
     return report
+
+
+REFERENCE_SOURCE = "pubmedqa"
+"""The real documents that are whole PubMed abstracts (PubMedQA's, in the shared corpus; the rest
+are BioASQ snippets): what the synthetic corpus's query postings are read against."""
+
+
+def reference_share(raw: list[dict[str, Any]], queries: Path) -> dict[str, Any] | None:
+    """Return how much of the whole real abstracts the questions' terms reach (`postings_share`).
+
+    None for a corpus without them. They are clinical studies, so the questions' molecular words
+    are likely rarer in them than in PubMed: a bound from below, as the synthetic corpus is
+    likely one from above.
+    """
+    held, n = doc_freqs(d for d in raw if d.get("source") == REFERENCE_SOURCE)
+    if not n:
+        return None
+    texts = list(np.load(queries, allow_pickle=True)["queries"])
+    return {"docs": n, **postings_share(texts, held.__getitem__, n)}
 
 
 REPORT = "report.json"

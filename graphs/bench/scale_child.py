@@ -23,7 +23,7 @@ import numpy as np
 
 from graphs.bench.query import TOP_K, default_path, evict, peak_rss_mib, resident_mib
 from graphs.bench.recall import K, judged, tie_aware_recall
-from graphs.bench.synthetic import SentencePool
+from graphs.bench.synthetic import SentencePool, postings_share
 from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
 from infra.search.ann import ANN_FILE, ANN_META
@@ -195,6 +195,12 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         backend.nearest(vector, 100)
         dense.append((time.perf_counter() - started) * 1000)
+    # what BM25's time grows with, to read against the real abstracts' (`reference_share`)
+    postings = (
+        {"query_postings_share": postings_share(queries, backend.doc_freq, backend.count())}
+        if isinstance(backend, EmbeddedIndex)
+        else {}
+    )
     segments = backend.segments() if hasattr(backend, "segments") else None
     shards = backend.shards if isinstance(backend, EmbeddedIndex) else None
     return {
@@ -215,6 +221,7 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
             if dense
             else {}
         ),
+        **postings,
         "mean_candidates": round(float(np.mean(depth)), 1),
         "recall_at_10_fused": round(float(np.mean(recall_10)), 3),
         "recall_at_1000_bm25": round(float(np.mean(recall_1000)), 3),

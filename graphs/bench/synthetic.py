@@ -14,12 +14,16 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from infra.search.analysis import analyze
+from infra.search.query import Bool, parse_query
 
 PUBMED_ABSTRACT_WORDS = (
     66, 148, 169, 184, 194, 203, 214, 224, 233, 238, 242,
@@ -140,6 +144,44 @@ class SentencePool:
             norms = np.linalg.norm(summed, axis=1, keepdims=True)
             vectors = summed / np.where(norms > 0, norms, 1.0)
         return docs, vectors
+
+
+def postings_share(queries: Sequence[str], doc_freq: Callable[[str], int], n: int) -> dict:
+    """Return how much of a corpus of `n` documents each query's terms reach, mean and median.
+
+    A query's share is the sum over its distinct terms (as the index analyses them) of the share
+    of documents holding the term: the postings a disjunction of them walks, per document. It is
+    what BM25's time grows with, and it says how representative a corpus is of another for the
+    same queries: the synthetic corpus is resampled from sentences most of which are BioASQ's
+    gold snippets, so the questions' own words are likely denser in it than in PubMed.
+    """
+    shares = np.array(
+        [sum(doc_freq(t) for t in set(query_terms(q))) / n for q in queries], dtype=np.float64
+    )
+    return {"mean": round(float(shares.mean()), 3), "median": round(float(np.median(shares)), 3)}
+
+
+def query_terms(query: str) -> list[str]:
+    """Return the index terms of a quorum query's words (its operators and fields left out)."""
+    words: list[str] = []
+    stack = [parse_query(query)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Bool):
+            stack += [*node.must, *node.should]  # a term it excludes is never scored
+        else:
+            words.append(node.text)
+    return analyze(" ".join(words))
+
+
+def doc_freqs(docs: Iterable[dict[str, Any]]) -> tuple[Counter[str], int]:
+    """Return how many of `docs` hold each term of their title and abstract, and how many."""
+    held: Counter[str] = Counter()
+    n = 0
+    for doc in docs:
+        held.update(set(analyze(f"{doc.get('title') or ''} {doc.get('abstract') or ''}")))
+        n += 1
+    return held, n
 
 
 def abstract_word_percentiles(pqal: Path) -> list[int]:

@@ -25,6 +25,7 @@ from infra.search.embedded_shards import PENDING_DELETES, ShardSearch, every_hit
 from infra.search.embedded_store import build_fresh
 from infra.search.embedded_vectors import EmbeddedVectors
 from infra.search.query import (
+    TEXT_FIELDS,
     Bool,
     Node,
     Phrase,
@@ -93,6 +94,18 @@ class EmbeddedIndex(EmbeddedVectors):
     def segments(self) -> int:
         """Return how many tantivy segments a search walks (each collects its own top hits)."""
         return sum(int(s.num_segments) for s in self._searchers)
+
+    def doc_freq(self, term: str) -> int:
+        """Return how many documents hold this index term where unqualified words are searched.
+
+        Title and abstract count once each for an index without the combined field: a sum of
+        postings, which is what a search of the term walks, not a count of documents.
+        """
+        return sum(
+            int(searcher.doc_freq(field, term))
+            for field in searched_fields(TEXT_FIELDS, self.combined)
+            for searcher in self._searchers
+        )
 
     def compile(self, query: str) -> tantivy.Query | None:
         """Compile a quorum query for tantivy; None when it can match nothing."""

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from graphs.bench import query, scale, scale_child, scale_report
-from graphs.bench.synthetic import SYNTHETIC_PMID, SentencePool
+from graphs.bench.synthetic import SYNTHETIC_PMID, SentencePool, postings_share
 from graphs.cli import app
 from infra.bioasq.formats import Question
 from infra.errors import Unavailable
@@ -143,6 +143,8 @@ def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
     assert asked["recall_at_1000_bm25"] == 1.0  # the real documents are found among the fakes
     assert asked["bm25_top1000_p50_ms"] > 0 and asked["mean_candidates"] > 2
     assert asked["open_rss_mib"] < 50  # the index is mapped, not read into the heap
+    # the postings the questions' terms hold, per document: at least their own gold's words
+    assert 0 < asked["query_postings_share"]["median"] <= asked["query_postings_share"]["mean"] * 2
     assert asked["evicted_mib"] >= figures["disk_mib"] - 0.1  # every file of the index
     same = scale_child.fidelity(
         job
@@ -159,6 +161,28 @@ def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
     assert peer["bm25s_recall_at_1000"] == 1.0  # the same corpus and queries, in bm25s
     assert peer["bm25s_top1000_p50_ms"] > 0 and peer["bm25s_index_s"] >= 0
     assert peer["bm25s_numba_recall_at_1000"] == 1.0  # its fastest backend, the same hits
+
+
+def test_a_querys_postings_share_counts_each_term_once_and_none_it_excludes():
+    held = {"cell": 50, "gene": 10, "mous": 100}
+    shares = postings_share(["cell OR cells OR gene", "gene NOT mouse"], held.__getitem__, 100)
+    # "cells" is the term "cell" again; the excluded "mouse" is never scored: 0.6 and 0.1
+    assert shares == {"mean": 0.35, "median": 0.35}
+    one = postings_share(["(cell AND gene) OR title:mouse"], held.__getitem__, 100)
+    assert one == {"mean": 1.6, "median": 1.6}  # grouped and fielded words count too
+
+
+def test_the_real_abstracts_share_is_taken_from_whole_abstracts_only(tmp_path):
+    raw = [
+        {"pmid": "1", "title": "", "abstract": "Cells divide.", "source": "pubmedqa"},
+        {"pmid": "2", "title": "", "abstract": "Mice grow.", "source": "pubmedqa"},
+        {"pmid": "3", "title": "", "abstract": "Genes and cells.", "source": "bioasq-snippets"},
+    ]
+    path = tmp_path / "queries.npz"
+    np.savez(path, queries=np.array(["cells OR genes", "grows"], dtype=object))
+    # the snippet's genes and cells are not counted: 1/2, then "grows" (the stem of "grow") 1/2
+    assert scale.reference_share(raw, path) == {"docs": 2, "mean": 0.5, "median": 0.5}
+    assert scale.reference_share(raw[2:], path) is None  # no whole abstract to read against
 
 
 def test_the_search_settings_shard_the_index_the_bench_builds(tmp_path, real):
