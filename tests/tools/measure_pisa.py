@@ -25,7 +25,6 @@ One JSON object out of each step.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -44,7 +43,7 @@ from infra.search.embedded_layout import decode
 from infra.settings import load_settings
 
 sys.path.insert(0, str(Path(__file__).parent))
-from measure_shards import _kept, _single_scores
+from measure_shards import _kept, _single_scores, step_parser
 
 ALGORITHMS = ("block_max_maxscore", "block_max_wand")
 """PISA's query algorithms timed: its two block-max ones (at 1 M, maxscore without blocks was
@@ -142,12 +141,7 @@ def _ask(context: Any, algorithm: str, text: str, depth: int) -> list[int]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=["build", "query"])
-    parser.add_argument("--job", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--limit", type=int, default=500)
-    args = parser.parse_args()
+    args = step_parser(__doc__).parse_args()
     job = json.loads(args.job.read_text())
     report = build(job, args.out) if args.step == "build" else query(job, args.out, args.limit)
     print(json.dumps(report, indent=2))

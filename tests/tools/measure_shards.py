@@ -149,13 +149,19 @@ def _kept(single: np.ndarray, rescored: np.ndarray, k: int) -> float:
     return tie_aware_recall(rescored[:k], float(single[k - 1]), k) if k else 1.0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def step_parser(doc: str) -> argparse.ArgumentParser:
+    """Return the arguments a build-then-query measurement takes: the step, a bench job, a folder."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("step", choices=["build", "query"])
     parser.add_argument("--job", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--limit", type=int, default=500)
+    return parser
+
+
+def main() -> int:
+    parser = step_parser(__doc__)
+    parser.add_argument("--shards", type=int, default=2)
     args = parser.parse_args()
     job = json.loads(args.job.read_text())
     if args.step == "build":
