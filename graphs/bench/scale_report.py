@@ -163,3 +163,63 @@ def project(sizes: dict[str, dict[str, Any]], codes_from: int) -> dict[str, Any]
             "met": value <= target,
         }
     return out
+
+
+AGREE = ("model", "seed", "real_docs", "questions", "machine")
+"""What every merged report must share: the same real documents, questions and embedding model
+resampled with the same seed, measured on one machine — else their sizes are not one curve."""
+
+
+def merge(reports: list[tuple[str, dict[str, Any]]], codes_from: int) -> dict[str, Any]:
+    """Put the sizes of several `bench scale` reports on one report, and conclude from them all.
+
+    For a curve too long to measure in one sitting (1 M, 5 M and 10 M at PubMed's length are ~4
+    hours on 2 cores): each run measures some sizes and engines, and the merge recomputes the
+    extrapolation, the targets and the projection over their union. `merged_from` names the
+    report each (size, engine) came from. Refuses (ValueError, naming both reports) what is not
+    one curve: reports that differ in `AGREE`, or that both measured the same size on the same
+    engine.
+    """
+    if not reports:
+        raise ValueError("no report to merge")
+    for name, report in reports:
+        if not isinstance(report, dict) or not isinstance(report.get("sizes"), dict):
+            raise ValueError(f"{name}: not a `quorum bench scale --json` report (no sizes)")
+    first_name, first = reports[0]
+    sizes: dict[str, dict[str, Any]] = {}
+    origin: dict[tuple[str, str], str] = {}
+    not_run: list[dict[str, Any]] = []
+    merged_from = []
+    for name, report in reports:
+        for key in AGREE:
+            if report.get(key) != first.get(key):
+                raise ValueError(
+                    f"{name} and {first_name} differ in {key} ({report.get(key)!r} against "
+                    f"{first.get(key)!r}): their sizes are not one curve"
+                )
+        measured: dict[str, list[str]] = {}
+        for size, engines in report["sizes"].items():
+            for engine, figures in engines.items():
+                if (size, engine) in origin:
+                    raise ValueError(
+                        f"{name} and {origin[size, engine]} both measured {engine} at {size}: "
+                        "merge one of them"
+                    )
+                origin[size, engine] = name
+                sizes.setdefault(size, {})[engine] = figures
+                measured.setdefault(size, []).append(engine)
+        not_run += report.get("not_run", [])
+        merged_from.append({"report": name, "sizes": measured})
+    ordered = {size: sizes[size] for size in sorted(sizes, key=int)}
+    measured_pairs = {(int(size), engine) for size, engine in origin}
+    shares = [r.get("query_postings_share_real_abstracts") for _, r in reports]
+    return {
+        **{key: first.get(key) for key in AGREE},
+        "query_postings_share_real_abstracts": next((s for s in shares if s), None),
+        "sizes": ordered,
+        "not_run": [n for n in not_run if (n["size"], n["backend"]) not in measured_pairs],
+        "merged_from": merged_from,
+        "extrapolated_26m": extrapolate(ordered),
+        "targets": targets(ordered),
+        "projected_26m": project(ordered, codes_from),
+    }

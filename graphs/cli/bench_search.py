@@ -5,6 +5,7 @@ Registered on the `bench` group (graphs/cli/bench.py) when graphs/cli assembles 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -43,8 +44,12 @@ def bench_retrieval_cmd(
 def bench_scale_cmd(
     ctx: typer.Context,
     sizes: Annotated[
-        str, typer.Option(help="Comma-separated corpus sizes (each holds the real documents).")
-    ] = "200000,1000000",
+        str | None,
+        typer.Option(
+            help="Comma-separated corpus sizes (each holds the real documents; default "
+            "200000,1000000)."
+        ),
+    ] = None,
     backends: Annotated[
         str, typer.Option(help=f"Comma-separated: {','.join(BACKENDS)}.")
     ] = "embedded,elasticsearch",
@@ -77,9 +82,20 @@ def bench_scale_cmd(
             "5,000,000; above it the disk without vectors is the text files').",
         ),
     ] = None,
+    merge: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--merge",
+            help="Measure nothing: put these earlier reports (--json output or the run's "
+            "report.json) on one report, the targets and projection over all their sizes.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
-    """Synthetic corpora of growing size: ingestion, disk, memory and query latency per engine."""
+    """Synthetic corpora of growing size: ingestion, disk, memory and query latency per engine.
+
+    With --merge, earlier runs' reports on one report instead (docs/retrieval.md).
+    """
     from graphs.bench.scale import (
         ELASTICSEARCH_UP_TO,
         TEXT_ONLY_UP_TO,
@@ -88,7 +104,12 @@ def bench_scale_cmd(
     )
     from infra.bioasq.formats import load_questions
 
-    wanted = _sizes(sizes)
+    if merge:
+        if sizes is not None:
+            raise CliError("give --sizes to measure or --merge to combine reports, not both")
+        emit(_merged(merge), as_json)
+        return
+    wanted = _sizes(sizes or "200000,1000000")
     chosen = _backends(backends)
     shared_corpus, shared_questions = default_inputs()
     corpus = corpus_file(corpus, shared_corpus, "no corpus to resample")
@@ -181,6 +202,26 @@ def bench_dense_cmd(
     )
     report["model"] = inputs.model
     emit(report, as_json)
+
+
+def _merged(files: list[Path]) -> dict:
+    """Load the reports and merge them; refuse, in one line, a file that is not one."""
+    from graphs.bench.scale_report import merge
+
+    reports = []
+    for path in files:
+        try:
+            reports.append((str(path), json.loads(path.read_text())))
+        except OSError as exc:
+            raise CliError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+        except ValueError as exc:
+            raise CliError(
+                f"{path}: not JSON ({exc}); give a `bench scale --json` report"
+            ) from None
+    try:
+        return merge(reports, settings_for().search.row_codes_rows)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _question_files(

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from graphs.bench import query, scale, scale_child, scale_report
 from graphs.bench.synthetic import SYNTHETIC_PMID, SentencePool, postings_share
 from graphs.cli import app
+from graphs.cli.common import CliError
 from infra.bioasq.formats import Question
 from infra.errors import Unavailable
 from infra.ingest.sources import normalize
@@ -379,6 +380,94 @@ def test_the_default_paths_memory_is_projected_only_through_sizes_with_row_codes
         5_000_000,
         10_000_000,
     ]
+
+
+def scale_run(sizes, bm25):
+    """A `bench scale --json` report of one run over `sizes`: figures from `curve`, BM25's
+    growing with exponent `bm25`."""
+    machine = {"cpu": "AMD EPYC", "simd": "avx2", "cores": 2, "memory_gib": 23.5}
+    figures = curve(sizes, bm25=bm25, default=0.4, dense=0.7, memory=0.9)
+    for engines in figures.values():
+        engines["embedded"] |= {"open_s": 0.1, "open_rss_mib": 4.0}
+    return {
+        "real_docs": 14_448,
+        "questions": 500,
+        "model": "all-MiniLM-L6-v2",
+        "seed": 0,
+        "machine": machine,
+        "sizes": figures,
+        "not_run": [{"size": s, "backend": "elasticsearch", "why": "above"} for s in sizes],
+    }
+
+
+def test_runs_of_one_curve_merge_into_one_report_concluded_over_all_their_sizes():
+    small = scale_run([1_000_000], bm25=0.8)
+    small["sizes"]["1000000"]["bm25s"] = {"bm25s_numba_top1000_p50_ms": 1.0}
+    larger = scale_run([5_000_000, 10_000_000], bm25=0.8)
+    engine = scale_run([1_000_000], bm25=0.8)  # Elasticsearch at 1 M, measured in a later run
+    engine["sizes"]["1000000"] = {"elasticsearch": {"disk_mib_with_vectors": 2048.0}}
+    engine["not_run"] = []
+    runs = [("large.json", larger), ("small.json", small), ("es.json", engine)]
+    merged = scale_report.merge(runs, codes_from=30_000_000)
+    assert list(merged["sizes"]) == ["1000000", "5000000", "10000000"]
+    assert set(merged["sizes"]["1000000"]) == {"embedded", "bm25s", "elasticsearch"}
+    assert merged["merged_from"][2] == {
+        "report": "es.json",
+        "sizes": {"1000000": ["elasticsearch"]},
+    }
+    # what a later run measured is no longer "not run"
+    assert {n["size"] for n in merged["not_run"]} == {5_000_000, 10_000_000}
+    bm25 = merged["projected_26m"]["bm25_p50_ms"]
+    assert bm25["sizes"] == [1_000_000, 5_000_000, 10_000_000]
+    assert bm25["exponent"] == pytest.approx(0.8)
+    assert set(merged["targets"]) == {"1000000", "5000000", "10000000"}
+    assert merged["extrapolated_26m"]["elasticsearch"] == {
+        "disk_gib_with_vectors": 52.0,
+        "from_size": 1_000_000,
+    }
+    # one run's report alone projects nothing from a single size: the merge made the curve
+    alone = scale_report.project(small["sizes"], 30_000_000)["bm25_p50_ms"]
+    assert "not_projected" in alone
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (lambda r: r["machine"].update(cores=16), "differ in machine"),
+        (lambda r: r.update(seed=1), "differ in seed"),
+        (lambda r: r.update(questions=200), "differ in questions"),
+        (lambda r: r["sizes"].update(curve([1_000_000], bm25=1.0)), "both measured embedded"),
+        (lambda r: r.pop("sizes"), "not a `quorum bench scale --json` report"),
+    ],
+)
+def test_reports_that_are_not_one_curve_are_refused(change, said):
+    other = scale_run([5_000_000], bm25=0.8)
+    change(other)
+    with pytest.raises(ValueError, match=said):
+        scale_report.merge([("a.json", scale_run([1_000_000], bm25=0.8)), ("b.json", other)], 1)
+
+
+def test_merge_measures_nothing_and_names_a_bad_file_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUORUM_HOME", str(tmp_path / "home"))
+    first, second = tmp_path / "1m.json", tmp_path / "10m.json"
+    first.write_text(json.dumps(scale_run([1_000_000], bm25=1.0)))
+    second.write_text(json.dumps(scale_run([10_000_000], bm25=1.0)))
+    args = ["bench", "scale", "--json", "--merge", str(first), "--merge", str(second)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["projected_26m"]["bm25_p50_ms"]["exponent"] == pytest.approx(1.0)
+    assert not (tmp_path / "home" / "bench").exists()  # nothing built, no earlier report touched
+    for bad, said in [
+        ([str(tmp_path / "none.json")], "cannot read it"),
+        ([str(first), "--sizes", "1000000"], "--sizes to measure or --merge"),
+        ([str(first), "--merge", str(first)], "both measured embedded at 1000000"),
+    ]:
+        result = CliRunner().invoke(app, ["bench", "scale", "--merge", *bad])
+        assert isinstance(result.exception, CliError) and said in str(result.exception)
+    first.write_text("{")
+    result = CliRunner().invoke(app, ["bench", "scale", "--merge", str(first)])
+    assert isinstance(result.exception, CliError) and "not JSON" in str(result.exception)
 
 
 def test_without_a_corpus_the_command_says_what_to_pass(monkeypatch, tmp_path):
