@@ -108,16 +108,51 @@ class AnnIndex:
     def search(self, query: np.ndarray, k: int, nprobe: int) -> np.ndarray:
         """Return up to `RESCORE` × `k` candidate rows from the `nprobe` lists nearest `query`.
 
-        In no particular order: the caller scores them exactly.
+        In no particular order: the caller scores them exactly. Lists holding `PARALLEL_ROWS`
+        rows or more are scanned by every core (`parallel`).
         """
-        self.index.nprobe = max(1, min(nprobe, self.lists))  # type: ignore[attr-defined]
-        # NOTE: one thread per query (faiss splits by query): splitting one query's lists over
-        # OpenMP threads (parallel_mode 1) took 24 ms where one thread took 1.6 ms on 14,448 rows
-        # with the two cores busy, as a server answering several questions keeps them.
-        wanted = k * RESCORE
-        _, rows = self.index.search(np.asarray(query, np.float32).reshape(1, -1), wanted)  # type: ignore[attr-defined]
+        nprobe = max(1, min(nprobe, self.lists))
+        self.index.nprobe = nprobe  # type: ignore[attr-defined]
+        if hasattr(self.index, "implem"):  # the fast-scan index; the earlier one has no choice
+            wide = parallel(self.rows * nprobe // self.lists)
+            self.index.implem = LIST_PARALLEL if wide else 0  # type: ignore[attr-defined]
+        x = np.asarray(query, np.float32).reshape(1, -1)
+        _, rows = self.index.search(x, k * RESCORE)  # type: ignore[attr-defined]
         found = rows[0]
         return found[found >= 0]
+
+
+PARALLEL_ROWS = 1_000_000
+"""Rows a query's lists hold (on average: rows × share) from which faiss scans them on every
+core (`LIST_PARALLEL`) instead of one.
+
+faiss's fast scan searches one query in one thread by default (it splits a batch by query), and
+at 10 M rows, share 1/4, that scan of 2.5 M codes is the dense stage's time. Measured 2026-11-28
+on the 5 M and 10 M indexes at PubMed's length (2-core AVX2 EPYC, 120 questions, the candidates
+`nearest` asks for; p50 one thread → every core, and questions a second):
+
+| index, lists scanned (rows) | 1 caller | 2 callers at once | 2 other processes spinning |
+|---|---|---|---|
+| 5 M, 512 (312 k) | 8.5 → 5.9 ms | — | 12.2 → **16.2** ms (p95 22 → 40) |
+| 5 M, 2,048 (1.25 M) | 25.6 → 16.1 ms | — | — |
+| 10 M, 1,024 (625 k) | 19.8 → 12.9 ms | 84.3 → 82.2/s | — |
+| 10 M, 2,048 (1.25 M) | 35.7 → 19.8 ms | 48.2 → 46.0/s | — |
+| 10 M, 4,096 (2.5 M) | 58.7 → **32.8** ms | 30.3 → 31.3/s | 93.8 → 102.8 ms (p95 149 → 121) |
+
+The same candidates (0.9986 of them; the rest ties of the 16-bit sums). A lone question — a chat,
+`quorum ask` — is answered 1.4–1.8× sooner; questions of this process filling the cores keep
+their rate. Cores busy with other work are where OpenMP loses: its threads wait for each other,
+which cost a small scan a third more (and had made 14,448 rows take 24 ms for 1.6, measured
+earlier), and a scan of millions about nothing; hence the threshold, at the scans that gain even
+so. Python threads scanning halves of the lists instead (faiss's `search_preassigned`, the GIL
+released) did less: 42.1 ms alone at 10 M, 4,096 lists."""
+LIST_PARALLEL = 14
+"""faiss's `IndexIVFFastScan.implem` that splits one query's lists over its OpenMP threads."""
+
+
+def parallel(rows_scanned: int) -> bool:
+    """Tell whether a scan of `rows_scanned` rows is worth every core."""
+    return rows_scanned >= PARALLEL_ROWS
 
 
 def build(

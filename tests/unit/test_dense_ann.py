@@ -4,6 +4,7 @@ index built only when the vectors outgrow the exact scan."""
 
 import numpy as np
 
+from infra.search import ann as ann_module
 from infra.search.ann import ANN_FILE, AnnIndex, lists_for
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_store import EmbeddedWriter
@@ -59,6 +60,38 @@ def test_a_small_share_scans_fewer_lists_and_scores_what_it_finds_exactly(tmp_pa
         assert np.allclose([s for _, s in found], plain.similarities(pmids, query), atol=1e-6)
         assert len(set(pmids) & {p for p, _ in truth}) >= 25  # an approximation, not noise
     assert differs  # the control: a sixteenth of the lists does not always find the exact top
+
+
+def test_a_large_scan_runs_on_every_core_and_names_the_same_candidates(tmp_path, monkeypatch):
+    index, _ = built(tmp_path, n=4000, rows=4000)
+    ann = index.refresh_ann()
+    assert ann is not None and ann.lists >= 8
+    nprobe = ann.lists // 4
+
+    def candidates(query, parallel_from, lists=nprobe):
+        monkeypatch.setattr(ann_module, "PARALLEL_ROWS", parallel_from)
+        found = set(ann.search(query, 20, lists).tolist())
+        return found, ann.index.implem
+
+    kept, control = [], []
+    for seed in range(10):
+        query = clustered(1, seed=300 + seed)[0]
+        one, implem = candidates(query, 10**12)
+        assert implem == 0  # below the threshold: faiss's one thread
+        wide, implem = candidates(query, 1)
+        assert implem == ann_module.LIST_PARALLEL and len(one) == len(wide) == 200
+        kept.append(len(wide & one) / 200)
+        # the control: half the lists, which the same measure rejects
+        control.append(len(candidates(query, 1, nprobe // 2)[0] & one) / 200)
+    # fast scan ranks rows by 16-bit sums, ties broken as its heap meets them: a split can swap
+    # a row tied at the 200th place, no more
+    assert min(kept) >= 0.98 and np.mean(kept) >= 0.99
+    assert np.mean(control) < 0.9
+
+
+def test_only_scans_of_a_million_rows_or_more_run_on_every_core():
+    assert not ann_module.parallel(ann_module.PARALLEL_ROWS - 1)
+    assert ann_module.parallel(ann_module.PARALLEL_ROWS)
 
 
 def test_rows_written_after_the_build_are_found(tmp_path):
