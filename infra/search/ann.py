@@ -113,6 +113,8 @@ class AnnIndex:
         """
         nprobe = max(1, min(nprobe, self.lists))
         self.index.nprobe = nprobe  # type: ignore[attr-defined]
+        # Set on the shared index as nprobe is: callers at once agree but for the share, and
+        # either kernel names the same candidates.
         if hasattr(self.index, "implem"):  # the fast-scan index; the earlier one has no choice
             wide = parallel(self.rows * nprobe // self.lists)
             self.index.implem = LIST_PARALLEL if wide else 0  # type: ignore[attr-defined]
@@ -143,9 +145,9 @@ The same candidates (0.9986 of them; the rest ties of the 16-bit sums). A lone q
 `quorum ask` — is answered 1.4–1.8× sooner; questions of this process filling the cores keep
 their rate. Cores busy with other work are where OpenMP loses: its threads wait for each other,
 which cost a small scan a third more (and had made 14,448 rows take 24 ms for 1.6, measured
-earlier), and a scan of millions about nothing; hence the threshold, at the scans that gain even
-so. Python threads scanning halves of the lists instead (faiss's `search_preassigned`, the GIL
-released) did less: 42.1 ms alone at 10 M, 4,096 lists."""
+earlier) and a scan of millions about nothing (p50 +10%, p95 −19%); hence the threshold at a
+million rows. Python threads scanning halves of the lists instead (faiss's
+`search_preassigned`, the GIL released) did less: 42.1 ms alone at 10 M, 4,096 lists."""
 LIST_PARALLEL = 14
 """faiss's `IndexIVFFastScan.implem` that splits one query's lists over its OpenMP threads."""
 
