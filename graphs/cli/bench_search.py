@@ -87,7 +87,8 @@ def bench_scale_cmd(
         typer.Option(
             "--merge",
             help="Measure nothing: put these earlier reports (--json output or the run's "
-            "report.json) on one report, the targets and projection over all their sizes.",
+            "report.json; --merge a.json b.json) on one report, the targets and projection "
+            "over all their sizes.",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
@@ -107,7 +108,7 @@ def bench_scale_cmd(
     if merge:
         if sizes is not None:
             raise CliError("give --sizes to measure or --merge to combine reports, not both")
-        emit(_merged(merge), as_json)
+        emit(_merged([*merge, *extra_files(ctx)]), as_json)
         return
     wanted = _sizes(sizes or "200000,1000000")
     chosen = _backends(backends)

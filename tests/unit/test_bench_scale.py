@@ -452,11 +452,12 @@ def test_merge_measures_nothing_and_names_a_bad_file_in_one_line(tmp_path, monke
     first, second = tmp_path / "1m.json", tmp_path / "10m.json"
     first.write_text(json.dumps(scale_run([1_000_000], bm25=1.0)))
     second.write_text(json.dumps(scale_run([10_000_000], bm25=1.0)))
-    args = ["bench", "scale", "--json", "--merge", str(first), "--merge", str(second)]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
-    assert report["projected_26m"]["bm25_p50_ms"]["exponent"] == pytest.approx(1.0)
+    for files in ([str(first), "--merge", str(second)], [str(first), str(second)]):
+        result = CliRunner().invoke(app, ["bench", "scale", "--json", "--merge", *files])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout)
+        assert report["projected_26m"]["bm25_p50_ms"]["exponent"] == pytest.approx(1.0)
+        assert [r["report"] for r in report["merged_from"]] == [str(first), str(second)]
     assert not (tmp_path / "home" / "bench").exists()  # nothing built, no earlier report touched
     for bad, said in [
         ([str(tmp_path / "none.json")], "cannot read it"),
