@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from graphs.bench import query, scale, scale_child, scale_report
+from graphs.bench import query, scale, scale_child, scale_peers, scale_report
 from graphs.bench.synthetic import SYNTHETIC_PMID, SentencePool, postings_share
 from graphs.cli import app
 from graphs.cli.common import CliError
@@ -147,7 +147,7 @@ def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
     # the postings the questions' terms hold, per document: at least their own gold's words
     assert 0 < asked["query_postings_share"]["median"] <= asked["query_postings_share"]["mean"] * 2
     assert asked["evicted_mib"] >= figures["disk_mib"] - 0.1  # every file of the index
-    same = scale_child.fidelity(
+    same = scale_peers.fidelity(
         job
         | {
             "settings": settings,
@@ -158,7 +158,7 @@ def test_ingest_and_query_measure_a_real_embedded_index(tmp_path, real):
     assert same["int8_max_cosine_error"] < 4e-3  # int8 rounding, against the float32 given
     assert same["int8_fused_top10_overlap"] >= 0.9 and same["int8_dense_top100_recall"] >= 0.9
     assert same["int8_recall_at_10_fused"] == same["float32_recall_at_10_fused"] == 1.0
-    peer = scale_child.peer(job | {"queries": str(tmp_path / "queries.npz")})
+    peer = scale_peers.peer(job | {"queries": str(tmp_path / "queries.npz")})
     assert peer["bm25s_recall_at_1000"] == 1.0  # the same corpus and queries, in bm25s
     assert peer["bm25s_top1000_p50_ms"] > 0 and peer["bm25s_index_s"] >= 0
     assert peer["bm25s_numba_recall_at_1000"] == 1.0  # its fastest backend, the same hits
@@ -625,7 +625,7 @@ def test_above_its_size_no_text_only_index_is_built_and_its_disk_is_the_text_fil
 
     def in_process(kind, work, job):  # the children's own functions, without an interpreter each
         built.append((kind, "vectors" in job))
-        return getattr(scale_child, kind)(job)
+        return scale_child.run(kind, job)
 
     monkeypatch.setattr(scale, "_child", in_process)
     corpus = tmp_path / "docs.jsonl"
@@ -665,7 +665,7 @@ def test_a_failure_at_a_later_size_keeps_what_the_earlier_sizes_measured(
         def child(kind, work, job):
             if job.get("size") == failing:  # a child that fails, in its own interpreter
                 return run_child(kind, work, job | {"corpus": str(tmp_path / "missing.jsonl")})
-            return getattr(scale_child, kind)(job)
+            return scale_child.run(kind, job)
 
         return child
 
