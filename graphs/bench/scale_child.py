@@ -21,9 +21,8 @@ import numpy as np
 
 from graphs.bench.query import TOP_K, default_path, evict, peak_rss_mib, resident_mib
 from graphs.bench.recall import K, judged, tie_aware_recall
+from graphs.bench.scale_peers import _percentile, _real_docs, fidelity, peer
 from graphs.bench.synthetic import SentencePool, postings_share
-from infra.ingest.corpus import read_jsonl
-from infra.ingest.sources import normalize
 from infra.search.ann import ANN_FILE, ANN_META
 from infra.search.backends import open_backend, open_writer, refresh_dense
 from infra.search.embedded import EmbeddedIndex
@@ -290,19 +289,8 @@ def _exact_kth(matrix: np.ndarray, scales: np.ndarray, queries: np.ndarray, k: i
     return best.min(axis=1)
 
 
-def _real_docs(job: dict[str, Any]) -> list[dict[str, Any]]:
-    """Return the real documents every synthetic corpus of the job is resampled from."""
-    return [normalize(d) for d in read_jsonl(Path(job["corpus"])) if isinstance(d, dict)]
-
-
-def _percentile(times: list[float], q: int) -> float:
-    return round(float(np.percentile(times, q)), 2)
-
-
 def run(kind: str, job: dict[str, Any]) -> dict[str, Any]:
     """Run the job `kind` (ingest, query, dense, peer, fidelity); return its figures."""
-    from graphs.bench.scale_peers import fidelity, peer
-
     kinds = {"ingest": ingest, "query": query, "dense": dense, "peer": peer, "fidelity": fidelity}
     return kinds[kind](job)
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from graphs.bench.query import peak_rss_mib
-from graphs.bench.scale_child import _percentile, _real_docs
 from graphs.bench.synthetic import SentencePool
+from infra.ingest.corpus import read_jsonl
+from infra.ingest.sources import normalize
 from infra.search.backends import open_backend
 from infra.search.fusion import fuse
 from infra.settings import load_settings
@@ -119,3 +121,12 @@ def fidelity(job: dict[str, Any]) -> dict[str, Any]:
         "int8_dense_top100_recall": round(float(np.mean(dense)), 4),
         "int8_max_cosine_error": round(float(np.max(error)), 5),
     }
+
+
+def _real_docs(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return the real documents every synthetic corpus of the job is resampled from."""
+    return [normalize(d) for d in read_jsonl(Path(job["corpus"])) if isinstance(d, dict)]
+
+
+def _percentile(times: list[float], q: int) -> float:
+    return round(float(np.percentile(times, q)), 2)
