@@ -247,3 +247,15 @@ def test_vectors_added_later_reach_documents_in_every_shard(tmp_path):
     w.close()
     idx = EmbeddedIndex(tmp_path / "i")
     assert [p for p, _ in idx.nearest(unit(6)[5], 1)] == ["3"]
+
+
+def test_hits_merge_best_first_and_equal_scores_by_row_as_lexsort_orders_them():
+    from infra.search.embedded_shards import best_first
+
+    rng = np.random.default_rng(3)
+    scores = rng.choice(np.float32([-2.5, -0.0, 0.0, 0.5, 1.0, 7.25, 1e-30, -1e-30]), 4000)
+    scores = np.concatenate([scores, rng.gamma(2, 3, 4000).astype(np.float32)])
+    rows = rng.permutation(np.unique(rng.integers(0, 2**32, 9000)))[: len(scores)]  # distinct
+    assert (best_first(scores, rows) == np.lexsort((rows, -scores))).all()
+    # the control: scores alone, without the rows, would leave ties in another order
+    assert not (np.argsort(-scores, kind="stable") == np.lexsort((rows, -scores))).all()
