@@ -214,8 +214,8 @@ def _scores(matrix: np.ndarray, scales: np.ndarray, rows: np.ndarray, query: np.
     for the next question's shard threads to fight over. At 1 M of PubMed's length, two shards
     against one, questions asked back to back: BM25 top-1000 p50 10.2 against 9.2 ms and the
     default path 29.5 against 26.7 with the matrix product; 7.8 against 9.2 and 25.5 against
-    27.4 with this (`tests/tools/compare_indexes.py`; docs/measured.md, "Shards at PubMed's
-    length").
+    27.4 with this (`tests/tools/compare_indexes.py`; docs/measured.md, "Two shards on a second
+    machine").
     """
     return np.vecdot(matrix[rows].astype(np.float32), np.asarray(query, np.float32)) * scales[rows]
 

@@ -36,8 +36,22 @@ def _open(home: Path) -> tuple[Any, Any, dict[str, Any]]:
     return open_backend(settings, None), settings, job
 
 
+def _corpus(home: Path) -> tuple[Any, ...]:
+    """Return what names the corpus a run wrote: its size, seed, source and model."""
+    path = home / "bench" / "scale" / "job-ingest.json"
+    if not path.is_file():
+        raise SystemExit(f"{home}: no `bench scale --keep` run here ({path} is missing)")
+    job = json.loads(path.read_text())
+    return job["size"], job["seed"], job["corpus"], job["model"]
+
+
 def compare(home_a: Path, home_b: Path, limit: int) -> dict[str, Any]:
     """Time both indexes question by question, in turn; return p50/p95 of each path."""
+    if _corpus(home_a) != _corpus(home_b):
+        raise SystemExit(
+            f"{home_a} and {home_b} hold different corpora ({_corpus(home_a)} against "
+            f"{_corpus(home_b)}): compare two runs of one --sizes and --seed"
+        )
     opened = [_open(home_a), _open(home_b)]
     inputs = np.load(opened[0][2]["queries"], allow_pickle=True)
     queries, vectors = list(inputs["queries"])[:limit], inputs["vectors"][:limit]
