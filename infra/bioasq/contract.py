@@ -31,6 +31,31 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 """A word: a run of letters or digits ("MTH1", "20", "β-catenin" is two)."""
 _YES_NO = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
 
+REPEAT_NGRAM = 3
+"""Repetition is counted over word 3-grams: a model looping on a phrase repeats its 3-grams."""
+MAX_REPEATED_SHARE = 0.6
+"""Share of an ideal answer's word 3-grams that may repeat an earlier one before it is a loop,
+not prose. The organizers' 5,826 ideal answers over the 2,310 golden questions reach at most
+0.48 (one that restates its own first sentence); "a protein ty3, a protein ty3, …" is above 0.9.
+Counted from REPEAT_MIN_WORDS words on: a short answer naming one thing twice is no loop."""
+REPEAT_MIN_WORDS = 12
+_DEBRIS = re.compile(
+    r"[{}]|```|</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?>|\"[A-Za-z_]+\"\s*:"
+    r"|\b(?:the\s+)?(?:final\s+)?answer\s+is\s*:",
+    re.IGNORECASE,
+)
+"""Markup and structure left in prose: braces, code fences, HTML tags, JSON keys, and an
+"The answer is:" lead-in. None of them occurs in the organizers' 5,826 ideal answers (citation
+markers such as "[7]" do, eight times, so they are not debris)."""
+_DATE = re.compile(r"\b\d{1,2}[./]\d{1,2}[./]\d{4}\b|\b\d{4}-\d{2}-\d{2}\b")
+MAX_NUMBER_ITEM = 24
+"""Characters an entity with no letter may have: the golden files' 43 numeric answers ("1.1%",
+"1:3500-1:5000", "14-3-3") are at most 13; a run of dates or numbers is debris."""
+_CUT_END = re.compile(r"(?:[-(/]|\b(?:of|and|the|in|with|to|for|or|an|by|from|on|at))$", re.I)
+"""How an entity cut mid-phrase ends: a hyphen, an open parenthesis or a slash, or a word
+that joins (no golden entity among 3,051 ends so; "vitamin A" does end in "A", so "a" is left
+out)."""
+
 
 def is_insufficient(ideal: Any) -> bool:
     """Tell whether an ideal answer is quorum's insufficient-evidence statement."""
@@ -54,6 +79,48 @@ def ideal_problem(ideal: Any, *, min_words: int = MIN_WORDS) -> str | None:
         return f"the ideal answer {_shown(text)} is mostly symbols, not prose"
     if _is_json(text):
         return f"the ideal answer {_shown(text)} is JSON, not prose"
+    return degenerate_prose(text)
+
+
+def repeated_share(text: str, n: int = REPEAT_NGRAM) -> float:
+    """Return the share of the text's word n-grams that repeat an earlier one."""
+    words = [w.casefold() for w in _WORD.findall(text)]
+    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+    return 1.0 - len(set(grams)) / len(grams) if grams else 0.0
+
+
+def degenerate_prose(text: str) -> str | None:
+    """Return how prose is degenerate (a loop, markup or citation debris), or None."""
+    shown = _shown(text)
+    if len(_WORD.findall(text)) >= REPEAT_MIN_WORDS:
+        share = repeated_share(text)
+        if share > MAX_REPEATED_SHARE:
+            return f"the text {shown} repeats itself ({share:.0%} of its 3-grams)"
+    if match := _DEBRIS.search(text):
+        return f"the text {shown} holds markup or debris ({match.group(0)!r})"
+    return None
+
+
+def degenerate_item(item: Any, *, bound: int | None = None) -> str | None:
+    """Return how an entity is debris (a run of dates or numbers, cut mid-phrase), or None.
+
+    Args:
+        item: One exact answer of a factoid or list question.
+        bound: The longest entity the model could write (quorum's own answers: the schema's
+            bound); an entity that long was cut there.
+    """
+    if not isinstance(item, str):
+        return None
+    text = item.strip()
+    shown = _shown(text)
+    if not text:
+        return None
+    if not any(c.isalpha() for c in text) and (_DATE.search(text) or len(text) > MAX_NUMBER_ITEM):
+        return f"the entity {shown} is a run of dates or numbers, not a name"
+    if _CUT_END.search(text):
+        return f"the entity {shown} is cut mid-phrase"
+    if bound is not None and len(text) >= bound:
+        return f"the entity {shown} was cut at the schema's {bound} characters"
     return None
 
 
@@ -70,6 +137,9 @@ def exact_problem(qtype: str, exact: Any) -> str | None:
     items = [i for entry in exact for i in (entry if isinstance(entry, list) else [entry])]
     if not any(isinstance(i, str) and _WORD.search(i) for i in items):
         return f"the {qtype} exact answer {_shown(exact)} names nothing"
+    problems = [degenerate_item(i) for i in items]
+    if all(problems):  # one good synonym or item keeps the answer; the check drops the rest
+        return problems[0]
     return None
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from infra.bioasq.contract import (
     SUBMISSION_MIN_WORDS,
     contradiction,
+    degenerate_item,
     exact_problem,
     ideal_problem,
     is_insufficient,
@@ -231,6 +232,11 @@ class _Checker:
             qtype = "yesno" if isinstance(exact, str) else "list"
         if qtype in ("factoid", "list") and (problem := exact_problem(qtype, exact)):
             self.add(where, problem)
+        elif qtype in ("factoid", "list"):
+            # quorum's answers drop a debris item and keep the rest; a submission holds none.
+            found = (degenerate_item(i) for i in _items(exact))
+            if problem := next((p for p in found if p), None):
+                self.add(where, problem)
         # A list of ideal answers is several experts' (golden files): they may disagree.
         if problem := contradiction(qtype, exact, ideal):
             self.add(where, problem)
@@ -423,3 +429,10 @@ class _Checker:
             )
         elif not any(a.strip() for a in answer):
             self.add(where, "ideal_answer has no text")
+
+
+def _items(exact: Any) -> list[Any]:
+    """Return a factoid or list exact answer's entities, synonyms included."""
+    if not isinstance(exact, list):
+        return []
+    return [i for entry in exact for i in (entry if isinstance(entry, list) else [entry])]
