@@ -67,7 +67,7 @@ _STOP_TEXT = """a an the of in on at to for from by with without and or nor but 
     be been being it its this that these those which who whom whose what when where why how than
     then there their they them we our you your he she his her not no into onto over under via
     per each other such both all any some can could may might must shall should will would do
-    does did has have had also only very more most less least well s"""
+    does did has have had also only very more most less least well so too s"""
 STOPWORDS = frozenset(_STOP_TEXT.split())
 """Words that carry no content of their own: ignored when an entity is matched by its words."""
 
@@ -99,7 +99,7 @@ def terms(text: str) -> list[str]:
     """Return the text as normalised terms: NFKC, case, Greek letters named, plurals stemmed."""
     text = _greek(unicodedata.normalize("NFKC", text).casefold())
     text = _SPLIT_CASE.sub(" ", text)
-    return [stem(t) for t in _TOKEN.findall(text)]
+    return [t if t in STOPWORDS else stem(t) for t in _TOKEN.findall(text)]
 
 
 def content(words: Iterable[str]) -> list[str]:

@@ -138,6 +138,40 @@ class Fallback(TypedDict):
     """Articles PubMed returned."""
 
 
+class Carried(TypedDict):
+    """Where a cited passage carries one exact answer (infra/support.py Carrier)."""
+
+    answer: str
+    """The exact answer carried."""
+    pmid: str
+    """The passage's document."""
+    section: str
+    """title or abstract."""
+    offset: int
+    """The sentence's first character in that section."""
+    sentence: str
+    """The sentence that carries it."""
+    how: str
+    """verbatim, abbreviation, or content words."""
+
+
+class SupportRecord(TypedDict):
+    """The support check's verdict on one answer (infra/support.py Support.record)."""
+
+    verdict: Literal["supported", "refused"]
+    """Whether the cited passages carry the answer."""
+    reason: str | None
+    """Which check failed and on what (None when supported)."""
+    kept: list[str]
+    """The exact answers carried."""
+    dropped: list[str]
+    """The exact answers no cited passage carries."""
+    carriers: list[Carried]
+    """Where each kept answer is carried."""
+    checks: list[dict]
+    """Each check: check, passed, detail."""
+
+
 class Answer(TypedDict):
     """The current answer: synthesize's, or the vote standing in when synthesis failed."""
 
@@ -169,6 +203,9 @@ class Answer(TypedDict):
     """synthesis: the exact answers as the model wrote them, before formatting."""
     rationale: NotRequired[str]
     """synthesis: which evidence decided the answer."""
+    support: NotRequired[SupportRecord]
+    """What the support check found (nodes/synthesize/support.py): its verdict, the items
+    kept and dropped, where each is carried, every check."""
 
 
 class Attempt(TypedDict):

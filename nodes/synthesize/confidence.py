@@ -4,7 +4,7 @@ The synthesizer's own confidence still drives the BioASQ ensemble paper's gate (
 synthesize again at temperature 0: graphs/routers.py). What quorum reports, and what decides
 a fallback search, is that word capped by what the evidence shows:
 
-    evidence = answered × agreement × (0.4 + 0.6 × citations)
+    evidence = answered × agreement × (0.4 + 0.6 × citations) × supported
     confidence = min(model, evidence)            (synthesis.mode "vote": evidence alone)
 
 - answered: the share of ensemble members that gave an answer (0 when none did: then no
@@ -115,6 +115,7 @@ def earned_confidence(
     decision: Decision | None,
     members: Sequence[Member],
     passages: Sequence[Passage],
+    supported: float = 1.0,
 ) -> dict[str, Any]:
     """Return the confidence the evidence allows, with its parts (for the trace and --json).
 
@@ -126,6 +127,7 @@ def earned_confidence(
         decision: The strategy's decision.
         members: The ensemble's member calls.
         passages: The passages the answer was made from.
+        supported: The share of the answer's items its cited passages carry.
     """
     answered = answered_share(members)
     if answered is None:  # no ensemble ran (organize's groups decided): the decision answered
@@ -138,6 +140,7 @@ def earned_confidence(
         backed = backing(qtype, given, decision, members, passages)
     citations = sum(p in backed for p in cited) / len(cited) if cited else 0.0
     evidence = answered * agreed * (CITATION_FLOOR + (1.0 - CITATION_FLOOR) * citations)
+    evidence *= supported
     value = evidence if model is None else min(model, evidence)
     return {
         "confidence": round(value, 3),
@@ -146,6 +149,7 @@ def earned_confidence(
             "answered": round(answered, 3),
             "agreement": round(agreed, 3),
             "citations": round(citations, 3),
+            "supported": round(supported, 3),
             "evidence": round(evidence, 3),
         },
     }

@@ -32,7 +32,8 @@ from nodes.describing import NodeDescription, confidence_text, describes
 from nodes.passages import passages
 from nodes.state import Answer, Attempt, Decision, Passage, QAState
 from nodes.synthesize.confidence import earned_confidence
-from nodes.synthesize.rule import decided, rule_answer
+from nodes.synthesize.rule import decided, insufficient, rule_answer, rule_ideal
+from nodes.synthesize.support import check_answer, support_share
 from nodes.synthesize.trace import COVERS, synthesize_trace
 from prompts import render
 
@@ -178,6 +179,9 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
         if problem is not None:
             error = f"the answer broke the contract: {problem}"
         else:
+            # Kept the contract; now the evidence it cites must carry it.
+            answer, error = check_answer(qtype, answer, contexts)
+        if error is None:
             answer |= _earned(state, answer, contexts, model=float(reply.value.confidence))
     if error is not None:
         notes.append(f"synthesize: attempt {len(earlier) + 1} failed: {error}")
@@ -243,6 +247,7 @@ def _earned(
         decision=state.get("decision"),
         members=state.get("members") or [],
         passages=contexts,
+        supported=support_share(state["qtype"], answer),
     )
     return {
         "confidence": earned["confidence"],
@@ -271,6 +276,20 @@ async def _standing_in(
     )
     if answer["source"] == "insufficient":
         return answer | {"model_confidence": None}
+    # The stand-in is held to its evidence as synthesis's answer is.
+    qtype = state["qtype"]
+    answer, refused = check_answer(qtype, answer, contexts)
+    if refused is None and answer["support"]["dropped"]:
+        # Stated again from what the evidence carries, never from the items it lost.
+        answer["ideal"] = await asyncio.to_thread(
+            rule_ideal, qtype, state["question"], answer["exact"], decision, contexts, ctx.embedder
+        )
+    if refused is not None:
+        reason = refused if why_failed is None else f"{refused}; synthesis failed: {why_failed}"
+        return insufficient(reason, answer.get("rationale") or "no decision") | {
+            "model_confidence": None,
+            "support": answer["support"],
+        }
     return answer | _earned(state, answer, contexts, model=None)
 
 

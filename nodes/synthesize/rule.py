@@ -71,6 +71,19 @@ def rule_ideal(
     return f"The ensemble's readers answered {lead}; no abstract shown states it in so many words."
 
 
+def insufficient(reason: str, rationale: str) -> Answer:
+    """Return the answer that says the evidence is insufficient, and why: no exact answer."""
+    return {
+        "exact": [],
+        "ideal": insufficient_answer(reason),
+        "confidence": 0.0,
+        "cited": [],
+        "source": "insufficient",
+        "insufficient": reason,
+        "rationale": rationale,
+    }
+
+
 def rule_answer(
     qtype: str,
     question: str,
@@ -98,15 +111,7 @@ def rule_answer(
         reason = "the ensemble reached no answer" if not extracted else problem
         if why_failed:
             reason = f"{reason}; synthesis failed: {why_failed}"
-        return {
-            "exact": [],
-            "ideal": insufficient_answer(reason),
-            "confidence": 0.0,
-            "cited": [],
-            "source": "insufficient",
-            "insufficient": reason,
-            "rationale": (decision or {}).get("why", "no decision"),
-        }
+        return insufficient(reason, (decision or {}).get("why", "no decision"))
     return {
         "extracted": extracted,
         "exact": exact,

@@ -294,6 +294,8 @@ async def test_synthesize_cites_only_context_pmids_and_records_the_attempt(make_
         },
     }
     update = await synthesize(state, ctx_runtime(make_context, model))
+    support = update["answer"].pop("support")
+    assert support["verdict"] == "supported" and support["kept"] == ["yes"]
     assert update["answer"] == {
         "extracted": ["yes"],
         "exact": ["yes"],
@@ -306,6 +308,7 @@ async def test_synthesize_cites_only_context_pmids_and_records_the_attempt(make_
             "answered": 1.0,
             "agreement": 1.0,
             "citations": 1.0,
+            "supported": 1.0,
             "evidence": 1.0,
         },
         "cited": ["101"],

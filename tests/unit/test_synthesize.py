@@ -33,11 +33,35 @@ def with_mode(settings, mode):
     )
 
 
+# What the abstracts say: CFTR in 101 and 102, ENaC in 103 (the support check reads them).
+PASSAGES = [
+    {
+        "pmid": "101",
+        "title": "CFTR and cystic fibrosis",
+        "abstract": "Mutations in CFTR cause cystic fibrosis in most patients. "
+        "Mitochondrial dynamics change early during programmed cell death.",
+        "score": 0.9,
+    },
+    {
+        "pmid": "102",
+        "title": "Chloride transport in airway epithelia",
+        "abstract": "CFTR conducts chloride across airway epithelia.",
+        "score": 0.8,
+    },
+    {
+        "pmid": "103",
+        "title": "Sodium channels in the airway",
+        "abstract": "ENaC hyperactivity dehydrates the airway surface in cystic fibrosis.",
+        "score": 0.7,
+    },
+]
+
+
 def state_for(index, qtype="factoid", decided=DECIDED, **extra):
     return {
         "question": QUESTION,
         "qtype": qtype,
-        "organized": index.fetch(["101", "102", "103"]),
+        "organized": [dict(p) for p in PASSAGES],
         "votes": MAJORITY,
         "decision": decided,
         **extra,
@@ -84,9 +108,12 @@ async def test_vote_mode_makes_the_decision_final_without_a_model_call(
     update = await synthesize(state_for(index), Runtime(context=ctx))
     assert model.calls == [] and "calls" not in update
     answer = update["answer"]
-    assert answer["exact"] == ["ENaC", "CFTR"]  # the decision's ranking (up to five), not CFTR
-    # A share of 0.6, but no abstract shown holds "ENaC": the evidence keeps its floor (0.4).
-    assert answer["confidence"] == 0.24 and answer["cited"] == ["103"]
+    # The decision's ranking (up to five), not the majority's CFTR; CFTR is not in 103, the
+    # abstract the decision cites, so the support check drops that candidate.
+    assert answer["exact"] == ["ENaC"] and answer["support"]["dropped"] == ["CFTR"]
+    assert answer["ideal"].startswith("ENaC. ENaC hyperactivity dehydrates")
+    # A share of 0.6, and the abstract cited holds "ENaC": citations 1.0.
+    assert answer["confidence"] == 0.6 and answer["cited"] == ["103"]
     assert answer["source"] == "decision" and answer["rationale"] == DECIDED["why"]
     assert update["attempts"] == [{"round": 0, "temperature": 0.0, "answer": answer, "error": None}]
     assert trace_text("synthesize", update)[0][0].startswith(
@@ -98,14 +125,19 @@ async def test_vote_mode_makes_the_decision_final_without_a_model_call(
     ("qtype", "decided", "exact", "lead"),
     [
         ("yesno", decision(("no", 3.0, ["101"]), ("yes", 2.0, [])), ["no"], "No. "),
-        # No abstract holds a list item: the answer is stated without a borrowed sentence.
+        # No sentence holds both items: the answer is stated without a borrowed sentence.
         (
             "list",
-            decision((["ENaC", "CFTR"], 0.8, ["101"])),
+            decision((["ENaC", "CFTR"], 0.8, ["101", "103"])),
             ["ENaC", "CFTR"],
             "The ensemble's readers answered ENaC; CFTR; no abstract",
         ),
-        ("summary", decision(("Both channels matter.", 1.0, [])), [], "Both channels matter."),
+        (
+            "summary",
+            decision(("CFTR mutations cause cystic fibrosis.", 1.0, ["101"])),
+            [],
+            "CFTR mutations cause cystic fibrosis.",
+        ),
     ],
 )
 async def test_vote_mode_by_question_type(
@@ -118,20 +150,32 @@ async def test_vote_mode_by_question_type(
     answer = update["answer"]
     assert answer["exact"] == exact and answer["ideal"].startswith(lead)
     if qtype == "yesno":
-        doc = index.fetch(["101"])[0]
+        doc = PASSAGES[0]
         assert answer["ideal"][len(lead) :] in f"{doc['title']} {doc['abstract']}"
 
 
-async def test_vote_mode_confidence_is_the_support_share_capped_by_what_is_cited(
+async def test_vote_mode_confidence_is_the_support_share_of_the_cited_evidence(
     make_context, settings, index
 ):
-    decided = decision(("ENaC", 3.0, []), ("CFTR", 1.0, []))
+    decided = decision(("ENaC", 3.0, ["103"]), ("CFTR", 1.0, []))
     del decided["share"]  # organize's aggregate may not give one
     ctx = make_context(script(), settings_=with_mode(settings, "vote"))
     update = await synthesize(state_for(index, decided=decided), Runtime(context=ctx))
-    # The share is 3 of 4, but nobody cited an abstract: the evidence keeps its floor, 0.4.
-    assert update["answer"]["confidence"] == 0.3
+    # The share is 3 of 4, and the abstract cited holds the answer.
+    assert update["answer"]["confidence"] == 0.75
     assert update["answer"]["confidence_parts"]["agreement"] == 0.75
+
+
+async def test_a_decision_that_cites_nothing_is_never_given(make_context, settings, index):
+    # Nobody cited an abstract: nothing carries the answer, so it is refused (confidence 0),
+    # where it used to be given at the evidence's floor.
+    decided = decision(("ENaC", 3.0, []), ("CFTR", 1.0, []))
+    ctx = make_context(script(), settings_=with_mode(settings, "vote"))
+    update = await synthesize(state_for(index, decided=decided), Runtime(context=ctx))
+    answer = update["answer"]
+    assert answer["source"] == "insufficient" and answer["confidence"] == 0.0
+    assert answer["exact"] == [] and "cites no passage" in answer["insufficient"]
+    assert answer["support"]["verdict"] == "refused"
 
 
 async def test_a_failed_synthesis_is_tried_again_then_the_decision_stands_in(make_context, index):
@@ -143,8 +187,9 @@ async def test_a_failed_synthesis_is_tried_again_then_the_decision_stands_in(mak
     state = state_for(index) | {"attempts": update["attempts"]}
     update = await synthesize(state, Runtime(context=make_context(model)))
     answer = update["answer"]
-    assert answer["source"] == "vote" and answer["exact"] == ["ENaC", "CFTR"]
-    assert answer["ideal"].startswith("The ensemble's readers answered ENaC; CFTR")
+    # The decision cites 103, which carries ENaC and not CFTR: the stand-in keeps ENaC.
+    assert answer["source"] == "vote" and answer["exact"] == ["ENaC"]
+    assert answer["ideal"].startswith("ENaC. ENaC hyperactivity dehydrates")
     assert answer["cited"] == ["103"]
     assert update["attempts"][0]["temperature"] == 0.0
     assert "synthesize: the vote answer stands in" in update["notes"]
@@ -167,7 +212,7 @@ async def test_junk_from_the_synthesizer_is_a_failed_attempt_never_an_answer(
     assert broken in update["attempts"][0]["error"] and update["answer"]["failed"]
     state = state_for(index) | {"attempts": update["attempts"]}
     update = await synthesize(state, Runtime(context=make_context(model)))
-    assert update["answer"]["source"] == "vote" and update["answer"]["exact"] == ["ENaC", "CFTR"]
+    assert update["answer"]["source"] == "vote" and update["answer"]["exact"] == ["ENaC"]
 
 
 async def test_junk_with_no_decision_behind_it_says_the_evidence_is_insufficient(

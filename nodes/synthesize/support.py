@@ -1,0 +1,55 @@
+"""The support check, run on every answer before it is given: synthesis's and the stand-in's.
+
+An answer that keeps the contract is given only when the passages it cites carry it:
+infra/support.py decides without a model (entities found, prose grounded, debris refused); a
+list or factoid answer keeps the items the evidence carries and loses the rest. What the check
+found is the answer's `support` record, shown in the trace, the page and the export.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infra.support import check_support
+from nodes.state import Answer, Passage
+
+
+def cited_passages(answer: Answer, contexts: Sequence[Passage]) -> list[Passage]:
+    """Return the passages the answer cites, in its citation order."""
+    by_pmid = {c["pmid"]: c for c in contexts}
+    return [by_pmid[p] for p in answer.get("cited") or [] if p in by_pmid]
+
+
+def check_answer(
+    qtype: str, answer: Answer, contexts: Sequence[Passage]
+) -> tuple[Answer, str | None]:
+    """Return the answer as its evidence carries it, and why it is refused (None: supported).
+
+    A factoid or list answer keeps only the items its cited passages carry; the ideal answer's
+    prose is held to what those passages say. The record of the check rides on the answer.
+    """
+    exact = list(answer.get("exact") or [])
+    cited = cited_passages(answer, contexts)
+    found = check_support(qtype, exact, answer.get("ideal") or "", cited)
+    record = found.record()
+    checked: Answer = {**answer, "support": record}
+    if found.verdict == "refused":
+        return checked, f"the answer is not supported by its evidence: {found.reason}"
+    if qtype in ("factoid", "list"):
+        checked["exact"] = [e for e in exact if e in found.kept]
+    return checked, None
+
+
+def support_share(qtype: str, answer: Answer) -> float:
+    """Return the share of a list answer's items the evidence carries; 1.0 for other types.
+
+    A factoid answer is its first candidate: the candidates the check dropped were never given,
+    and agreement already scores the first one; yes/no and summary have no items to count.
+    """
+    record = answer.get("support") or {}
+    if record.get("verdict") == "refused":
+        return 0.0
+    kept, dropped = len(record.get("kept") or []), len(record.get("dropped") or [])
+    if qtype != "list" or not kept + dropped:
+        return 1.0
+    return kept / (kept + dropped)
