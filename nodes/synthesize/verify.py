@@ -12,7 +12,7 @@ leaves the decision to the model-free check and says so, rather than passing in 
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field, create_model
 
@@ -112,7 +112,7 @@ async def verify_answer(
     reply = await model.structured(
         verify_schema([p["pmid"] for p in passages]), messages, temperature=0
     )
-    call: Call = reply.record("verify")  # type: ignore[assignment]
+    call = cast(Call, reply.record("verify"))  # node "verify": Call.kind is for likelihoods
     if reply.error is not None:
         if reply.error.startswith(UNPARSEABLE):
             why = f"the verifier's reply did not parse ({reply.error}): no passage supports it"
