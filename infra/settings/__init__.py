@@ -28,6 +28,7 @@ from infra.settings.methods import (
     MoISettings,
     OrganizeSettings,
     SynthesisSettings,
+    VerifySettings,
 )
 from infra.settings.models import MODEL_ROLES, ModelSettings, ModelSpec
 from infra.settings.retrieval import (
@@ -61,6 +62,7 @@ __all__ = [
     "SettingsError",
     "SnippetSettings",
     "SynthesisSettings",
+    "VerifySettings",
     "choices",
     "load_settings",
     "read_config_file",
@@ -90,6 +92,7 @@ class Settings(BaseSettings):
     organize: OrganizeSettings = Field(default_factory=OrganizeSettings)
     ensemble: EnsembleSettings = Field(default_factory=EnsembleSettings)
     synthesis: SynthesisSettings = Field(default_factory=SynthesisSettings)
+    verify: VerifySettings = Field(default_factory=VerifySettings)
     fallback: FallbackSettings = Field(default_factory=FallbackSettings)
 
     @classmethod

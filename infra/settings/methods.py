@@ -1,4 +1,4 @@
-"""Settings of the answering methods: organize, the ensemble's strategies, synthesis, fallback."""
+"""Settings of the answering methods: organize, ensemble strategies, synthesis, verify, fallback."""
 
 from __future__ import annotations
 
@@ -199,6 +199,17 @@ class SynthesisSettings(Group):
         0.5, ge=0.0, le=1.0, description="Below this, synthesize again at temperature 0."
     )
     max_attempts: int = Field(2, ge=1, le=4, description="Synthesis attempts per evidence round.")
+
+
+class VerifySettings(Group):
+    """The verifier: a model reads the answer beside every passage it cites (one call)."""
+
+    enabled: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="'auto': on when the verify model is an OpenAI-compatible endpoint "
+        "(provider 'openai'), off for a local model (the 135M demo model cannot judge "
+        "entailment; its answers are 'not verified'); 'on' or 'off' whatever the provider.",
+    )
 
 
 class FallbackSettings(Group):

@@ -82,7 +82,7 @@ class ModelSpec(Group):
         return self.model_dump_json()
 
 
-MODEL_ROLES = ("query", "refine", "organize", "ensemble", "synthesis")
+MODEL_ROLES = ("query", "refine", "organize", "ensemble", "synthesis", "verify")
 """The roles a chat model can play; `ModelSettings` has one field for each."""
 
 
@@ -104,6 +104,11 @@ class ModelSettings(Group):
     )
     synthesis: ModelSpec | None = Field(
         None, description="Merges candidates; default: the first ensemble model."
+    )
+    verify: ModelSpec | None = Field(
+        None,
+        description="Judges whether each cited passage supports the answer (verify.enabled); "
+        "default: the synthesis model.",
     )
     cache: Literal["off", "temperature0", "all"] = Field(
         "temperature0",
@@ -128,6 +133,7 @@ class ModelSettings(Group):
             "refine": self.refine or self.query,
             "organize": self.organize or self.query,
             "synthesis": self.synthesis or self.ensemble[0],
+            "verify": self.verify or self.synthesis or self.ensemble[0],
         }.get(role)
         if spec is None:
             raise KeyError(f"unknown model role {role!r}")

@@ -14,6 +14,8 @@
   > 0), citing another passage, misquoting.
 - `replies.py`: what each prompt kind gets back (member, cited member, synthesis, group,
   relation, duplicates, plural question).
+- `verify.py`: the verifier's prompt answered by a simple word rule, with or without plants (a
+  wiring harness: the verifier's calls go through, nothing is shown about its judgement).
 - `python -m infra.simulate --planted FILE …` serves it from the command line.
 
 A run records the reader it met: `GET <base_url>/reader` returns the settings and the plants'

@@ -44,6 +44,7 @@ from infra.simulate.protocol import (
 from infra.simulate.reader import READER_HEADER, PlantedReader, ReaderSettings
 from infra.simulate.replies import chat_reply
 from infra.simulate.schema_instance import PLACEHOLDER, schema_instance
+from infra.simulate.verify import is_verify_request, verify_reply
 
 __all__ = [
     "FAULT_KINDS",
@@ -166,8 +167,10 @@ class _Handler(BaseHTTPRequestHandler):
         finish = "stop"
         tool, schema = requested_schema(request, messages)
         read = None
-        if endpoint.reader is not None and fault is None:
-            turns = [(str(m.get("role", "")), message_text(m)) for m in messages]
+        turns = [(str(m.get("role", "")), message_text(m)) for m in messages]
+        if fault is None and schema is not None and is_verify_request(schema):
+            read = verify_reply(turns)  # with or without plants: a wiring harness
+        elif endpoint.reader is not None and fault is None:
             temperature = request.get("temperature")
             sampling = float(temperature) if isinstance(temperature, int | float) else None
             read = chat_reply(endpoint.reader, turns, schema, sampling)

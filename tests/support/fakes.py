@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
+from infra.simulate.verify import verify_reply
 from prompts import template_of
 
 
@@ -90,13 +91,20 @@ def pmids_in(messages: list[BaseMessage]) -> list[str]:
 
 
 def script(**replies: Any) -> ScriptedChatModel:
-    """Build a scripted model: each node's reply is a dict (sent as JSON), a string, or a callable."""
+    """Build a scripted model: each node's reply is a dict (sent as JSON), a string, or a callable.
+
+    A `verify` call with no reply scripted is answered by the simulator's word rule
+    (infra/simulate/verify.py).
+    """
 
     def respond(messages: list[BaseMessage], kwargs: dict[str, Any]) -> str:
         node = node_of(messages)
         reply = replies.get(node)
         if reply is None and node == "repair":
             reply = replies.get("query")
+        if reply is None and node == "verify":
+            # The simulator's word rule (a harness): scripts that do not care still verify.
+            reply = verify_reply([(m.type, str(m.content)) for m in messages])
         if callable(reply):
             reply = reply(messages, kwargs)
         if isinstance(reply, Exception):

@@ -44,7 +44,9 @@ def make_context(settings: Settings, index: EmbeddedIndex, embedder: HashEmbedde
     ) -> Context:
         chosen = settings_ or settings
         overrides = {
-            role: [model] for role in ("query", "refine", "organize", "synthesis") if model
+            role: [model]
+            for role in ("query", "refine", "organize", "synthesis", "verify")
+            if model
         }
         overrides |= {role: [m] for role, m in roles.items()}
         if ensemble or model:

@@ -32,6 +32,7 @@ EXPECTED = {
     "organize_summarize": {"contexts", "question"},
     "ensemble": {"instructions", "contexts", "question"},
     "synthesize": {"instructions", "contexts", "question", "decision"},
+    "verify": {"passages", "question", "answer"},
 }
 TEMPLATES = sorted(path.stem for path in HERE.glob("*.md"))
 

@@ -1,0 +1,208 @@
+"""The verifier: a model reads the answer beside every passage it cites, in one call.
+
+For each cited passage it says supports, contradicts or unrelated, quoting the sentence it rests
+on. A verdict counts only when its quote stands verbatim in that passage (the model cannot
+vouch for text it made up), and a reply that does not parse counts as no support: the verifier
+can refuse an answer, never wave one through. An endpoint that fails says "not verified", which
+leaves the decision to the model-free check and says so, rather than passing in silence.
+`verify.enabled` "auto" turns it on for OpenAI-compatible endpoints only: the local demo model
+(135M parameters) cannot judge entailment.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, cast
+
+from pydantic import BaseModel, Field, create_model
+
+from infra.models import UNPARSEABLE, ChatModel
+from infra.settings import Settings
+from nodes.answer_fields import pmid_type
+from nodes.passages import passages as numbered
+from nodes.records import Call, Passage, PassageVerdict, Verification
+from prompts import render
+
+QUOTE_CHARS = 400
+"""Longest quote the schema allows: a long sentence of an abstract, and a bound that stops a
+run-on string inside a grammar."""
+
+
+def verifier_enabled(settings: Settings) -> bool:
+    """Tell whether answers are verified: verify.enabled, "auto" by the verify model's provider."""
+    choice = settings.verify.enabled
+    if choice == "auto":
+        return settings.models.for_role("verify")[0].provider == "openai"
+    return choice == "on"
+
+
+def verify_schema(pmids: list[str]) -> type[BaseModel]:
+    """Return the verifier's output: one verdict per shown passage, naming only these PMIDs.
+
+    The quote comes before the verdict, so a model writes the evidence before it judges.
+    """
+    check = create_model(
+        "PassageCheck",
+        pmid=(pmid_type(pmids), Field(description="The abstract's PMID")),
+        quote=(
+            str,
+            Field(
+                description="The one sentence of this abstract the verdict rests on, copied "
+                "exactly; empty when unrelated",
+                max_length=QUOTE_CHARS,
+            ),
+        ),
+        verdict=(
+            Literal["supports", "contradicts", "unrelated"],
+            Field(
+                description="Whether this abstract supports the answer, contradicts it, or "
+                "is unrelated to it"
+            ),
+        ),
+    )
+    return create_model(
+        "Verdicts",
+        verdicts=(
+            list[check],
+            Field(
+                description="One verdict per abstract, in the order shown",
+                max_length=max(1, len(pmids)),
+            ),
+        ),
+    )
+
+
+def answer_text(qtype: str, exact: list[str], ideal: str) -> str:
+    """Return the answer as the verifier reads it: its type, exact answer and ideal answer."""
+    lines = [f"Question type: {qtype}"]
+    if qtype == "yesno":
+        lines.append(f"Exact answer: {exact[0] if exact else '(none)'}")
+    elif qtype != "summary":
+        lines.append(f"Exact answer: {json.dumps(exact, ensure_ascii=False)}")
+    lines.append(f"Ideal answer: {ideal.strip() or '(none)'}")
+    return "\n".join(lines)
+
+
+async def verify_answer(
+    model: ChatModel,
+    question: str,
+    qtype: str,
+    exact: list[str],
+    ideal: str,
+    passages: list[Passage],
+) -> tuple[Verification, Call | None]:
+    """Ask the verifier about every cited passage at once; return its verification and call.
+
+    Args:
+        model: The verify role's model (`ctx.models.first("verify")`).
+        question: The question answered.
+        qtype: Its BioASQ type.
+        exact: The exact answer (BioASQ-formatted items; empty for a summary).
+        ideal: The ideal answer.
+        passages: The passages the answer cites; none means refused without a call (None).
+    """
+    if not passages:
+        return {"status": "refused", "passages": [], "why": "the answer cites no passage"}, None
+    messages = render(
+        "verify",
+        passages=numbered(passages, model.context_chars),
+        question=question,
+        answer=answer_text(qtype, exact, ideal),
+    )
+    reply = await model.structured(
+        verify_schema([p["pmid"] for p in passages]), messages, temperature=0
+    )
+    call = cast(Call, reply.record("verify"))  # node "verify": Call.kind is for likelihoods
+    if reply.error is not None:
+        if reply.error.startswith(UNPARSEABLE):
+            why = f"the verifier's reply did not parse ({reply.error}): no passage supports it"
+            return {"status": "refused", "passages": unjudged(passages), "why": why}, call
+        why = f"the verifier's call failed: {reply.error}"
+        return {"status": "not verified", "passages": [], "why": why}, call
+    return judged(qtype, exact, reply.value, passages), call
+
+
+def judged(qtype: str, exact: list[str], value: Any, passages: list[Passage]) -> Verification:
+    """Return the verification a parsed reply earns: only verbatim quotes count.
+
+    PMIDs the model names that were not shown are ignored (and a second verdict on one PMID);
+    a passage it skipped is unrelated.
+    """
+    said: dict[str, Any] = {}
+    for check in getattr(value, "verdicts", None) or []:
+        said.setdefault(str(check.pmid), check)
+    verdicts: list[PassageVerdict] = []
+    for passage in passages:
+        check = said.get(passage["pmid"])
+        if check is None:
+            verdicts.append(_skipped(passage["pmid"]))
+            continue
+        quote = str(check.quote)
+        verdicts.append(
+            {
+                "pmid": passage["pmid"],
+                "verdict": check.verdict,
+                "quote": quote,
+                "quoted": verbatim(quote, passage),
+            }
+        )
+    return _decided(qtype, exact, verdicts)
+
+
+def verbatim(quote: str, passage: Passage) -> bool:
+    """Tell whether a quote is non-empty and stands in the passage's title or abstract.
+
+    Whitespace is collapsed on both sides (line breaks and double spaces differ between how an
+    abstract is stored, shown and copied); case is kept: a copied sentence keeps its case, and
+    in this text case carries meaning (gene symbols against words: "NO" is nitric oxide).
+    """
+    wanted = _squashed(quote)
+    if not wanted:
+        return False
+    return wanted in _squashed(f"{passage.get('title') or ''}\n{passage.get('abstract') or ''}")
+
+
+def counted(verdict: PassageVerdict) -> str:
+    """Return the verdict as it counts: unrelated unless its quote is verbatim."""
+    return verdict["verdict"] if verdict["quoted"] else "unrelated"
+
+
+def verification_lines(verification: Verification) -> list[str]:
+    """Return the verification as trace lines: the status, why, and each passage's verdict."""
+    lines = [f"verified: {verification['status']} ({verification['why']})"]
+    for v in verification["passages"]:
+        kept = "" if v["quoted"] or not v["quote"] else " (quote not in the passage: unrelated)"
+        quote = f': "{v["quote"]}"' if v["quote"] else ""
+        lines.append(f"  {v['pmid']} {v['verdict']}{kept}{quote}")
+    return lines
+
+
+def _decided(qtype: str, exact: list[str], verdicts: list[PassageVerdict]) -> Verification:
+    supports = [v for v in verdicts if counted(v) == "supports"]
+    contradicts = [v for v in verdicts if counted(v) == "contradicts"]
+    unquoted = [v["pmid"] for v in verdicts if v["verdict"] != "unrelated" and not v["quoted"]]
+    shown = f"the answer {exact[0]!r}" if qtype == "yesno" and exact else "the answer"
+    if qtype == "yesno" and contradicts:
+        first = contradicts[0]
+        why = f'PMID {first["pmid"]} contradicts {shown}: "{first["quote"]}"'
+        return {"status": "refused", "passages": verdicts, "why": why}
+    if not supports:
+        why = f"no cited passage supports {shown}"
+        if unquoted:
+            why += f" (a quote not found verbatim in PMID {', '.join(unquoted)})"
+        return {"status": "refused", "passages": verdicts, "why": why}
+    why = f"PMID {', '.join(v['pmid'] for v in supports)} support{'s' * (len(supports) == 1)} it"
+    return {"status": "supported", "passages": verdicts, "why": why}
+
+
+def unjudged(passages: list[Passage]) -> list[PassageVerdict]:
+    """Return every passage as unrelated: nothing the verifier said can be read."""
+    return [_skipped(p["pmid"]) for p in passages]
+
+
+def _skipped(pmid: str) -> PassageVerdict:
+    return {"pmid": pmid, "verdict": "unrelated", "quote": "", "quoted": False}
+
+
+def _squashed(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,249 @@
+"""The verifier: one call reads the answer beside every cited passage; only verbatim quotes count."""
+
+import json
+
+import pytest
+
+from graphs.describe import describe_call
+from infra.settings import ModelSettings, ModelSpec, SettingsError, load_settings
+from infra.simulate.verify import verify_reply
+from infra.structured import parse_json_reply
+from nodes.synthesize.verify import (
+    verification_lines,
+    verifier_enabled,
+    verify_answer,
+    verify_schema,
+)
+from tests.support.fakes import pmids_in, script
+
+QUESTION = "Is losartan effective against brain atrophy in Alzheimer's disease?"
+CONTRA = (
+    "Losartan was not effective in reducing brain atrophy   in patients\nwith mild Alzheimer's."
+)
+PASSAGES = [
+    {
+        "pmid": "101",
+        "title": "Losartan in Alzheimer's disease (RADAR)",
+        "abstract": "We ran a trial of 211 patients. " + CONTRA + " It was well tolerated.",
+        "score": 1.0,
+    },
+    {
+        "pmid": "102",
+        "title": "Angiotensin receptor blockers and dementia",
+        "abstract": "Angiotensin receptor blockers were associated with less brain atrophy. "
+        "The association held after adjustment.",
+        "score": 0.9,
+    },
+    {
+        "pmid": "103",
+        "title": "CFTR and cystic fibrosis",
+        "abstract": "The CFTR gene is mutated in cystic fibrosis.",
+        "score": 0.8,
+    },
+]
+SUPPORT_102 = "Angiotensin receptor blockers were associated with less brain atrophy."
+
+
+def reply(*verdicts):
+    return {"verdicts": [{"pmid": p, "quote": q, "verdict": v} for p, v, q in verdicts]}
+
+
+@pytest.fixture
+def uncached(make_context, settings):
+    """Contexts whose models never answer from the reply cache: every call reaches the model."""
+    models = settings.models.model_copy(update={"cache": "off"})
+    return lambda model: make_context(
+        model, settings_=settings.model_copy(update={"models": models})
+    )
+
+
+async def verified(make_context, answer, qtype="yesno", exact=("yes",), passages=PASSAGES):
+    model = answer if not isinstance(answer, dict | str | Exception) else script(verify=answer)
+    ctx = make_context(model)
+    verification, call = await verify_answer(
+        ctx.models.first("verify"),
+        QUESTION,
+        qtype,
+        list(exact),
+        "Losartan reduces brain atrophy.",
+        list(passages),
+    )
+    return verification, call, model
+
+
+def test_schema_offers_the_shown_pmids_and_three_verdicts():
+    schema = verify_schema(["101", "102"])
+    raw = json.dumps(reply(("102", "supports", SUPPORT_102)))
+    parsed = parse_json_reply(schema, raw)
+    assert parsed.verdicts[0].pmid == "102" and parsed.verdicts[0].verdict == "supports"
+    dumped = json.dumps(schema.model_json_schema())
+    assert '"enum": ["101", "102"]' in dumped
+    assert '"enum": ["supports", "contradicts", "unrelated"]' in dumped
+    with pytest.raises(ValueError):
+        parse_json_reply(schema, json.dumps(reply(("102", "agrees", SUPPORT_102))))
+
+
+async def test_a_verbatim_quote_counts_whitespace_collapsed(make_context):
+    # The model copies the sentence with its line break and double space flattened.
+    quote = " ".join(CONTRA.split())
+    v, _, _ = await verified(
+        make_context, reply(("101", "supports", quote)), qtype="factoid", exact=["losartan"]
+    )
+    assert v["status"] == "supported" and v["why"] == "PMID 101 supports it"
+    assert v["passages"][0] == {
+        "pmid": "101",
+        "verdict": "supports",
+        "quote": quote,
+        "quoted": True,
+    }
+
+
+async def test_a_paraphrased_quote_is_not_counted_but_kept(make_context):
+    paraphrase = "Losartan did not reduce brain atrophy in mild Alzheimer's."
+    v, _, _ = await verified(
+        make_context, reply(("101", "supports", paraphrase)), qtype="factoid", exact=["losartan"]
+    )
+    assert v["status"] == "refused"
+    assert v["passages"][0] == {
+        "pmid": "101",
+        "verdict": "supports",  # what the model said, kept for the trace
+        "quote": paraphrase,
+        "quoted": False,
+    }
+    assert "not found verbatim in PMID 101" in v["why"]
+
+
+async def test_an_empty_quote_gives_no_support(make_context):
+    v, _, _ = await verified(make_context, reply(("102", "supports", "")))
+    assert v["status"] == "refused" and v["passages"][1]["quoted"] is False
+
+
+async def test_a_yesno_answer_its_citation_contradicts_is_refused(make_context):
+    answer = reply(
+        ("101", "contradicts", " ".join(CONTRA.split())), ("102", "supports", SUPPORT_102)
+    )
+    v, _, _ = await verified(make_context, answer)
+    assert v["status"] == "refused"
+    assert v["why"].startswith("PMID 101 contradicts the answer 'yes': \"Losartan was not")
+    lines = verification_lines(v)
+    assert lines[0].startswith("verified: refused") and lines[2].startswith("  102 supports: ")
+
+
+async def test_a_contradiction_without_a_verbatim_quote_does_not_refuse_yesno(make_context):
+    answer = reply(("101", "contradicts", "Losartan failed."), ("102", "supports", SUPPORT_102))
+    v, _, _ = await verified(make_context, answer)
+    assert v["status"] == "supported" and v["why"] == "PMID 102 supports it"
+
+
+async def test_an_answer_no_passage_supports_is_refused(make_context):
+    for qtype, exact in (("yesno", ["yes"]), ("factoid", ["CFTR"]), ("summary", [])):
+        v, _, _ = await verified(
+            make_context, reply(("101", "unrelated", ""), ("103", "unrelated", "")), qtype, exact
+        )
+        assert v["status"] == "refused", qtype
+        assert v["why"].startswith("no cited passage supports")
+        assert [p["verdict"] for p in v["passages"]] == ["unrelated"] * 3  # 102 skipped
+
+
+async def test_an_unparseable_reply_is_refused(make_context):
+    v, call, _ = await verified(make_context, "][{")
+    assert v["status"] == "refused" and "did not parse" in v["why"]
+    assert call["raw"] == "][{" and call["error"].startswith("unparseable output")
+    assert [p["quoted"] for p in v["passages"]] == [False] * 3
+
+
+async def test_a_failed_endpoint_is_not_verified_never_a_pass(make_context):
+    v, call, _ = await verified(make_context, ConnectionError("Connection refused"))
+    assert v == {
+        "status": "not verified",
+        "passages": [],
+        "why": "the verifier's call failed: ConnectionError: Connection refused",
+    }
+    assert call["error"] == "ConnectionError: Connection refused"
+
+
+async def test_one_call_reads_every_cited_passage(uncached):
+    answer = reply(
+        ("999", "supports", "Invented."),  # not shown: ignored
+        ("102", "supports", SUPPORT_102),
+        ("102", "contradicts", SUPPORT_102),  # a second word on 102: the first stands
+    )
+    v, call, model = await verified(uncached, answer)
+    assert len(model.calls) == 1
+    messages = model.calls[0]["messages"]
+    assert pmids_in(messages) == ["101", "102", "103"]
+    prompt = messages[-1].content
+    assert f"Question: {QUESTION}" in prompt
+    assert "Question type: yesno\nExact answer: yes\nIdeal answer: Losartan reduces" in prompt
+    assert model.calls[0]["kwargs"].get("temperature") == 0
+    assert [p["pmid"] for p in v["passages"]] == ["101", "102", "103"]
+    assert [p["verdict"] for p in v["passages"]] == ["unrelated", "supports", "unrelated"]
+    assert v["status"] == "supported"
+    # The call is recorded with its prompt and raw output, and a trace shows it.
+    assert call["node"] == "verify" and call["prompt"][-1]["content"] == prompt
+    shown = describe_call(call)
+    assert any("Invented." in line for line in shown)
+
+
+async def test_no_cited_passage_is_refused_without_a_call(make_context):
+    v, call, model = await verified(make_context, reply(), passages=[])
+    assert v["status"] == "refused" and call is None and model.calls == []
+
+
+def test_auto_verifies_endpoints_not_the_local_model(settings):
+    assert verifier_enabled(settings) is False  # the demo model
+    endpoint = {"provider": "openai", "model": "m", "base_url": "http://x/v1"}
+    remote = load_settings(home=settings.home, models={"ensemble": [endpoint]})
+    assert verifier_enabled(remote) is True
+    local_verifier = load_settings(
+        home=settings.home, models={"ensemble": [endpoint], "verify": {"provider": "local"}}
+    )
+    assert verifier_enabled(local_verifier) is False
+    assert verifier_enabled(load_settings(home=settings.home, verify={"enabled": "on"})) is True
+    off = load_settings(
+        home=settings.home, models={"ensemble": [endpoint]}, verify={"enabled": "off"}
+    )
+    assert verifier_enabled(off) is False
+
+
+def test_verify_enabled_reads_the_environment(settings, monkeypatch):
+    monkeypatch.setenv("QUORUM_VERIFY__ENABLED", "off")
+    assert load_settings(home=settings.home).verify.enabled == "off"
+    monkeypatch.setenv("QUORUM_VERIFY__ENABLED", "maybe")
+    with pytest.raises(SettingsError, match=r"invalid setting verify\.enabled"):
+        load_settings(home=settings.home)
+
+
+def test_the_verify_role_defaults_to_the_synthesis_model():
+    ensemble = [ModelSpec(model="e1"), ModelSpec(model="e2")]
+    assert ModelSettings(ensemble=ensemble).for_role("verify")[0].model == "e1"
+    models = ModelSettings(ensemble=ensemble, synthesis=ModelSpec(model="s"))
+    assert models.for_role("verify") == models.for_role("synthesis")
+    chosen = ModelSettings(synthesis=ModelSpec(model="s"), verify=ModelSpec(model="v"))
+    assert chosen.for_role("verify")[0].model == "v"
+    assert ("verify", chosen.verify) in chosen.by_role()
+
+
+# --- the simulator's rule (a wiring harness, not evidence the verifier works) ------------------
+
+
+async def test_the_scripted_model_answers_verify_by_the_simulators_rule(make_context):
+    v, _, _ = await verified(make_context, script())  # no verify reply scripted
+    assert v["status"] == "refused"
+    assert v["passages"][0]["verdict"] == "contradicts" and v["passages"][0]["quoted"]
+
+
+async def test_the_simulators_rule_supports_an_entity_it_finds(make_context):
+    v, _, _ = await verified(make_context, script(), qtype="factoid", exact=["CFTR"])
+    assert v["status"] == "supported" and v["why"] == "PMID 103 supports it"
+    assert v["passages"][2]["quote"] == "CFTR and cystic fibrosis"  # the title line
+
+
+def test_the_simulators_rule_reads_polarity_from_negation_cues():
+    text = (
+        "[1] PMID 1\nLosartan was not effective against brain atrophy.\n\n"
+        "[2] PMID 2\nLosartan reduced brain atrophy in mice.\n\n"
+        f"Question: {QUESTION}\n\nQuestion type: yesno\nExact answer: no\nIdeal answer: No."
+    )
+    found = verify_reply([("user", text)])
+    assert [v["verdict"] for v in found["verdicts"]] == ["supports", "contradicts"]
