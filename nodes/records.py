@@ -138,6 +138,34 @@ class Fallback(TypedDict):
     """Articles PubMed returned."""
 
 
+class PassageVerdict(TypedDict):
+    """The verifier's word on one cited passage (nodes/synthesize/verify.py)."""
+
+    pmid: str
+    """The cited passage."""
+    verdict: Literal["supports", "contradicts", "unrelated"]
+    """What the model said; a passage it skipped is "unrelated"."""
+    quote: str
+    """The sentence of the passage the model said its verdict rests on ("" when none)."""
+    quoted: bool
+    """Whether the quote is non-empty and stands verbatim in the passage's title or abstract
+    (whitespace collapsed): only then does the verdict count; otherwise it counts as
+    unrelated, and stays here as the model said it."""
+
+
+class Verification(TypedDict):
+    """The verifier's reading of an answer against every passage it cites, in one call."""
+
+    status: Literal["supported", "refused", "not verified"]
+    """"supported": a quoted passage supports the answer (and, for yes/no, none contradicts
+    it); "refused": the evidence does not carry it, or the reply did not parse; "not
+    verified": the verifier was off or its call failed (the model-free check stands)."""
+    passages: list[PassageVerdict]
+    """One verdict per cited passage, in the order cited."""
+    why: str
+    """What decided the status, in words (the passages and quotes, or the error)."""
+
+
 class Carried(TypedDict):
     """Where a cited passage carries one exact answer (infra/support.py Carrier)."""
 
@@ -170,6 +198,9 @@ class SupportRecord(TypedDict):
     """Where each kept answer is carried."""
     checks: list[dict]
     """Each check: check, passed, detail."""
+    verified: NotRequired[Verification]
+    """The verifier's reading (nodes/synthesize/verify.py): "not verified" when it is off or its
+    call failed, so an unverified answer says so."""
 
 
 class Answer(TypedDict):
@@ -309,31 +340,3 @@ class Result(TypedDict):
     """The sentences of those documents closest to the question."""
     titles: dict[str, str]
     """Title per document PMID."""
-
-
-class PassageVerdict(TypedDict):
-    """The verifier's word on one cited passage (nodes/synthesize/verify.py)."""
-
-    pmid: str
-    """The cited passage."""
-    verdict: Literal["supports", "contradicts", "unrelated"]
-    """What the model said; a passage it skipped is "unrelated"."""
-    quote: str
-    """The sentence of the passage the model said its verdict rests on ("" when none)."""
-    quoted: bool
-    """Whether the quote is non-empty and stands verbatim in the passage's title or abstract
-    (whitespace collapsed): only then does the verdict count; otherwise it counts as
-    unrelated, and stays here as the model said it."""
-
-
-class Verification(TypedDict):
-    """The verifier's reading of an answer against every passage it cites, in one call."""
-
-    status: Literal["supported", "refused", "not verified"]
-    """"supported": a quoted passage supports the answer (and, for yes/no, none contradicts
-    it); "refused": the evidence does not carry it, or the reply did not parse; "not
-    verified": the verifier was off or its call failed (the model-free check stands)."""
-    passages: list[PassageVerdict]
-    """One verdict per cited passage, in the order cited."""
-    why: str
-    """What decided the status, in words (the passages and quotes, or the error)."""

@@ -30,10 +30,10 @@ from nodes.answer_fields import (
 from nodes.context import Context
 from nodes.describing import NodeDescription, confidence_text, describes
 from nodes.passages import passages
-from nodes.state import Answer, Attempt, Decision, Passage, QAState
+from nodes.state import Answer, Attempt, Call, Decision, Passage, QAState
 from nodes.synthesize.confidence import earned_confidence
 from nodes.synthesize.rule import decided, insufficient, rule_answer, rule_ideal
-from nodes.synthesize.support import check_answer, support_share
+from nodes.synthesize.support import held_to_evidence, support_share
 from nodes.synthesize.trace import COVERS, synthesize_trace
 from prompts import render
 
@@ -136,14 +136,14 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
     contexts = evidence_for(state, decision, ctx.settings.ensemble.contexts)
     this_round = evidence_round(state)
     if ctx.settings.synthesis.mode == "vote":
-        answer = await _standing_in(state, decision, contexts, ctx, why_failed=None)
+        answer, checking = await _standing_in(state, decision, contexts, ctx, why_failed=None)
         attempt: Attempt = {
             "round": this_round,
             "temperature": 0.0,
             "answer": answer,
             "error": None,
         }
-        return {"answer": answer, "attempts": [attempt]}
+        return {"answer": answer, "attempts": [attempt]} | ({"calls": checking} if checking else {})
     earlier = [a for a in state.get("attempts", []) if a["round"] == this_round]
     last = len(earlier) + 1 >= ctx.settings.synthesis.max_attempts
     temperature = ctx.settings.synthesis.temperature if not earlier else 0.0
@@ -171,6 +171,7 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
         asyncio.to_thread(prefetch_sentences, contexts, ctx.embedder),
     )
     notes: list[str] = []
+    calls = [reply.record("synthesize")]
     error = reply.error
     answer: Answer | None = None
     if reply.value is not None:
@@ -180,14 +181,18 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
             error = f"the answer broke the contract: {problem}"
         else:
             # Kept the contract; now the evidence it cites must carry it.
-            answer, error = check_answer(qtype, answer, contexts)
+            answer, error, checking = await held_to_evidence(
+                ctx, state["question"], qtype, answer, contexts
+            )
+            calls += checking
         if error is None:
             answer |= _earned(state, answer, contexts, model=float(reply.value.confidence))
     if error is not None:
         notes.append(f"synthesize: attempt {len(earlier) + 1} failed: {error}")
         if last:
             # The round's last attempt failed too: the decision stands in, by the rule step.
-            answer = await _standing_in(state, decision, contexts, ctx, why_failed=error)
+            answer, standing = await _standing_in(state, decision, contexts, ctx, why_failed=error)
+            calls += standing
             notes.append(f"synthesize: the {answer['source']} answer stands in")
         else:
             answer = {
@@ -201,7 +206,7 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
     return {
         "answer": answer,
         "attempts": [attempt],
-        "calls": [reply.record("synthesize")],
+        "calls": calls,
         "notes": notes,
     }
 
@@ -263,8 +268,11 @@ async def _standing_in(
     ctx: Context,
     *,
     why_failed: str | None,
-) -> Answer:
-    """Return the decision formatted by the rule step, its confidence earned from the evidence."""
+) -> tuple[Answer, list[Call]]:
+    """Return the decision formatted by the rule step, its confidence earned from the evidence.
+
+    Held to its evidence as synthesis's answer is; the verifier's call comes back beside it.
+    """
     answer = await asyncio.to_thread(
         rule_answer,
         state["qtype"],
@@ -275,10 +283,9 @@ async def _standing_in(
         why_failed=why_failed,
     )
     if answer["source"] == "insufficient":
-        return answer | {"model_confidence": None}
-    # The stand-in is held to its evidence as synthesis's answer is.
+        return answer | {"model_confidence": None}, []
     qtype = state["qtype"]
-    answer, refused = check_answer(qtype, answer, contexts)
+    answer, refused, calls = await held_to_evidence(ctx, state["question"], qtype, answer, contexts)
     if refused is None and answer["support"]["dropped"]:
         # Stated again from what the evidence carries, never from the items it lost.
         answer["ideal"] = await asyncio.to_thread(
@@ -289,8 +296,8 @@ async def _standing_in(
         return insufficient(reason, answer.get("rationale") or "no decision") | {
             "model_confidence": None,
             "support": answer["support"],
-        }
-    return answer | _earned(state, answer, contexts, model=None)
+        }, calls
+    return answer | _earned(state, answer, contexts, model=None), calls
 
 
 def _synthesis_done(update: dict[str, Any]) -> str:

@@ -11,7 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infra.support import check_support
-from nodes.state import Answer, Passage
+from nodes.context import Context
+from nodes.state import Answer, Call, Passage
+from nodes.synthesize.verify import verifier_enabled, verify_answer
+
+VERIFIER_OFF = "verify.enabled is off for this model (the local demo model cannot judge entailment)"
 
 
 def cited_passages(answer: Answer, contexts: Sequence[Passage]) -> list[Passage]:
@@ -38,6 +42,42 @@ def check_answer(
     if qtype in ("factoid", "list"):
         checked["exact"] = [e for e in exact if e in found.kept]
     return checked, None
+
+
+async def held_to_evidence(
+    ctx: Context, question: str, qtype: str, answer: Answer, contexts: Sequence[Passage]
+) -> tuple[Answer, str | None, list[Call]]:
+    """Return the answer as its evidence carries it, why it is refused, and the verifier's call.
+
+    The model-free check first (it needs no call and refuses most of what is wrong); then, when
+    verify.enabled allows, the verifier reads the answer beside the passages it cites, once.
+    A verifier that could not be asked leaves the model-free verdict standing, marked so.
+    """
+    checked, refused = check_answer(qtype, answer, contexts)
+    if refused is not None:
+        return checked, refused, []
+    if not verifier_enabled(ctx.settings):
+        checked["support"]["verified"] = {
+            "status": "not verified",
+            "passages": [],
+            "why": VERIFIER_OFF,
+        }
+        return checked, None, []
+    verification, call = await verify_answer(
+        ctx.models.first("verify"),
+        question,
+        qtype,
+        list(checked.get("exact") or []),
+        checked.get("ideal") or "",
+        cited_passages(checked, contexts),
+    )
+    checked["support"]["verified"] = verification
+    calls = [call] if call is not None else []
+    if verification["status"] == "refused":
+        checked["support"]["verdict"] = "refused"
+        checked["support"]["reason"] = f"verifier: {verification['why']}"
+        return checked, f"the verifier refused the answer: {verification['why']}", calls
+    return checked, None, calls
 
 
 def support_share(qtype: str, answer: Answer) -> float:

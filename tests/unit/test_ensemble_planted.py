@@ -181,7 +181,9 @@ async def test_vote_mode_answers_the_decision_without_a_synthesis_call(settings,
         state, update = await decide(ctx)
         calls = endpoint.stats.calls
         answer = await synthesize(state | update, Runtime(context=ctx))
-        assert endpoint.stats.calls == calls  # no synthesis call in vote mode
+        # No synthesis call in vote mode: the one call is the verifier's, reading the decision.
+        assert endpoint.stats.calls == calls + 1
+        assert [c["node"] for c in answer["calls"]] == ["verify"]
     decided = [a["answer"] for a in update["decision"]["answers"][:5]]
     given = answer["answer"]
     assert given["extracted"] == decided and given["source"] == "decision"
