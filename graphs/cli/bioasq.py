@@ -321,7 +321,8 @@ def bioasq_report(
         raise CliError(f"--output-dir {target} exists and is not a directory; name a directory")
     figures = write_report(run, gold_data, target, other)
     err.print(
-        f"report for {figures['questions']} question(s) in {target}: {', '.join(figures['files'])}"
+        f"report for {figures['questions']} question(s), {figures['guessed']} yes/no guessed, "
+        f"in {target}: {', '.join(figures['files'])}"
     )
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from graphs.bioasq.report import load_run
 from graphs.bioasq.run import Journal, JournalMismatch, _answer, journal_path, run_batch
 from graphs.runtime import Outcome
 from infra.bioasq.formats import Question
@@ -291,7 +292,7 @@ async def test_a_phase_b_thread_reads_back_as_a_trace(make_context, settings, tm
 
 
 async def test_report_scores_by_type_plots_and_compares_two_runs(make_context, tmp_path):
-    from graphs.bioasq.report import load_run, score_run, write_report
+    from graphs.bioasq.report import score_run, write_report
 
     t = write_testset(tmp_path / "t.json")
     gold = json.loads(t.read_text())
@@ -320,6 +321,7 @@ async def test_report_scores_by_type_plots_and_compares_two_runs(make_context, t
     assert first.scores["q2-1"]["score"] == pytest.approx(0.5)  # list: 1 of 2 right, 1 of 2 found
     assert first.scores["q3-2"]["score"] == 0.0  # factoid wrong
     figures = write_report(first, gold, tmp_path / "report", second)
+    assert figures["guessed"] == 0  # every yes/no answered
     assert {
         "report.md",
         "report.html",
@@ -396,6 +398,7 @@ async def test_an_unanswered_yesno_is_written_as_configured_and_journalled_a_gue
     assert "no ensemble member gave a usable answer" in record["reason"]
     assert record["entry"]["exact_answer"] == "no"  # the setting's, not the model's "yes"
     assert json.loads(out.read_text())["questions"] == [record["entry"]]
+    assert load_run(out).guessed == {"q1-0"}  # what `bioasq report` counts
     kept = answering_model()
     report = await run_batch(
         make_context(kept), t, out, phase="A+", keep_insufficient=True, progress=False
@@ -403,6 +406,7 @@ async def test_an_unanswered_yesno_is_written_as_configured_and_journalled_a_gue
     assert kept.calls == [] and report.resumed == 1 and report.guessed == ["q1-0"]
     again = await run_batch(make_context(answering_model()), t, out, phase="A+", progress=False)
     assert again.answered == 1 and not again.guessed and not again.insufficient
+    assert load_run(out).guessed == set()
 
 
 class StubGraph:
