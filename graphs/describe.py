@@ -175,6 +175,15 @@ def exact_text(exact: Any) -> str | None:
     return str(exact)
 
 
+def given_exact(result: dict[str, Any]) -> Any:
+    """Return the exact answer a result gives: None when nothing was supported (insufficient).
+
+    finalize gives none then; a result kept from before it did may hold an empty answer shaped
+    as "no", which is no answer either.
+    """
+    return None if result.get("insufficient") else result.get("exact_answer")
+
+
 def cited_evidence(result: dict[str, Any]) -> list[dict[str, str]]:
     """Return the passages the answer rests on: pmid, title and the sentence that supports it."""
     titles = result.get("titles") or {}
@@ -206,7 +215,7 @@ def answer_lines(result: dict[str, Any], *, documents: int | None = None) -> lis
         documents: Show at most this many retrieved documents (all when None).
     """
     lines = []
-    exact = exact_text(result.get("exact_answer"))
+    exact = exact_text(given_exact(result))
     qtype = result.get("type") or "?"
     if exact is not None:
         lines.append(f"{EXACT_ANSWER} ({qtype}): {exact}")

@@ -40,7 +40,8 @@ def check_endpoints(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> N
         if problem is not None:
             role, spec = targets[key]
             raise Unavailable(
-                f"model endpoint {_shown(key[0])} (model {spec.model!r}, models.{role}): {problem}"
+                f"model endpoint {shown_url(key[0])} (model {spec.model!r}, models.{role}): "
+                f"{problem}"
             )
 
 
@@ -77,7 +78,7 @@ def _problem(url: str, spec: ModelSpec, timeout_s: float) -> str | None:
     return None
 
 
-def _shown(url: str) -> str:
+def shown_url(url: str) -> str:
     """Return `url` without any user:password part (secrets never reach the terminal)."""
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:

@@ -154,10 +154,14 @@ class Reply:
     temperature: float | None = None
     method: str | None = None
     """The structured-output method an endpoint was asked with, when negotiation changed it."""
+    endpoint: str | None = None
+    """Where the call went: the endpoint's URL (no credentials), or "local model"."""
 
     def record(self, node: str) -> dict[str, Any]:
         """Return the call as a JSON-able trace entry."""
         shown = {"method": self.method} if self.method else {}
+        if self.endpoint:
+            shown["endpoint"] = self.endpoint
         return shown | {
             "node": node,
             "model": self.model,

@@ -10,14 +10,19 @@ from langgraph.runtime import Runtime
 from infra.bioasq import exact_answer_shape
 from infra.bioasq.contract import answer_problem, insufficient_answer
 from infra.embeddings import Embedder
-from infra.models import UNPARSEABLE
 from infra.snippets import best_snippets, supporting_sentences
 from nodes.context import Context
 from nodes.describing import NodeDescription, describes
+from nodes.records import Call, Result
 from nodes.state import Evidence, QAState
 
 MAX_DOCUMENTS = 10
 ALL_FAILED = "no model could answer this question from the evidence found"
+"""How the reason of a model failure begins (older traces' only mark of one)."""
+ANSWERING_ROLES = {"ensemble": "ensemble", "synthesize": "synthesis"}
+"""The nodes whose calls answer the question, and the role each one's models play."""
+SHOWN_REPLY = 80
+"""Characters of a failed reply a model failure quotes."""
 
 
 async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -36,7 +41,8 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     snippet_docs = [by_pmid[p] for p in documents if p in by_pmid][: chosen.documents]
     exact = exact_answer_shape(qtype, answer.get("exact", []))
     ideal = (answer.get("ideal") or "").strip()
-    reason = _why_unanswered(state, answer, qtype, exact, ideal)
+    failure = model_failure(state.get("calls") or [])
+    reason = failure or _why_unanswered(state, answer, qtype, exact, ideal)
     cited = [p for p in answer.get("cited", []) if p in by_pmid] if reason is None else []
     snippets, evidence = await asyncio.gather(
         asyncio.to_thread(
@@ -55,12 +61,15 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
         ),
     )
     if reason:
-        # Say so in the answer itself rather than pass junk or nothing off as a result.
+        # Say so in the answer itself rather than pass junk or nothing off as a result, and
+        # give no exact answer: an empty answer shaped as yes/no would read "no", a guess.
         ideal = insufficient_answer(reason)
+        exact = None
     return {
         "result": {
             "insufficient": reason is not None,
             "insufficient_reason": reason,
+            "failed": failure is not None,
             "question": state["question"],
             "type": qtype,
             "exact_answer": exact,
@@ -99,6 +108,39 @@ def cited_evidence(
     return out
 
 
+def model_failure(calls: list[Call]) -> str | None:
+    """Return why no model answered at all, or None when one reply of the answering roles parsed.
+
+    The one rule for "the model failed, not the evidence": the ensemble members and the
+    synthesis attempts made calls, and not one reply came back parseable (junk, empty, an
+    error). The reason names each endpoint and role once, with what it returned.
+    """
+    answering = [
+        c for c in calls if c.get("node") in ANSWERING_ROLES and c.get("kind") != "loglikelihood"
+    ]
+    if not answering or any(c.get("error") is None for c in answering):
+        return None
+    first: dict[tuple[str, str], Call] = {}
+    for call in answering:
+        where = call.get("endpoint") or f"model {call.get('model')!r}"
+        first.setdefault((ANSWERING_ROLES[call["node"]], where), call)
+    said = "; ".join(
+        f"{role}: {where} returned {(call.get('raw') or '')[:SHOWN_REPLY]!r} "
+        f"({str(call.get('error'))[:300]})"
+        for (role, where), call in first.items()
+    )
+    return f"{ALL_FAILED}: {said}"
+
+
+def model_failed(result: Result | dict[str, Any]) -> bool:
+    """Return whether a run's result is a model failure (finalize's `failed`), not an answer."""
+    if "failed" in result:
+        return bool(result["failed"])
+    # A result from before `failed` was kept: its reason was the only mark.
+    reason = str(result.get("insufficient_reason") or "")
+    return bool(result.get("insufficient")) and reason.startswith(ALL_FAILED)
+
+
 def _why_unanswered(
     state: QAState, answer: dict[str, Any], qtype: str, exact: Any, ideal: str
 ) -> str | None:
@@ -109,11 +151,6 @@ def _why_unanswered(
     if members and not any(m.get("error") is None and m.get("answer") for m in members):
         # Nobody answered: no answer can be confident, whatever synthesis made of it.
         errors = [m["error"] for m in members if m.get("error")]
-        reached = [e for e in errors if e.startswith(UNPARSEABLE)]
-        if errors and len(errors) == len(members) and len(reached) < len(errors):
-            # Calls that failed (a server down, a key refused): an error, in the server's words.
-            return f"{ALL_FAILED} (last error: {errors[-1][:500]})"
-        # The models answered, but nothing usable: the evidence gave no answer.
         last = f" (last error: {errors[-1][:300]})" if errors else ""
         return f"no ensemble member gave a usable answer from the evidence found{last}"
     if answer.get("insufficient"):

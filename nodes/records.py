@@ -288,6 +288,8 @@ class Call(TypedDict):
     """moi: a likelihood call rather than a chat completion."""
     method: NotRequired[str]
     """The structured-output method, when the endpoint refused the configured one and why."""
+    endpoint: NotRequired[str]
+    """Where the call went: the endpoint's URL (no credentials), or "local model"."""
 
 
 def call_tokens(call: Call) -> int:
@@ -316,13 +318,18 @@ class Result(TypedDict):
     insufficient: bool
     """Whether a question that was to be answered has no answer."""
     insufficient_reason: str | None
-    """Why it has none (every member failed, or the model gave no answer)."""
+    """Why it has none (the evidence carried no answer, or, when `failed`, which model at
+    which endpoint returned what)."""
+    failed: NotRequired[bool]
+    """Whether no ensemble member and no synthesis call gave a parseable reply: a model
+    failure (the run failed), not thin evidence; read through nodes.finalize.model_failed."""
     question: str
     """The question answered (a follow-up as rewritten)."""
     type: str
     """The BioASQ question type."""
     exact_answer: str | list[list[str]] | None
-    """yesno: "yes"/"no"; factoid, list: lists of synonyms; summary: None."""
+    """yesno: "yes"/"no"; factoid, list: lists of synonyms; summary, and any insufficient
+    result: None (nothing is guessed)."""
     ideal_answer: str
     """The ideal answer."""
     confidence: float

@@ -46,6 +46,8 @@ class Run:
     phase: str
     scores: dict[str, dict[str, float | None]] = field(default_factory=dict)
     totals: dict[str, Any] = field(default_factory=dict)
+    guessed: set[str] = field(default_factory=set)
+    """Yes/no questions whose submitted exact answer is bioasq.unanswered_yesno, not an answer."""
 
 
 def find_submission(path: Path) -> Path:
@@ -71,6 +73,7 @@ def load_run(path: Path) -> Run:
     except (OSError, json.JSONDecodeError) as exc:
         raise FormatError(f"{submission_path}: not a readable submission ({exc})") from None
     records: dict[str, dict[str, Any]] = {}
+    guessed: set[str] = set()
     phase = "A+"
     journal = journal_path(submission_path)
     if journal.exists():
@@ -82,11 +85,16 @@ def load_run(path: Path) -> Run:
                 continue
             if number == 0:
                 phase = record.get("phase", phase)
-            elif record.get("status") in ("ok", "insufficient") and record.get("id"):
+                continue
+            if not isinstance(record, dict) or not record.get("id"):
+                continue
+            if record.get("status") in ("ok", "insufficient"):
                 # An insufficient-evidence answer is in the submission too: it is scored.
                 records[record["id"]] = record
+            if record.get("status") == "ok" or record.get("entry"):  # the latest entry decides
+                (guessed.add if record.get("guessed") else guessed.discard)(record["id"])
     name = submission_path.parent.name if path.is_dir() else submission_path.stem
-    return Run(name=name, submission=submission, records=records, phase=phase)
+    return Run(name=name, submission=submission, records=records, phase=phase, guessed=guessed)
 
 
 def score_run(run: Run, gold: dict[str, Any]) -> None:
@@ -288,7 +296,9 @@ def write_report(
     header = ["type", "questions", "score", "mean confidence", "LLM calls / q", "tokens / q"]
     rows = type_table(run, types)
     totals = {k: v for k, v in run.totals.items() if isinstance(v, int | float) or v is None}
-    md = [f"# BioASQ run: {run.name} (phase {run.phase})", ""]
+    guessed = len(run.guessed & set(run.scores))
+    said = f"Yes/no answers guessed (bioasq.unanswered_yesno, nothing supported): {guessed}"
+    md = [f"# BioASQ run: {run.name} (phase {run.phase})", "", said, ""]
     md += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(r) + " |" for r in rows]
     md += ["", "## Official measures, whole batch", "", "| measure | value |", "|---|---|"]
@@ -299,6 +309,7 @@ def write_report(
     md += [""] + [f"![{p.stem}]({p.name})" for p in images]
     write_atomic(directory / "report.md", "\n".join(md) + "\n")
     body = [f"<h1>BioASQ run: {html.escape(run.name)} (phase {html.escape(run.phase)})</h1>"]
+    body.append(f"<p>{html.escape(said)}</p>")
     body.append(_html_table(header, rows))
     body.append("<h2>Official measures, whole batch</h2>")
     body.append(
@@ -320,6 +331,7 @@ def write_report(
         "run": run.name,
         "phase": run.phase,
         "questions": len(run.scores),
+        "guessed": guessed,
         "totals": totals,
         "comparison": comparison,
         "files": ["report.md", "report.html", *(p.name for p in images)],

@@ -11,7 +11,11 @@ A question quorum could not answer from the evidence is journalled with its hone
 ("Insufficient evidence: <why>.") as `"status": "insufficient"`; a re-run tries it again unless
 told to keep it (`keep_insufficient`). The answer contract (infra/bioasq/contract.py) is applied
 here too, so an answer that breaks it (empty, debris, a contradiction) is never journalled ok,
-whatever a node let through: it is tried again, then journalled insufficient.
+whatever a node let through: it is tried again, then journalled insufficient. A run in which no
+model gave a parseable answer (nodes/finalize.model_failed) is tried again, then journalled
+`"status": "failed"` with the same honest answer, and a re-run tries it again. A submission must
+hold a yes/no exact answer: an unanswered yes/no question is written with
+`bioasq.unanswered_yesno` and journalled `"guessed": true`, so a reader can count the guesses.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from infra.errors import UserError
 from infra.files import write_json_atomic
 from infra.heartbeat import Heartbeat
 from nodes.context import Context
-from nodes.finalize import ALL_FAILED
+from nodes.finalize import model_failed
 
 JOURNAL_VERSION = 1
 
@@ -61,6 +65,8 @@ class BatchReport:
     insufficient: dict[str, str] = field(default_factory=dict)
     """Questions whose answer in the submission says the evidence is insufficient, and why."""
     failed: dict[str, str] = field(default_factory=dict)
+    guessed: list[str] = field(default_factory=list)
+    """Yes/no questions whose submitted exact answer is bioasq.unanswered_yesno, not an answer."""
     not_started: int = 0
     """Questions left unstarted because the run was asked to stop (Ctrl-C)."""
     llm_calls: int = 0
@@ -83,7 +89,8 @@ class Journal:
     """Append-only JSON lines: a header, then one record per finished (or failed) question.
 
     A record's status is "ok" (answered), "insufficient" (an honest insufficient-evidence
-    answer, with its entry) or "failed" (an error; older journals also kept an entry there).
+    answer, with its entry) or "failed" (an error; when no model gave a usable answer, with the
+    honest entry too). An unanswered yes/no entry's exact answer is a guess: `"guessed": true`.
     """
 
     def __init__(self, path: Path, header: dict[str, Any]):
@@ -93,6 +100,8 @@ class Journal:
         self.insufficient: dict[str, dict[str, Any]] = {}
         """Questions whose latest outcome is an insufficient-evidence answer: their records."""
         self.failed: dict[str, str] = {}
+        self.guessed: set[str] = set()
+        """Questions whose stand-in entry holds a guessed yes/no exact answer."""
         self.stand_ins: dict[str, dict[str, Any]] = {}
         """Unanswered questions' explicit 'insufficient evidence' entries, kept in the file
         until a later run answers them."""
@@ -137,18 +146,19 @@ class Journal:
             self.done[qid] = record
             for held in (self.insufficient, self.failed, self.stand_ins):
                 held.pop(qid, None)
-        elif qid in self.done:
+            self.guessed.discard(qid)
             return
-        elif status == "insufficient":
+        if qid in self.done:
+            return
+        if status == "insufficient":
             self.insufficient[qid] = record
             self.failed.pop(qid, None)
-            if record.get("entry"):
-                self.stand_ins[qid] = record["entry"]
         elif status == "failed":
             self.failed[qid] = record.get("error", "")
             self.insufficient.pop(qid, None)  # the latest try failed: a re-run tries again
-            if record.get("entry"):
-                self.stand_ins[qid] = record["entry"]
+        if record.get("entry"):  # its entry stands in, with a guessed yes/no or not
+            self.stand_ins[qid] = record["entry"]
+            (self.guessed.add if record.get("guessed") else self.guessed.discard)(qid)
 
     def _append(self, record: dict[str, Any]) -> None:
         self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -255,7 +265,14 @@ async def run_batch(
                         return
                     if on_question is not None:
                         on_question(question.id)
-                    record = await _answer(runner, context, question, phase, attempts)
+                    record = await _answer(
+                        runner,
+                        context,
+                        question,
+                        phase,
+                        attempts,
+                        unanswered_yesno=settings.bioasq.unanswered_yesno,
+                    )
                 journal.record(record)
                 if record["status"] == "ok":
                     report.answered += 1
@@ -296,20 +313,27 @@ async def run_batch(
         for q in questions
         if q.id in journal.insufficient
     }
+    report.guessed = [q.id for q in questions if q.id in journal.guessed]
     write_submission(output, questions, journal.done, journal.stand_ins)
     report.seconds = time.perf_counter() - started
     return report
 
 
 async def _answer(
-    runner: GraphRunner, context: Context, question: Question, phase: str, attempts: int
+    runner: GraphRunner,
+    context: Context,
+    question: Question,
+    phase: str,
+    attempts: int,
+    *,
+    unanswered_yesno: str,
 ) -> dict[str, Any]:
     inputs: dict[str, Any] = {"question": question.body, "qtype": question.type}
     if phase == "B":
         inputs["given"] = {"documents": question.documents, "snippets": question.snippets}
     error = ""
     calls = tokens = 0
-    honest: dict[str, Any] | None = None  # the latest insufficient-evidence outcome
+    unanswered: dict[str, Any] | None = None  # the latest insufficient or model-failed outcome
     began = time.perf_counter()
     for attempt in range(1, attempts + 1):
         thread_id = f"bioasq-{uuid.uuid4().hex}"
@@ -334,16 +358,25 @@ async def _answer(
             "tokens": tokens,
             "seconds": round(time.perf_counter() - began, 3),
         }
+        if model_failed(result):
+            # No model answered anything usable: an error, tried again, and again by a re-run.
+            reason = str(result.get("insufficient_reason"))
+            unanswered = {"status": "failed", "insufficient": True, **record, "error": reason}
+            error = f"attempt {attempt}: {reason}"
+            continue
         reason = _why_insufficient(question, phase, result, entry)
         if reason is None:
             return {"status": "ok", "insufficient": False, **record}
-        honest = {"status": "insufficient", "insufficient": True, **record, "reason": reason}
-        if not _worth_retrying(result):
+        unanswered = {"status": "insufficient", "insufficient": True, **record, "reason": reason}
+        if result.get("insufficient"):
+            # The graph itself concluded the evidence is insufficient: running it again costs
+            # as much, and a later `bioasq run` retries it anyway. Junk is tried again.
             break
         error = f"attempt {attempt}: insufficient evidence ({reason})"
-    if honest is not None:
-        return honest
-    return {"status": "failed", "id": question.id, "error": error, "llm_calls": calls}
+    if unanswered is None:
+        return {"status": "failed", "id": question.id, "error": error, "llm_calls": calls}
+    guessed = _stand_in(unanswered["entry"], question.type, unanswered_yesno)
+    return unanswered | {"guessed": guessed}
 
 
 def _why_insufficient(
@@ -357,15 +390,28 @@ def _why_insufficient(
     if phase not in ANSWERING_PHASES:
         return None
     if result.get("insufficient"):
-        return result.get("insufficient_reason") or ALL_FAILED
+        return str(result.get("insufficient_reason") or "")
     problem = answer_problem(question.type, entry.get("exact_answer"), entry.get("ideal_answer"))
     if problem is None:
         return None
     reason = f"the answer broke the answer contract: {problem}"
     entry["ideal_answer"] = insufficient_answer(reason)
-    if question.type in ("factoid", "list"):
-        entry["exact_answer"] = []
     return reason
+
+
+def _stand_in(entry: dict[str, Any], qtype: str, unanswered_yesno: str) -> bool:
+    """Give an unanswered question's entry the exact answer a submission must hold; True if guessed.
+
+    Nothing was supported, so a factoid or list answer is empty; a yes/no one cannot be, and
+    holds the configured `bioasq.unanswered_yesno` (BioASQ's majority class by default).
+    """
+    if "exact_answer" not in entry:  # a summary, or a phase without answers
+        return False
+    if qtype == "yesno":
+        entry["exact_answer"] = unanswered_yesno
+        return True
+    entry["exact_answer"] = []
+    return False
 
 
 def _junk(entry: dict[str, Any]) -> str | None:
@@ -379,14 +425,3 @@ def _junk(entry: dict[str, Any]) -> str | None:
         entry.get("ideal_answer"),
         min_words=SUBMISSION_MIN_WORDS,
     )
-
-
-def _worth_retrying(result: dict[str, Any]) -> bool:
-    """Tell whether another run of the question may do better within this batch.
-
-    When every model call failed (an endpoint down) or the answer was junk, yes; when the
-    graph itself concluded the evidence is insufficient, running it again costs as much and
-    a later `bioasq run` retries it anyway.
-    """
-    reason = result.get("insufficient_reason") or ""
-    return not result.get("insufficient") or reason.startswith(ALL_FAILED)

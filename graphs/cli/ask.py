@@ -71,13 +71,13 @@ def ask(
             return result
 
         result = asyncio.run(answer())
-    # Every model failing is an error (a server down, a key refused): nothing is printed as an
-    # answer, exit 1 with the server's own words. Insufficient evidence is an honest answer: 0.
-    from nodes.finalize import ALL_FAILED
+    # No model answering anything usable is an error (a server down, a key refused, junk):
+    # nothing is printed as an answer, exit 1 naming the endpoint, the role and what it said.
+    # Insufficient evidence is an honest answer: 0.
+    from nodes.finalize import model_failed
 
-    reason = str(result.get("insufficient_reason") or "")
-    if result.get("insufficient") and reason.startswith(ALL_FAILED):
-        fail(f"no answer: {reason} (thread {result['thread_id']})", 1)
+    if model_failed(result):
+        fail(f"no answer: {result['insufficient_reason']} (thread {result['thread_id']})", 1)
     if as_json:
         write_json(answer_json(result))
     else:

@@ -108,14 +108,15 @@ def bioasq_run(
         raise typer.Exit(130) from None
     err.print(
         f"{report.answered} answered, {report.resumed} from the journal, "
-        f"{len(report.insufficient)} insufficient, {len(report.failed)} failed; "
+        f"{len(report.insufficient)} insufficient, {len(report.failed)} failed, "
+        f"{len(report.guessed)} yes/no guessed (bioasq.unanswered_yesno); "
         f"{report.llm_calls} LLM calls, {report.tokens:,} tokens, {report.seconds:.1f} s "
         f"→ {output}"
     )
     for qid, why in report.insufficient.items():
         err.print(f"insufficient {qid}: {why}", markup=False)
     for qid, why in report.failed.items():
-        err.print(f"failed {qid}: {why}")
+        err.print(f"failed {qid}: {why}", markup=False)
     if report.not_started:
         err.print(
             f"interrupted: {report.not_started} question(s) not started; finished ones are in "
@@ -320,7 +321,8 @@ def bioasq_report(
         raise CliError(f"--output-dir {target} exists and is not a directory; name a directory")
     figures = write_report(run, gold_data, target, other)
     err.print(
-        f"report for {figures['questions']} question(s) in {target}: {', '.join(figures['files'])}"
+        f"report for {figures['questions']} question(s), {figures['guessed']} yes/no guessed, "
+        f"in {target}: {', '.join(figures['files'])}"
     )
 
 

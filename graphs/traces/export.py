@@ -21,6 +21,7 @@ from graphs.describe import (
     cited_evidence,
     confidence_text,
     exact_text,
+    given_exact,
     retrieved_documents,
     trace_blocks,
 )
@@ -132,7 +133,7 @@ def _answer(steps: list[Step]) -> str:
     result = next((s["update"]["result"] for s in reversed(steps) if s["update"].get("result")), {})
     if not result:
         return '<p class="meta">No final answer: the run did not finish.</p>'
-    exact = exact_text(result.get("exact_answer"))
+    exact = exact_text(given_exact(result))
     rows = [(f"{EXACT_ANSWER} ({result.get('type') or '?'})", _e(exact or "-"))]
     ideal = _e(result.get("ideal_answer") or "-")
     if result.get("insufficient"):

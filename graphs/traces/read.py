@@ -13,7 +13,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from graphs.runtime import read_config, state_history
 from infra.checkpoints import saver, thread_exists
 from infra.settings import Settings
-from nodes.finalize import ALL_FAILED
+from nodes.finalize import model_failed
 from nodes.state import QAState, Result
 
 THREAD_TAGS = ("conversation", "turn", "bioasq_id", "phase")
@@ -182,8 +182,8 @@ def _summary(
         "started": started,
         "status": _status(result, last, ended, metadata),
         "error": _raised(last)
-        or (result.get("insufficient_reason") if all_failed(result) else None),
-        "answer": answer_text(result) if result and not all_failed(result) else None,
+        or (result.get("insufficient_reason") if model_failed(result) else None),
+        "answer": answer_text(result) if result and not model_failed(result) else None,
         "calls": len(calls),
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
@@ -203,7 +203,7 @@ def _checkpoint(checkpointer: SqliteSaver, thread_id: str, checkpoint_id: str) -
 def _status(
     result: Result, last: CheckpointTuple, ended: str | None, metadata: dict[str, Any]
 ) -> str:
-    if result and all_failed(result):
+    if result and model_failed(result):
         return "failed"  # no model answered: nothing there is an answer
     if result:
         return "finished"
@@ -228,12 +228,6 @@ def _process_gone(metadata: dict[str, Any]) -> bool:
     except PermissionError:
         return False  # alive, another user's
     return False
-
-
-def all_failed(result: Result) -> bool:
-    """Return whether every model call of the run failed (nodes/finalize.ALL_FAILED)."""
-    reason = str(result.get("insufficient_reason") or "")
-    return bool(result.get("insufficient")) and reason.startswith(ALL_FAILED)
 
 
 def _raised(last: CheckpointTuple) -> str | None:

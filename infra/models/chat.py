@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from infra.likelihood import EchoedLikelihood
 from infra.llm_cache import ReplyCache
 from infra.models.providers import Provider, first_line, provider_for, whole_line
+from infra.preflight import shown_url
 from infra.settings import ModelSpec
 from infra.structured import (
     BRIEF,
@@ -35,7 +36,8 @@ from infra.structured import (
 
 UNPARSEABLE = "unparseable output"
 """How a call's error begins when the model answered but not in the shape asked: the model was
-reached (unlike a connection, HTTP or key error), so its question is insufficient, not failed."""
+reached (unlike a connection, HTTP or key error). Either way a run in which no answering call
+parsed is a model failure (nodes/finalize.model_failure), not thin evidence."""
 
 
 @dataclass
@@ -62,6 +64,12 @@ class ChatModel:
     def name(self) -> str:
         """Return the model's display name."""
         return self.spec.model
+
+    @property
+    def endpoint(self) -> str:
+        """Return where the model answers: its URL (never a key or password), or "local model"."""
+        url = provider_for(self.spec).endpoint(self.spec)
+        return shown_url(url) if url else "local model"
 
     @property
     def context_chars(self) -> int:
@@ -125,6 +133,7 @@ class ChatModel:
             prompt=[{"role": m.type, "content": str(m.content)} for m in messages],
             temperature=temperature,
             method=self._shown_method(),
+            endpoint=self.endpoint,
         )
 
     def _shown_method(self) -> str | None:

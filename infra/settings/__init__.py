@@ -1,6 +1,6 @@
 """Settings: one object, read once, from QUORUM_* environment variables and an optional file.
 
-The groups live by job in this package's modules (models, retrieval, methods); `Settings`
+The groups live by job in this package's modules (models, retrieval, methods, bioasq); `Settings`
 holds one of each, and every name is importable from `infra.settings`.
 """
 
@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from pydantic_settings import SettingsError as PydanticSettingsError
 
 from infra.errors import UserError
+from infra.settings.bioasq import BioasqSettings
 from infra.settings.group import Group
 from infra.settings.methods import (
     CCVSettings,
@@ -45,6 +46,7 @@ __all__ = [
     "INDEX_NAME",
     "INDEX_NAME_RULE",
     "MODEL_ROLES",
+    "BioasqSettings",
     "CCVSettings",
     "CoBagSettings",
     "CrossEncoderSettings",
@@ -94,6 +96,7 @@ class Settings(BaseSettings):
     synthesis: SynthesisSettings = Field(default_factory=SynthesisSettings)
     verify: VerifySettings = Field(default_factory=VerifySettings)
     fallback: FallbackSettings = Field(default_factory=FallbackSettings)
+    bioasq: BioasqSettings = Field(default_factory=BioasqSettings)
 
     @classmethod
     def settings_customise_sources(

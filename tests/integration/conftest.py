@@ -1,4 +1,5 @@
-"""Integration fixtures: the real Elasticsearch node, a fake E-utilities server, a shared home.
+"""Integration fixtures: the real Elasticsearch node, a fake E-utilities server, junk model
+endpoints, a shared home.
 
 The in-process fakes (scripted models, hash embedder, small index) come from tests/support too.
 """
@@ -16,7 +17,14 @@ from infra.elasticsearch_server import ensure_running
 
 # Fixtures are found by name: importing them here is what makes them available to these tests.
 from tests.support.fixtures import embedder, index, make_context  # noqa: F401
-from tests.support.servers import PORT, WORK, FakeEutils, serve_eutils
+from tests.support.servers import (
+    PORT,
+    WORK,
+    FakeEutils,
+    FixedReplies,
+    serve_eutils,
+    serve_fixed_replies,
+)
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +37,20 @@ def quorum_home(tmp_path_factory) -> Path:
 def eutils() -> Iterator[FakeEutils]:
     with serve_eutils() as fake:
         yield fake
+
+
+@pytest.fixture
+def junk_endpoint() -> Iterator[FixedReplies]:
+    """An OpenAI-compatible endpoint whose every reply is `][{`."""
+    with serve_fixed_replies("][{") as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def empty_endpoint() -> Iterator[FixedReplies]:
+    """An OpenAI-compatible endpoint whose every reply is the empty string."""
+    with serve_fixed_replies("") as endpoint:
+        yield endpoint
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from graphs.bioasq.report import load_run
 from graphs.bioasq.run import Journal, JournalMismatch, _answer, journal_path, run_batch
 from graphs.runtime import Outcome
 from infra.bioasq.formats import Question
 from infra.bioasq.validate import validate_submission
+from infra.settings import BioasqSettings
 from infra.simulate.server import SimulatedEndpoint
 from tests.support.cli import simulated_env
 from tests.support.fakes import pmids_in, script
@@ -290,7 +292,7 @@ async def test_a_phase_b_thread_reads_back_as_a_trace(make_context, settings, tm
 
 
 async def test_report_scores_by_type_plots_and_compares_two_runs(make_context, tmp_path):
-    from graphs.bioasq.report import load_run, score_run, write_report
+    from graphs.bioasq.report import score_run, write_report
 
     t = write_testset(tmp_path / "t.json")
     gold = json.loads(t.read_text())
@@ -319,6 +321,7 @@ async def test_report_scores_by_type_plots_and_compares_two_runs(make_context, t
     assert first.scores["q2-1"]["score"] == pytest.approx(0.5)  # list: 1 of 2 right, 1 of 2 found
     assert first.scores["q3-2"]["score"] == 0.0  # factoid wrong
     figures = write_report(first, gold, tmp_path / "report", second)
+    assert figures["guessed"] == 0  # every yes/no answered
     assert {
         "report.md",
         "report.html",
@@ -339,7 +342,7 @@ def journal_records(out: Path) -> list[dict]:
     return [json.loads(line) for line in journal_path(out).read_text().splitlines()[1:]]
 
 
-async def test_when_every_model_fails_the_answer_says_so_and_the_rerun_retries(
+async def test_when_every_model_fails_the_question_is_failed_kept_honest_and_retried(
     make_context, tmp_path
 ):
     broken = script(
@@ -350,24 +353,60 @@ async def test_when_every_model_fails_the_answer_says_so_and_the_rerun_retries(
     )
     t, out = write_testset(tmp_path / "t.json", count=1), tmp_path / "sub.json"
     report = await run_batch(make_context(broken), t, out, phase="A+", progress=False)
-    assert report.answered == 0 and not report.failed  # an honest answer, not an error
-    assert list(report.insufficient) == ["q1-0"] and report.insufficient["q1-0"]
+    assert report.answered == 0 and not report.insufficient  # a model failure, not evidence
+    assert list(report.failed) == ["q1-0"] and report.guessed == ["q1-0"]
+    assert "ensemble: local model returned ''" in report.failed["q1-0"]
     (record,) = journal_records(out)
-    assert record["status"] == "insufficient" and record["insufficient"] is True
-    assert record["entry"]["ideal_answer"].startswith("Insufficient evidence")
+    assert record["status"] == "failed" and record["guessed"] is True
+    assert record["entry"]["ideal_answer"].startswith("Insufficient evidence: no model could")
     (entry,) = json.loads(out.read_text())["questions"]
-    assert entry == record["entry"]  # explicit in the submission, not a guess
+    assert entry == record["entry"] and entry["exact_answer"] == "yes"  # kept, marked a guess
+    kept = answering_model()
+    again = await run_batch(
+        make_context(kept), t, out, phase="A+", keep_insufficient=True, progress=False
+    )
+    assert kept.calls and again.answered == 1  # failed is never kept: tried again
+    assert not again.failed and not again.guessed
+    assert journal_records(out)[-1]["status"] == "ok"
+    (entry,) = json.loads(out.read_text())["questions"]
+    assert entry["exact_answer"] == "yes" and entry["ideal_answer"] == "Mitochondria act early."
+
+
+async def test_an_unanswered_yesno_is_written_as_configured_and_journalled_a_guess(
+    make_context, settings, tmp_path
+):
+    # The members fail, synthesis answers: not a model failure, but no answer either.
+    members_down = script(
+        query={"query": "mitochondria OR lace OR cell"},
+        organize={"duplicates": []},
+        ensemble=ConnectionError("endpoint down"),
+        synthesize=lambda m, kw: {
+            "exact_answer": "yes",
+            "ideal_answer": "Yes, they do so early.",
+            "confidence": 0.9,
+            "cited_pmids": pmids_in(m)[:1],
+        },
+    )
+    chosen = settings.model_copy(update={"bioasq": BioasqSettings(unanswered_yesno="no")})
+    ctx = make_context(members_down, settings_=chosen)
+    t, out = write_testset(tmp_path / "t.json", count=1), tmp_path / "sub.json"
+    report = await run_batch(ctx, t, out, phase="A+", progress=False)
+    assert not report.failed and list(report.insufficient) == ["q1-0"]
+    assert report.guessed == ["q1-0"]
+    (record,) = journal_records(out)
+    assert record["status"] == "insufficient" and record["guessed"] is True
+    assert "no ensemble member gave a usable answer" in record["reason"]
+    assert record["entry"]["exact_answer"] == "no"  # the setting's, not the model's "yes"
+    assert json.loads(out.read_text())["questions"] == [record["entry"]]
+    assert load_run(out).guessed == {"q1-0"}  # what `bioasq report` counts
     kept = answering_model()
     report = await run_batch(
         make_context(kept), t, out, phase="A+", keep_insufficient=True, progress=False
     )
-    assert kept.calls == [] and report.resumed == 1 and list(report.insufficient) == ["q1-0"]
+    assert kept.calls == [] and report.resumed == 1 and report.guessed == ["q1-0"]
     again = await run_batch(make_context(answering_model()), t, out, phase="A+", progress=False)
-    assert again.answered == 1 and not again.failed and not again.insufficient
-    assert journal_records(out)[-1]["status"] == "ok"
-    assert journal_records(out)[-1]["insufficient"] is False
-    (entry,) = json.loads(out.read_text())["questions"]
-    assert entry["exact_answer"] == "yes" and entry["ideal_answer"] == "Mitochondria act early."
+    assert again.answered == 1 and not again.guessed and not again.insufficient
+    assert load_run(out).guessed == set()
 
 
 class StubGraph:
@@ -397,7 +436,7 @@ FACTOID = Question(id="f1", body="What forms the perforations?", type="factoid")
 async def test_junk_is_never_journalled_ok_whatever_a_node_let_through(exact, ideal, problem):
     junk = {"type": "factoid", "exact_answer": exact, "ideal_answer": ideal, "insufficient": False}
     graph = StubGraph(junk, dict(junk))
-    record = await _answer(graph, None, FACTOID, "B", attempts=2)
+    record = await _answer(graph, None, FACTOID, "B", attempts=2, unanswered_yesno="yes")
     assert graph.runs == 2  # junk is a failed synthesis: tried again first
     assert record["status"] == "insufficient" and record["insufficient"] is True
     assert problem in record["reason"] and record["attempt"] == 2
@@ -410,7 +449,9 @@ async def test_junk_is_never_journalled_ok_whatever_a_node_let_through(exact, id
 async def test_a_good_second_try_is_journalled_ok():
     junk = {"type": "factoid", "exact_answer": [], "ideal_answer": "} {{"}
     good = {"type": "factoid", "exact_answer": [["PCD"]], "ideal_answer": "Cell death does."}
-    record = await _answer(StubGraph(junk, good), None, FACTOID, "B", attempts=2)
+    record = await _answer(
+        StubGraph(junk, good), None, FACTOID, "B", attempts=2, unanswered_yesno="yes"
+    )
     assert record["status"] == "ok" and record["insufficient"] is False
     assert record["attempt"] == 2 and record["tokens"] == 10
     assert record["entry"]["exact_answer"] == [["PCD"]]
@@ -425,7 +466,7 @@ async def test_the_graphs_own_insufficient_verdict_is_not_rerun_in_the_same_batc
         "insufficient_reason": "no passage names the cells",
     }
     graph = StubGraph(honest)
-    record = await _answer(graph, None, FACTOID, "B", attempts=2)
+    record = await _answer(graph, None, FACTOID, "B", attempts=2, unanswered_yesno="yes")
     assert graph.runs == 1 and record["status"] == "insufficient"
     assert record["reason"] == "no passage names the cells"
     assert record["entry"]["ideal_answer"] == honest["ideal_answer"]

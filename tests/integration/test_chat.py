@@ -93,7 +93,8 @@ def test_an_insufficient_answer_is_shown_as_an_answer(settings):
     result = json.loads((ANSWERS / "insufficient.json").read_text())
     chat.show_answer(Turn(1, "Which?", "Which?", "t-2", result))
     text = screen.export_text()
-    assert "Ideal answer: Insufficient evidence: no ensemble member could answer" in text
+    assert "Ideal answer (factoid): Insufficient evidence: no ensemble member could answer" in text
+    assert "Exact answer" not in text  # nothing was supported: nothing is given
     assert "Cited evidence: none: the answer cites no passage" in text
 
 

@@ -9,8 +9,6 @@ import pytest
 
 from graphs.cli.ask import ANSWER_KEYS
 from infra.ingest.corpus import DEMO_DOCS, read_jsonl
-from infra.simulate.faults import FaultPlan
-from infra.simulate.server import SimulatedEndpoint
 from tests.support.cli import QUORUM, quorum_env, run_quorum, simulated_env
 from tests.support.data import ANSWERING_NODES
 
@@ -39,7 +37,9 @@ def asked(home: Path) -> dict:
 def test_ask_json_is_one_bioasq_shaped_object(asked):
     assert list(asked) == list(ANSWER_KEYS)
     assert asked["insufficient"] in (True, False) and isinstance(asked["evidence"], list)
-    assert asked["type"] == "yesno" and asked["exact_answer"] in ("yes", "no")
+    assert asked["type"] == "yesno"
+    # An answer holds yes or no; an insufficient one holds none (nothing is guessed).
+    assert asked["exact_answer"] in ((None,) if asked["insufficient"] else ("yes", "no"))
     assert 0.0 <= asked["confidence"] <= 1.0
     demo_pmids = {d["pmid"] for d in read_jsonl(DEMO_DOCS)}
     assert asked["documents"] and set(asked["documents"]) <= demo_pmids
@@ -82,33 +82,33 @@ def test_ask_human_output_names_answer_and_titles(home):
     assert "SmolLM2-135M demo model" in proc.stderr
 
 
-def ask_unanswerable(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    """Run `quorum ask` against an endpoint whose every reply is malformed: nobody answers."""
-    plan = FaultPlan(server_error=0, rate_limit=0, timeout=0, malformed=1.0, empty=0)
-    with SimulatedEndpoint(0.0, faults=plan) as endpoint:
-        env = simulated_env(endpoint.base_url, tmp_path / "home")
-        return run_quorum(env, "ask", "Which enzyme cleaves granzyme B?", *args, timeout=600)
-
-
-def test_ask_json_says_insufficient_and_exits_0_when_no_model_answers(tmp_path):
-    proc = ask_unanswerable(tmp_path, "--json")
-    assert proc.returncode == 0, proc.stderr  # an honest answer, not an error
-    shown = json.loads(proc.stdout)
-    assert list(shown) == list(ANSWER_KEYS)
-    assert shown["insufficient"] is True and shown["insufficient_reason"]
-    assert shown["ideal_answer"].startswith("Insufficient evidence: ")
-    assert shown["confidence"] == 0.0 and shown["evidence"] == []
-    assert shown["exact_answer"] == [] and shown["documents"]
+def test_ask_with_a_model_that_replies_junk_fails_naming_endpoint_role_and_reply(
+    tmp_path, junk_endpoint
+):
+    env = simulated_env(junk_endpoint.base_url, tmp_path / "home", QUORUM_MODELS__CACHE="off")
+    proc = run_quorum(env, "ask", QUESTION, "--json", timeout=600)
+    assert proc.returncode == 1, proc.stderr  # a model failure, not thin evidence
+    assert proc.stdout == ""  # nothing printed as an answer
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("quorum: error: no answer: no model could answer")
+    url = junk_endpoint.base_url
+    assert f"ensemble: {url} returned '][{{'" in last
+    assert f"synthesis: {url} returned '][{{'" in last
+    listed = json.loads(run_quorum(env, "trace", "list", "--json", timeout=120).stdout)
+    thread = last.rsplit("(thread ", 1)[1].rstrip(")")
+    (run,) = [t for t in listed if t["thread_id"] == thread]
+    assert (run["status"], run["answer"]) == ("failed", None)
+    assert run["error"].startswith("no model could answer")
 
 
 @pytest.mark.slow
-def test_ask_prints_an_insufficient_answer_and_exits_0(tmp_path):
-    proc = ask_unanswerable(tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "Ideal answer: Insufficient evidence: " in proc.stdout
-    assert "Confidence: 0.00" in proc.stdout
-    assert "Cited evidence: none: the answer cites no passage" in proc.stdout
-    assert "Retrieved documents (retrieval order):" in proc.stdout
+def test_ask_with_a_model_that_replies_nothing_fails_and_prints_no_answer(tmp_path, empty_endpoint):
+    env = simulated_env(empty_endpoint.base_url, tmp_path / "home", QUORUM_MODELS__CACHE="off")
+    proc = run_quorum(env, "ask", "Which enzyme cleaves granzyme B?", timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"ensemble: {empty_endpoint.base_url} returned ''" in last
 
 
 @pytest.mark.parametrize(

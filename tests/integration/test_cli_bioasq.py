@@ -5,8 +5,7 @@ import subprocess
 from pathlib import Path
 
 from graphs.bioasq.run import journal_path
-from infra.simulate.faults import FaultPlan
-from infra.simulate.server import SimulatedEndpoint
+from infra.bioasq.validate import validate_submission
 from tests.support.cli import quorum_env, run_quorum, simulated_env
 from tests.support.data import GOLDEN
 
@@ -70,31 +69,33 @@ def test_validate_refuses_junk_and_passes_a_clean_and_an_insufficient_submission
         assert "valid" in proc.stderr
 
 
-def test_run_journals_an_unanswerable_question_insufficient_and_keeps_it_on_request(tmp_path):
+def test_run_with_a_model_that_replies_junk_journals_failed_and_guesses_the_yesno(
+    tmp_path, junk_endpoint
+):
     testset = tmp_path / "t.json"
-    question = {"id": "q1", "body": "Which enzyme cleaves granzyme B?", "type": "factoid"}
-    testset.write_text(json.dumps({"questions": [question]}))
+    body = "Do mitochondria play a role in lace plant programmed cell death?"
+    testset.write_text(json.dumps({"questions": [{"id": "q1", "body": body, "type": "yesno"}]}))
     out = tmp_path / "run" / "submission.json"
     args = ["bioasq", "run", "--input", str(testset), "--output", str(out), "--phase", "A+"]
-    plan = FaultPlan(server_error=0, rate_limit=0, timeout=0, malformed=1.0, empty=0)
-    with SimulatedEndpoint(0.0, faults=plan) as endpoint:  # every reply malformed: nobody answers
-        env = simulated_env(endpoint.base_url, tmp_path / "home")
-        first = run_quorum(env, *args, timeout=600)
-        calls = endpoint.stats.calls
-        kept = run_quorum(env, *args, "--keep-insufficient", timeout=600)
-        assert endpoint.stats.calls == calls  # nothing asked again
-    assert first.returncode == 0, first.stderr  # an honest answer, not a failure
-    assert "0 answered, 0 from the journal, 1 insufficient, 0 failed" in first.stderr
-    assert "insufficient q1: " in first.stderr
-    [record] = [json.loads(line) for line in journal_path(out).read_text().splitlines()[1:]]
-    assert record["status"] == "insufficient" and record["insufficient"] is True
-    assert record["entry"]["ideal_answer"].startswith("Insufficient evidence: ")
-    assert json.loads(out.read_text())["questions"] == [record["entry"]]
-    assert kept.returncode == 0 and "1 from the journal, 1 insufficient" in kept.stderr
-    proc = quorum(
-        tmp_path, "bioasq", "validate", str(out), "--input", str(testset), "--phase", "A+"
+    env = simulated_env(junk_endpoint.base_url, tmp_path / "home", QUORUM_MODELS__CACHE="off")
+    proc = run_quorum(env, *args, timeout=600)
+    assert proc.returncode == 1, proc.stderr  # a model failure: retried by the next run
+    assert "0 answered, 0 from the journal, 0 insufficient, 1 failed, 1 yes/no guessed" in (
+        proc.stderr
     )
-    assert proc.returncode == 0, proc.stdout  # the honest answer is a valid submission
+    assert "failed q1: no model could answer this question from the evidence found: " in (
+        proc.stderr
+    )
+    assert f"ensemble: {junk_endpoint.base_url} returned '][{{'" in proc.stderr
+    records = [json.loads(line) for line in journal_path(out).read_text().splitlines()[1:]]
+    assert [r["status"] for r in records] == ["failed"]
+    assert records[0]["guessed"] is True and records[0]["attempt"] == 2  # tried twice
+    entry = records[0]["entry"]
+    assert entry["exact_answer"] == "yes"  # bioasq.unanswered_yesno, journalled as a guess
+    assert entry["ideal_answer"].startswith("Insufficient evidence: no model could answer")
+    submission = json.loads(out.read_text())
+    assert submission["questions"] == [entry]
+    assert validate_submission(submission, phase="A+") == []
 
 
 def test_bioasq_bad_input_is_one_line_and_exit_2(tmp_path):

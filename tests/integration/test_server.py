@@ -140,12 +140,14 @@ def test_the_answer_event_keeps_cited_evidence_apart_from_retrieval_order():
     assert answer["evidence"] == result["evidence"]
     assert answer["confidence_text"] == "0.40 from the evidence (model said 0.95)"
     assert answer["exact_text"] == "yes" and answer["insufficient"] is False
-    honest = _answer(
-        Turn(2, "Q?", "Q?", "t-2", json.loads((ANSWERS / "insufficient.json").read_text()))
-    )
+    insufficient = json.loads((ANSWERS / "insufficient.json").read_text())
+    honest = _answer(Turn(2, "Q?", "Q?", "t-2", insufficient))
     assert honest["insufficient"] is True and honest["evidence"] == []
     assert honest["ideal_answer"].startswith("Insufficient evidence: ")
-    assert honest["exact_text"] == "(none)"
+    assert honest["exact_answer"] is None and honest["exact_text"] is None
+    # A yes/no result an older quorum kept, its empty answer shaped as "no": no answer either.
+    shaped = insufficient | {"type": "yesno", "exact_answer": "no"}
+    assert _answer(Turn(3, "Q?", "Q?", "t-3", shaped))["exact_text"] is None
 
 
 def test_the_page_uses_the_answer_words_of_the_cli():

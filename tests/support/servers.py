@@ -1,7 +1,9 @@
-"""Servers the integration tests talk to: a fake E-utilities and the real Elasticsearch node."""
+"""Servers the integration tests talk to: a fake E-utilities, a fixed-reply OpenAI-compatible
+endpoint and the real Elasticsearch node."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -68,6 +70,65 @@ def serve_eutils() -> Iterator[FakeEutils]:
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/entrez/eutils"
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@dataclass
+class FixedReplies:
+    """An OpenAI-compatible endpoint whose every chat completion says the same text."""
+
+    text: str
+    base_url: str = ""
+    completions: int = 0
+
+
+@contextmanager
+def serve_fixed_replies(text: str) -> Iterator[FixedReplies]:
+    """Serve an endpoint answering `GET /v1/models` and every chat completion with `text`."""
+    fake = FixedReplies(text)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self._send({"object": "list", "data": [{"id": "fixed", "object": "model"}]})
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            fake.completions += 1
+            message = {"role": "assistant", "content": fake.text}
+            choice = {"index": 0, "message": message, "finish_reason": "stop"}
+            usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+            self._send(
+                {
+                    "id": f"fixed-{fake.completions}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": "fixed",
+                    "choices": [choice],
+                    "usage": usage,
+                }
+            )
+
+        def _send(self, payload: dict) -> None:
+            body = json.dumps(payload).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
         yield fake
     finally:

@@ -3,7 +3,7 @@
 import pytest
 from langgraph.runtime import Runtime
 
-from nodes.finalize import finalize
+from nodes.finalize import ALL_FAILED, finalize, model_failed
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
 
@@ -89,3 +89,55 @@ def test_a_runaway_document_is_cut_to_what_the_state_keeps():
     assert doc["abstract"].startswith(kept["abstract"])  # a prefix: snippet offsets stay exact
     small = {"pmid": "2", "title": "t", "abstract": "short"}
     assert bounded(small) is small
+
+
+def call(node, raw, error, endpoint="http://127.0.0.1:9/v1"):
+    return {"node": node, "model": "m", "raw": raw, "error": error, "endpoint": endpoint}
+
+
+async def test_an_insufficient_yesno_gives_no_exact_answer(make_context, index):
+    failed = {"model": "m", "answer": [], "pmids": [], "error": "Connection error."}
+    empty = {"exact": [], "ideal": "", "confidence": 0.0, "cited": []}
+    result = await run(make_context, state(index, "yesno", empty, members=[failed]))
+    assert result["insufficient"] is True
+    assert result["exact_answer"] is None  # never the "no" an empty answer would be shaped as
+
+
+async def test_no_parseable_reply_from_members_or_synthesis_is_a_model_failure(make_context, index):
+    junk = "][{" + "x" * 200
+    failed = {"model": "m", "answer": [], "pmids": [], "error": "unparseable output: ][{"}
+    calls = [
+        call("generate_query", "{}", None),  # a query call that parsed answers nothing
+        call("ensemble", junk, "unparseable output: ][{"),
+        call("ensemble", junk, "unparseable output: ][{"),
+        call("synthesize", "", "unparseable output: empty", endpoint="local model"),
+    ]
+    empty = {"exact": [], "ideal": "", "confidence": 0.0, "cited": []}
+    s = state(index, "yesno", empty, members=[failed, failed], calls=calls)
+    result = await run(make_context, s)
+    assert result["failed"] is True and result["insufficient"] is True
+    assert model_failed(result) and result["exact_answer"] is None
+    reason = result["insufficient_reason"]
+    assert reason.startswith(ALL_FAILED)
+    assert f"ensemble: http://127.0.0.1:9/v1 returned {junk[:80]!r}" in reason
+    assert junk[:81] not in reason  # the first 80 characters, no more
+    assert reason.count("ensemble: ") == 1  # each endpoint and role named once
+    assert "synthesis: local model returned ''" in reason
+
+
+@pytest.mark.parametrize("parsed", ["ensemble", "synthesize"])
+async def test_one_role_answering_is_not_a_model_failure(make_context, index, parsed):
+    calls = [
+        call(node, "{}", None) if node == parsed else call(node, "][{", "unparseable output")
+        for node in ("ensemble", "synthesize")
+    ]
+    empty = {"exact": [], "ideal": "", "confidence": 0.0, "cited": []}
+    result = await run(make_context, state(index, "yesno", empty, calls=calls))
+    assert result["failed"] is False and not model_failed(result)
+    assert result["insufficient"] is True and result["exact_answer"] is None
+
+
+def test_a_result_kept_before_failed_existed_reads_by_its_reason():
+    old = {"insufficient": True, "insufficient_reason": f"{ALL_FAILED} (last error: 429)"}
+    assert model_failed(old)
+    assert not model_failed({"insufficient": True, "insufficient_reason": "no passage says"})
