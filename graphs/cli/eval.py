@@ -1,4 +1,4 @@
-"""`quorum eval …`: quorum measured on golden data (retrieval, organize, ensemble)."""
+"""`quorum eval …`: quorum measured on golden data (retrieval, organize, ensemble, support)."""
 
 from __future__ import annotations
 
@@ -188,6 +188,43 @@ def eval_snippets(
             f"{row['snippets_f1_at_text']:>8.4f}",
             markup=False,
         )
+
+
+@eval_app.command("support", context_settings={"allow_extra_args": True})
+def eval_support(
+    ctx: typer.Context,
+    questions: GoldenOption,
+    no_verify: Annotated[
+        bool,
+        typer.Option("--no-verify", help="The model-free check alone, even with a verifier."),
+    ] = False,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+) -> None:
+    """The support check on golden answers: gold refused (false) and another's accepted (swap)."""
+    from graphs.eval.support import evaluate_support, verifier_for
+    from infra.bioasq.formats import load_questions
+
+    paths = [*questions, *extra_files(ctx)]
+    loaded = [q for path in paths for q in load_questions(path)][:limit]
+    if not any(q.snippets for q in loaded):
+        raise CliError("these files hold no question with gold snippets; give golden files")
+    verifier = None if no_verify else verifier_for(settings_for())
+    report = asyncio.run(evaluate_support(loaded, verifier=verifier))
+    if as_json:
+        write_json(report)
+        return
+    out.print(f"questions {report['questions']} (gold snippets as the cited evidence)")
+    for title, key in (("model-free", "by_type"), ("with the verifier", "by_type_verified")):
+        if key not in report:
+            continue
+        out.print(f"{title}:  type      n  false refusal  swap refusal", markup=False)
+        for qtype, row in report[key].items():
+            out.print(
+                f"  {qtype:>17} {row['n']:>5} {row['false_refusal']:>14.1%} "
+                f"{row['swap_refusal']:>13.1%}",
+                markup=False,
+            )
 
 
 def _grid(

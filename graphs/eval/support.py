@@ -16,16 +16,38 @@ the figures are what a user's gold measures of the answers quorum gives.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from infra.bioasq.formats import Question
+from infra.models import ModelPool
+from infra.settings import Settings
 from infra.support import check_support
 from nodes.given_evidence import contexts_from_snippets
+from nodes.state import Passage
+from nodes.synthesize.verify import verifier_enabled, verify_answer
 
 QUESTION_TYPES = ("yesno", "factoid", "list", "summary")
 
 Verifier = Callable[[str, str, list[str], str, list[dict[str, Any]]], Awaitable[bool]]
 """(question, qtype, exact, ideal, passages) -> supported: the verifier as the evaluation asks."""
+
+
+def verifier_for(settings: Settings) -> Verifier | None:
+    """Return the configured verifier as the evaluation asks it; None when it is off."""
+    if not verifier_enabled(settings):
+        return None
+    model = ModelPool(settings).first("verify")
+
+    async def ask(
+        question: str, qtype: str, exact: list[str], ideal: str, passages: list[dict[str, Any]]
+    ) -> bool:
+        verification, _ = await verify_answer(
+            model, question, qtype, exact, ideal, cast(list[Passage], passages)
+        )
+        # A verifier that could not be asked leaves the model-free verdict standing.
+        return verification["status"] != "refused"
+
+    return ask
 
 
 def gold_items(question: Question) -> list[str]:
