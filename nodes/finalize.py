@@ -93,8 +93,23 @@ def cited_evidence(
         return []
     text = "; ".join(answer.get("exact") or []) or (answer.get("ideal") or "")
     found = supporting_sentences(question, text, docs, embedder)
+    # Where the support check found an answer carried, that sentence is the evidence shown.
+    carried = {}
+    for c in reversed((answer.get("support") or {}).get("carriers") or []):
+        carried[c["pmid"]] = c
     out: list[Evidence] = []
     for doc in docs:
+        if (c := carried.get(doc["pmid"])) is not None:
+            out.append(
+                {
+                    "pmid": doc["pmid"],
+                    "title": doc.get("title", ""),
+                    "sentence": c["sentence"],
+                    "section": c["section"],
+                    "offset": c["offset"],
+                }
+            )
+            continue
         sentence = found.get(doc["pmid"])
         out.append(
             {

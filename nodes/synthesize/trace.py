@@ -5,10 +5,32 @@ from __future__ import annotations
 from typing import Any
 
 from nodes.describing import confidence_text
+from nodes.synthesize.verify import verification_lines
 from nodes.trace_view import Block, Lines
 
 COVERS = frozenset({"attempts", "answer"})
 """The update's keys these blocks show (the rest is shown as it is)."""
+
+
+def support_lines(support: dict[str, Any] | None) -> list[str]:
+    """Return the support check's verdicts: checks, carriers, the verifier's reading."""
+    if not support:
+        return []
+    lines = [
+        f"  support: {support['verdict']}"
+        + (f" ({support['reason']})" if support.get("reason") else "")
+    ]
+    for check in support.get("checks") or []:
+        mark = "ok" if check["passed"] else "FAILED"
+        lines.append(f"    {check['check']} {mark}: {check['detail']}")
+    for carried in support.get("carriers") or []:
+        lines.append(
+            f"    {carried['answer']!r} in {carried['pmid']} ({carried['how']}): "
+            f"{carried['sentence']}"
+        )
+    if verified := support.get("verified"):
+        lines += [f"    {line}" for line in verification_lines(verified)]
+    return lines
 
 
 def synthesize_trace(update: dict[str, Any]) -> list[Block]:
@@ -37,5 +59,6 @@ def synthesize_trace(update: dict[str, Any]) -> list[Block]:
             lines.append(f"  rationale: {answer['rationale']}")
         if answer.get("cited"):
             lines.append(f"  cites: {', '.join(answer['cited'])}")
+        lines += support_lines(answer.get("support"))
         blocks.append(Lines(tuple(lines)))
     return blocks

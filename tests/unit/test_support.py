@@ -7,6 +7,7 @@ test fails if the check refuses everything or nothing.
 import pytest
 from langgraph.runtime import Runtime
 
+from graphs.describe import trace_text
 from infra.bioasq.contract import answer_problem, degenerate_item, degenerate_prose
 from infra.support import check_support, definitions, terms
 from nodes.synthesize import synthesize
@@ -197,9 +198,15 @@ async def test_synthesis_of_an_answer_its_citation_contradicts_in_words_is_refus
     assert "not supported by its evidence" in update["attempts"][0]["error"]
     assert answer["source"] == "insufficient" and answer["confidence"] == 0.0
     assert answer["exact"] == [] and answer["ideal"].startswith("Insufficient evidence:")
+    shown = "\n".join(trace_text("synthesize", update)[0])  # trace show, the page, the export
+    assert "carried: 0 of 1 carried" in shown  # the attempt's error
+    assert "support: refused" in shown and "evidence FAILED: the answer cites no passage" in shown
     # Control: the same reply naming what the abstract says is given.
     good = reply | {"exact_answer": ["losartan"], "ideal_answer": "Losartan was tested."}
     state["question"] += " (the control)"  # another prompt: the reply cache holds the first
     update = await synthesize(state, Runtime(context=make_context(script(synthesize=good))))
     assert update["answer"]["source"] == "synthesis", update["attempts"][0]["error"]
     assert update["answer"]["exact"] == ["losartan"]
+    shown = "\n".join(trace_text("synthesize", update)[0])
+    assert "'losartan' in 1 (verbatim): Losartan was not effective" in shown
+    assert "verified: not verified" in shown  # the scripted local model: verify.enabled auto
