@@ -208,5 +208,5 @@ async def test_synthesis_of_an_answer_its_citation_contradicts_in_words_is_refus
     assert update["answer"]["source"] == "synthesis", update["attempts"][0]["error"]
     assert update["answer"]["exact"] == ["losartan"]
     shown = "\n".join(trace_text("synthesize", update)[0])
-    assert "'losartan' in 1 (verbatim): Losartan was not effective" in shown
+    assert "'losartan' in 1 (verbatim): Losartan in Alzheimer's disease" in shown
     assert "verified: not verified" in shown  # the scripted local model: verify.enabled auto
