@@ -34,13 +34,18 @@ def check_answer(
     """
     exact = list(answer.get("exact") or [])
     cited = cited_passages(answer, contexts)
-    found = check_support(qtype, exact, answer.get("ideal") or "", cited)
+    # An answer that cites nothing is held to the passages it was made from: a factoid or
+    # list answer then cites the passages found to carry it (where its words stand, never a
+    # guess); prose cites nothing and earns the citations' floor (confidence.py).
+    found = check_support(qtype, exact, answer.get("ideal") or "", cited or list(contexts))
     record = found.record()
     checked: Answer = {**answer, "support": record}
     if found.verdict == "refused":
         return checked, f"the answer is not supported by its evidence: {found.reason}"
     if qtype in ("factoid", "list"):
         checked["exact"] = [e for e in exact if e in found.kept]
+        if not cited:
+            checked["cited"] = list(dict.fromkeys(c.pmid for c in found.carriers.values()))
     return checked, None
 
 

@@ -200,7 +200,7 @@ async def test_synthesis_of_an_answer_its_citation_contradicts_in_words_is_refus
     assert answer["exact"] == [] and answer["ideal"].startswith("Insufficient evidence:")
     shown = "\n".join(trace_text("synthesize", update)[0])  # trace show, the page, the export
     assert "carried: 0 of 1 carried" in shown  # the attempt's error
-    assert "support: refused" in shown and "evidence FAILED: the answer cites no passage" in shown
+    assert "support: refused" in shown and "carried FAILED: 0 of 1 carried" in shown
     # Control: the same reply naming what the abstract says is given.
     good = reply | {"exact_answer": ["losartan"], "ideal_answer": "Losartan was tested."}
     state["question"] += " (the control)"  # another prompt: the reply cache holds the first

@@ -166,15 +166,15 @@ async def test_vote_mode_confidence_is_the_support_share_of_the_cited_evidence(
     assert update["answer"]["confidence_parts"]["agreement"] == 0.75
 
 
-async def test_a_decision_that_cites_nothing_is_never_given(make_context, settings, index):
-    # Nobody cited an abstract: nothing carries the answer, so it is refused (confidence 0),
-    # where it used to be given at the evidence's floor.
-    decided = decision(("ENaC", 3.0, []), ("CFTR", 1.0, []))
+async def test_a_decision_nothing_shown_carries_is_never_given(make_context, settings, index):
+    # Nobody cited an abstract, and no abstract shown carries the answer: it is refused
+    # (confidence 0), where it used to be given at the evidence's floor.
+    decided = decision(("dystrophin", 3.0, []), ("titin", 1.0, []))
     ctx = make_context(script(), settings_=with_mode(settings, "vote"))
     update = await synthesize(state_for(index, decided=decided), Runtime(context=ctx))
     answer = update["answer"]
     assert answer["source"] == "insufficient" and answer["confidence"] == 0.0
-    assert answer["exact"] == [] and "cites no passage" in answer["insufficient"]
+    assert answer["exact"] == [] and "'dystrophin'" in answer["insufficient"]
     assert answer["support"]["verdict"] == "refused"
 
 
