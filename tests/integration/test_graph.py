@@ -173,7 +173,7 @@ async def test_unreachable_pubmed_is_recorded_and_the_graph_finishes(make_contex
 async def test_answer_shapes_by_type(make_context, qtype, member_answer, expected):
     def synth(m, kw):
         out = {
-            "ideal_answer": "Because the abstracts say so.",
+            "ideal_answer": "Mitochondria change during programmed cell death in lace plants.",
             "confidence": 0.9,
             "cited_pmids": [],
         }
@@ -190,7 +190,7 @@ async def test_answer_shapes_by_type(make_context, qtype, member_answer, expecte
     _, state = await run(make_context(model), qtype=qtype)
     assert state["result"]["type"] == qtype
     assert state["result"]["exact_answer"] == expected
-    assert state["result"]["ideal_answer"] == "Because the abstracts say so."
+    assert state["result"]["ideal_answer"] == "Mitochondria change during programmed cell death in lace plants."
 
 
 async def test_corg_strategy_runs_through_the_graph_and_checkpoints(make_context, settings):
