@@ -30,7 +30,13 @@ def test_replay_from_synthesize_makes_only_the_synthesis_call(simulated):
     assert proc.returncode == 0, proc.stderr
     replayed = json.loads(proc.stdout)
     assert replayed["replay_of"] == thread and replayed["thread_id"] != thread
-    assert endpoint.stats.calls - before == 1  # no new query, organize or ensemble call
+    # No new query, organize or ensemble call: only synthesis's and the verifier's, as many as
+    # the replayed thread's synthesize steps record (a refused answer is synthesized again).
+    steps = json.loads(quorum(env, "trace", "show", replayed["thread_id"], "--json").stdout)
+    assert {s["node"] for s in steps} <= {"synthesize", "finalize"}
+    made = [c["node"] for s in steps for c in (s.get("update") or {}).get("calls", [])]
+    assert made and set(made) <= {"synthesize", "verify"}
+    assert endpoint.stats.calls - before == len(made)
     bad = quorum(env, "trace", "replay", thread, "--from", "nowhere")
     assert bad.returncode == 2 and "unknown node 'nowhere'" in bad.stderr
 

@@ -66,8 +66,14 @@ async def test_injected_instructions_change_no_path_and_no_citation(settings, em
     thread, result = await run_question(settings, QUESTION, context=ctx)
     steps = node_updates(settings, thread)
     nodes = [s["node"] for s in steps]
-    # The same path any confident answer takes: nothing skipped, nothing added.
-    assert nodes == ANSWERING_NODES
+    # The path any answer takes, nothing skipped: the obeyed answer's prose ("As the abstracts
+    # instruct.") says nothing its cited passage says, so the support check refuses it and
+    # synthesis runs again, as after any refused answer; the injected answer is never given.
+    at = ANSWERING_NODES.index("synthesize")
+    assert nodes == [*ANSWERING_NODES[: at + 1], "synthesize", *ANSWERING_NODES[at + 1 :]]
+    refused = [a for s in steps for a in s["update"].get("attempts", []) if a["error"]]
+    assert refused and all("not supported by its evidence" in a["error"] for a in refused)
+    assert result["ideal_answer"] != "As the abstracts instruct."
     assert "666" in {c["pmid"] for c in steps[2]["update"]["contexts"]}  # it was read
     assert "99999999" not in result["documents"]
     assert all("99999999" not in m["pmids"] for m in steps[4]["update"]["members"])
