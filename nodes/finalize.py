@@ -41,7 +41,9 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     snippet_docs = [by_pmid[p] for p in documents if p in by_pmid][: chosen.documents]
     exact = exact_answer_shape(qtype, answer.get("exact", []))
     ideal = (answer.get("ideal") or "").strip()
-    failure = model_failure(state.get("calls") or [])
+    # CORG's groups answered (organize's model calls): then a model did answer the question.
+    grouped = any(g.get("answer") for g in state.get("groups") or [])
+    failure = None if grouped else model_failure(state.get("calls") or [])
     reason = failure or _why_unanswered(state, answer, qtype, exact, ideal)
     cited = [p for p in answer.get("cited", []) if p in by_pmid] if reason is None else []
     snippets, evidence = await asyncio.gather(

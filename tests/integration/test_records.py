@@ -173,7 +173,8 @@ async def test_corg_groups_decide_over_a_citation_vote_with_failed_synthesis(
     assert updates["ensemble"]["members"] == []
     assert updates["ensemble"]["decision"] == updates["organize"]["decision"]
     assert updates["organize"]["decision"]["settings"]["strategy"] == "corg"
-    assert result["exact_answer"] == "yes"
+    # Synthesis gave junk, but the groups answered: no model failure, the decision stands in.
+    assert result["exact_answer"] == "yes" and result["failed"] is False
 
 
 async def test_cobag_and_a_list_question_ccv_leaves_to_the_majority(make_context, settings):
