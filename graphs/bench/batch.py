@@ -50,7 +50,7 @@ def bench_batch(
             context.embedder.embed_query("warm up")  # model loading is not batch time
             context.search.count()
 
-            async def measure() -> tuple[dict[str, Any], float, int]:
+            async def measure() -> tuple[dict[str, Any], float, Any]:
                 # One event loop for both runs: the endpoints' HTTP clients belong to it.
                 alone = await run_once(settings, context, endpoint)
                 endpoint.stats.max_in_flight = 0
@@ -63,15 +63,17 @@ def bench_batch(
                     concurrency=concurrency,
                     progress=False,
                 )
-                return alone, time.perf_counter() - started, report.answered
+                return alone, time.perf_counter() - started, report
 
-            alone, wall, answered = asyncio.run(measure())
+            alone, wall, report = asyncio.run(measure())
             peak = endpoint.stats.max_in_flight
     spec = settings.models.ensemble[0]
     ideal = count / concurrency * alone["critical_path_calls"] * latency_s
     return {
         "questions": count,
-        "answered": answered,
+        "answered": report.answered,
+        # The support check may refuse a simulated answer: an honest outcome, not a lost one.
+        "insufficient": len(report.insufficient),
         "concurrency": concurrency,
         "llm_latency_s": latency_s,
         "question": QUESTION,

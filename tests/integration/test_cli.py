@@ -176,5 +176,8 @@ def test_bench_pipeline_prints_one_json_object(home):
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert {"wall_s", "llm_calls", "critical_path_calls", "llm_latency_s"} <= set(report)
-    assert report["llm_calls"] == 1 + 1 + 4 + 1 and report["critical_path_calls"] == 4
+    # query, organize, 2 x 2 members, then synthesis and its verifier one after another.
+    synthesis = report["calls_by_node"]["synthesize"]
+    assert synthesis >= 2 and report["llm_calls"] == 1 + 1 + 4 + synthesis
+    assert report["critical_path_calls"] == 3 + synthesis
     assert report["failed_calls"] == 0 and report["llm_latency_s"] == 0.2

@@ -159,8 +159,10 @@ def test_bench_pipeline_runs_the_whole_graph_against_the_simulator(quorum_home, 
     assert figures["calls_by_node"]["ensemble"] == 6  # 2 models x 3 views
     assert figures["llm_calls"] == sum(figures["calls_by_node"].values())
     assert figures["failed_calls"] == 0
-    # generate_query, organize, ensemble, synthesize: one wave each.
-    assert figures["critical_path_calls"] == 4
+    # generate_query, organize, ensemble: one wave each; then synthesis and its verifier, one
+    # call after another (a refused answer is synthesized again and verified again).
+    synthesis = figures["calls_by_node"]["synthesize"]
+    assert synthesis >= 2 and figures["critical_path_calls"] == 3 + synthesis
     assert figures["max_in_flight"] >= 6
     assert set(figures) >= {"wall_s", "llm_calls", "critical_path_calls", "llm_latency_s"}
 
@@ -199,10 +201,13 @@ def test_bench_batch_answers_every_question_with_their_calls_overlapped(quorum_h
         latency_s=0.2,
         input_path=FIXTURES / "bioasq_eval" / "phase_a_gold.json",
     )
-    assert figures["answered"] == figures["questions"] == 4
-    assert figures["chain_calls"] == 4  # generate_query, organize, ensemble, synthesize
+    # Every question ends answered or honestly insufficient (the support check), none failed.
+    assert figures["answered"] + figures["insufficient"] == figures["questions"] == 4
+    assert figures["answered"] >= 1
+    # generate_query, organize, ensemble, then synthesis and the verifier (at least one each).
+    assert figures["chain_calls"] >= 5
     assert figures["endpoint_limit"] == 4 * base.ensemble.max_concurrency
     # Four questions' ensemble waves overlapped: more in flight than one question makes.
     assert figures["max_in_flight"] > base.ensemble.members
-    assert figures["ideal_s"] == pytest.approx(4 / 4 * 4 * 0.2)
+    assert figures["ideal_s"] == pytest.approx(4 / 4 * figures["chain_calls"] * 0.2, abs=0.01)
     assert figures["wall_over_ideal"] == pytest.approx(figures["wall_s"] / figures["ideal_s"], 0.02)
