@@ -190,7 +190,10 @@ async def test_answer_shapes_by_type(make_context, qtype, member_answer, expecte
     _, state = await run(make_context(model), qtype=qtype)
     assert state["result"]["type"] == qtype
     assert state["result"]["exact_answer"] == expected
-    assert state["result"]["ideal_answer"] == "Mitochondria change during programmed cell death in lace plants."
+    assert (
+        state["result"]["ideal_answer"]
+        == "Mitochondria change during programmed cell death in lace plants."
+    )
 
 
 async def test_corg_strategy_runs_through_the_graph_and_checkpoints(make_context, settings):
