@@ -41,7 +41,7 @@ class ModelPool:
         return model
 
     def role(self, role: str) -> list[ChatModel]:
-        """Return the chat models of a role: query, refine, organize, ensemble, synthesis…"""
+        """Return the chat models of a role (query, refine, organize, ensemble, synthesis, …)."""
         specs = self._settings.models.for_role(role)
         if role in self._overrides:
             models = self._overrides[role]
