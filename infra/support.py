@@ -24,87 +24,16 @@ another question's answer (docs/measured.md).
 from __future__ import annotations
 
 import re
-import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nltk.stem.snowball import SnowballStemmer
-
 from infra.bioasq.contract import degenerate_item, degenerate_prose
 from infra.snippets import sentences
+from infra.terms import STOPWORDS, content, roots, terms, words
 
-GREEK = {
-    "α": "alpha",
-    "β": "beta",
-    "γ": "gamma",
-    "δ": "delta",
-    "ε": "epsilon",
-    "ζ": "zeta",
-    "η": "eta",
-    "θ": "theta",
-    "ι": "iota",
-    "κ": "kappa",
-    "λ": "lambda",
-    "μ": "mu",
-    "ν": "nu",
-    "ξ": "xi",
-    "ο": "omicron",
-    "π": "pi",
-    "ρ": "rho",
-    "σ": "sigma",
-    "ς": "sigma",
-    "τ": "tau",
-    "υ": "upsilon",
-    "φ": "phi",
-    "χ": "chi",
-    "ψ": "psi",
-    "ω": "omega",
-}
-"""Greek letters by their names: "TNF-α" and "TNF-alpha" are one term."""
-
-_STOP_TEXT = """a an the of in on at to for from by with without and or nor but as is are was were
-    be been being it its this that these those which who whom whose what when where why how than
-    then there their they them we our you your he she his her not no into onto over under via
-    per each other such both all any some can could may might must shall should will would do
-    does did has have had also only very more most less least well so too s"""
-STOPWORDS = frozenset(_STOP_TEXT.split())
-"""Words that carry no content of their own: ignored when an entity is matched by its words."""
-
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
-_SPLIT_CASE = re.compile(r"(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])")
-"""Between a letter and a digit: "IL6" and "IL-6" are the terms "il 6" alike."""
 _DEFINITION = re.compile(r"\(([^()]{2,12})\)")
 """A parenthesised short form after its long form: "... regulator (CFTR)"."""
-
-
-def _greek(text: str) -> str:
-    return "".join(f" {GREEK[c]} " if c in GREEK else c for c in text)
-
-
-def stem(word: str) -> str:
-    """Return a word without a plural ending: "mutations" and "mutation" are one term."""
-    if len(word) <= 3 or not word.isalpha():
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("sses", "xes", "ches", "shes")):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith(("ss", "us", "is", "os")):
-        return word[:-1]
-    return word
-
-
-def terms(text: str) -> list[str]:
-    """Return the text as normalised terms: NFKC, case, Greek letters named, plurals stemmed."""
-    text = _greek(unicodedata.normalize("NFKC", text).casefold())
-    text = _SPLIT_CASE.sub(" ", text)
-    return [t if t in STOPWORDS else stem(t) for t in _TOKEN.findall(text)]
-
-
-def content(words: Iterable[str]) -> list[str]:
-    """Return the content words among terms."""
-    return [w for w in words if w not in STOPWORDS]
 
 
 def _holds(haystack: Sequence[str], needle: Sequence[str]) -> bool:
@@ -150,11 +79,11 @@ def definitions(text: str) -> list[tuple[list[str], list[str]]]:
         short = match.group(1).strip()
         if not any(c.isalpha() for c in short) or len(short.split()) > 2:
             continue
-        before = _TOKEN.findall(text[: match.start()])[-2 * len(short) - 1 :]
+        before = words(text[: match.start()])[-2 * len(short) - 1 :]
         for size in range(1, min(len(short) + 5, 2 * len(short), len(before)) + 1):
-            words = [w.casefold() for w in before[-size:]]
-            if _initials_match(short, words):
-                pairs.append((terms(" ".join(words)), terms(short)))
+            long_form = [w.casefold() for w in before[-size:]]
+            if _initials_match(short, long_form):
+                pairs.append((terms(" ".join(long_form)), terms(short)))
                 break
     return pairs
 
@@ -186,18 +115,6 @@ def variants(entity: str) -> list[list[str]]:
         if v and v not in unique:
             unique.append(v)
     return unique
-
-
-_STEMMER = SnowballStemmer("english")
-
-
-def roots(words: Iterable[str]) -> list[str]:
-    """Return words by their Snowball stems: "inhibitory", "inhibits", "inhibition" alike.
-
-    Used only where an entity is matched by its content words in one sentence, never for the
-    verbatim match: a stem alone would carry too much.
-    """
-    return [_STEMMER.stem(w) for w in words]
 
 
 @dataclass(frozen=True)
@@ -238,10 +155,10 @@ def carrier(entity: str, passages: Sequence[dict[str, Any]]) -> Carrier | None:
         sents = _sentences(passage)
         found = []
         for section, offset, text in sents:
-            words = terms(text)
-            if any(_holds(words, f) for f in forms):
+            said = terms(text)
+            if any(_holds(said, f) for f in forms):
                 return Carrier(passage["pmid"], section, offset, text, "verbatim")
-            if any(_holds(words, f) for f in extra):
+            if any(_holds(said, f) for f in extra):
                 found.append(Carrier(passage["pmid"], section, offset, text, "abbreviation"))
         if found:
             return found[0]
