@@ -172,7 +172,7 @@ def _why_unanswered(
         return f"no ensemble member gave a usable answer from the evidence found{last}"
     if answer.get("insufficient"):
         return str(answer["insufficient"])
-    problem = answer_problem(qtype, exact, ideal)
+    problem = answer_problem(qtype, exact, ideal, question=state["question"])
     if problem is not None:  # the contract, held once more where the result is made
         errors = [a["error"] for a in state.get("attempts", []) if a.get("error")]
         return f"{problem}{f' ({errors[-1]})' if errors else ''}"

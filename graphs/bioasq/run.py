@@ -391,7 +391,12 @@ def _why_insufficient(
         return None
     if result.get("insufficient"):
         return str(result.get("insufficient_reason") or "")
-    problem = answer_problem(question.type, entry.get("exact_answer"), entry.get("ideal_answer"))
+    problem = answer_problem(
+        question.type,
+        entry.get("exact_answer"),
+        entry.get("ideal_answer"),
+        question=question.body,
+    )
     if problem is None:
         return None
     reason = f"the answer broke the answer contract: {problem}"

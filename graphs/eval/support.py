@@ -6,8 +6,9 @@ the cited evidence (one passage per document, as phase B reads them):
 - false refusal: the question's own gold exact answer (a summary: its gold ideal answer; yes/no:
   the gold answer with the gold ideal answer's prose) is refused;
 - swap refusal: the gold exact answer of the next question of the same type, in file order
-  (cyclic), is refused against these snippets. For yes/no the swap is the gold answer flipped,
-  which only a verifier can judge: the model-free check is not expected to refuse it.
+  (cyclic), is refused against these snippets. For yes/no the swap is the gold answer flipped
+  beside the gold prose: the model-free check refuses only a 'yes' whose prose negates the
+  question's words; the rest is the verifier's to judge.
 
 The check is the product's own (infra/support.py, and the verifier when one is configured), so
 the figures are what a user's gold measures of the answers quorum gives.
@@ -15,9 +16,11 @@ the figures are what a user's gold measures of the answers quorum gives.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
+from infra.bioasq.contract import contradiction
 from infra.bioasq.formats import Question
 from infra.models import ModelPool
 from infra.settings import Settings
@@ -27,6 +30,7 @@ from nodes.state import Passage
 from nodes.synthesize.verify import verifier_enabled, verify_answer
 
 QUESTION_TYPES = ("yesno", "factoid", "list", "summary")
+_LEAD = re.compile(r"^\W*(?:yes|no)\b\W*", re.IGNORECASE)
 
 Verifier = Callable[[str, str, list[str], str, list[dict[str, Any]]], Awaitable[bool]]
 """(question, qtype, exact, ideal, passages) -> supported: the verifier as the evaluation asks."""
@@ -90,7 +94,17 @@ def _list_supported(question: Question, passages: list[dict[str, Any]]) -> bool:
 
 
 def refused(question: Question, items: list[str], ideal: str, passages: list[dict]) -> bool:
-    """Tell whether the model-free check refuses this answer against these passages."""
+    """Tell whether the model-free check refuses this answer against these passages.
+
+    The check as quorum runs it on an answer: the contract's yes/no contradiction (a 'yes'
+    whose prose negates the question's words), then the support check.
+    """
+    if (
+        question.type == "yesno"
+        and items
+        and contradiction("yesno", items[0], ideal, question.body)
+    ):
+        return True
     return check_support(question.type, items, ideal, passages).verdict == "refused"
 
 
@@ -125,9 +139,12 @@ async def evaluate_support(
                 own_refused = refused(q, [], ideal, passages)
                 swap_refused = refused(q, [], gold_ideal(other), passages)
             elif qtype == "yesno":
+                # The flipped answer keeps the gold prose less its leading "Yes,"/"No," (which
+                # would refuse it on its first word alone): a 'yes' over prose that says no in
+                # the question's words contradicts itself; the rest only a verifier can judge.
                 flipped = ["no" if own[:1] == ["yes"] else "yes"]
                 own_refused = refused(q, own, ideal, passages)
-                swap_refused = refused(q, flipped, "", passages)
+                swap_refused = refused(q, flipped, _LEAD.sub("", ideal), passages)
             elif qtype == "list":
                 own_refused = not _list_supported(q, passages)
                 swap_refused = not _list_supported(other_as(q, other), passages)

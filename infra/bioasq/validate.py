@@ -215,11 +215,14 @@ class _Checker:
         if ideal is not None:
             self.ideal_answer(where, ideal)
         if len(self.problems) == shape_problems:  # content is judged once the shape is right
-            self.content(where, qtype, exact, ideal)
+            body = item.get("body")
+            self.content(where, qtype, exact, ideal, body if isinstance(body, str) else None)
         self.phase_rules(where, qtype, item)
         return qid
 
-    def content(self, where: str, qtype: str | None, exact: Any, ideal: Any) -> None:
+    def content(
+        self, where: str, qtype: str | None, exact: Any, ideal: Any, question: str | None
+    ) -> None:
         """Hold a well-shaped answer to the answer contract (a submission's one word)."""
         ideals = ideal if isinstance(ideal, list) else [ideal] if ideal is not None else []
         if any(is_insufficient(text) for text in ideals):
@@ -238,7 +241,7 @@ class _Checker:
             if problem := next((p for p in found if p), None):
                 self.add(where, problem)
         # A list of ideal answers is several experts' (golden files): they may disagree.
-        if problem := contradiction(qtype, exact, ideal):
+        if problem := contradiction(qtype, exact, ideal, question):
             self.add(where, problem)
 
     def question_type(self, where: str, qid: str, item: dict) -> str | None:

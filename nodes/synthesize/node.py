@@ -176,7 +176,12 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
     answer: Answer | None = None
     if reply.value is not None:
         answer, notes = _from_reply(qtype, reply.value, decision, contexts)
-        problem = answer_problem(qtype, exact_answer_shape(qtype, answer["exact"]), answer["ideal"])
+        problem = answer_problem(
+            qtype,
+            exact_answer_shape(qtype, answer["exact"]),
+            answer["ideal"],
+            question=state["question"],
+        )
         if problem is not None:
             error = f"the answer broke the contract: {problem}"
         else:

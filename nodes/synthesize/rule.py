@@ -106,7 +106,7 @@ def rule_answer(
     extracted = decided(qtype, decision)
     exact = [] if qtype == "summary" else format_exact(qtype, extracted)
     ideal = rule_ideal(qtype, question, exact or extracted, decision, contexts, embedder)
-    problem = answer_problem(qtype, exact_answer_shape(qtype, exact), ideal)
+    problem = answer_problem(qtype, exact_answer_shape(qtype, exact), ideal, question=question)
     if problem is not None:
         reason = "the ensemble reached no answer" if not extracted else problem
         if why_failed:

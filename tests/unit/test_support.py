@@ -210,3 +210,16 @@ async def test_synthesis_of_an_answer_its_citation_contradicts_in_words_is_refus
     shown = "\n".join(trace_text("synthesize", update)[0])
     assert "'losartan' in 1 (verbatim): Losartan in Alzheimer's disease" in shown
     assert "verified: not verified" in shown  # the scripted local model: verify.enabled auto
+
+
+def test_a_yes_whose_own_prose_negates_the_question_contradicts_itself():
+    # The demo model's "Yes. INTERPRETATION: … was not effective …" (issue 47).
+    question = "Is losartan effective against brain atrophy in Alzheimer's disease?"
+    prose = "Yes. INTERPRETATION: Losartan was not effective in reducing the rate of brain atrophy."
+    assert "'not effective" in answer_problem("yesno", "yes", prose, question=question)
+    # Controls: the same prose under "no" (after its first word), a 'yes' that negates other
+    # words, and the check without the question, are not contradictions.
+    assert answer_problem("yesno", "no", prose.removeprefix("Yes. "), question=question) is None
+    other = "Yes. Losartan reduced atrophy; blood pressure did not fall further."
+    assert answer_problem("yesno", "yes", other, question=question) is None
+    assert answer_problem("yesno", "yes", prose) is None
