@@ -1,0 +1,72 @@
+"""Issue 47 as a user meets it: a server that says the same well-formed thing whatever it is
+asked, over real HTTP, and `quorum eval support` on the committed golden excerpt."""
+
+import json
+
+from tests.support.cli import quorum_env, run_quorum
+from tests.support.servers import serve_fixed_replies
+
+QUESTION = "Which organelle remodels lace plant leaves during programmed cell death?"
+LACE = "21645374"
+SENTENCE = "The role of mitochondria during PCD has been recognized in animals; however, it has been less studied during PCD in plants."
+
+
+def fixed(answer: str) -> str:
+    """One reply that parses as every role's answer: a query, a member, synthesis, verdicts."""
+    return json.dumps(
+        {
+            "query": "mitochondria AND lace",
+            "duplicates": [],
+            "answer": answer,
+            "pmids": [LACE],
+            "exact_answer": [answer],
+            "ideal_answer": f"{answer}, as the cited study reports.",
+            "confidence": 0.9,
+            "cited_pmids": [LACE],
+            "rationale": "",
+            "verdicts": [{"pmid": LACE, "quote": SENTENCE, "verdict": "supports"}],
+        }
+    )
+
+
+def ask_fixed(home, answer):
+    with serve_fixed_replies(fixed(answer)) as server:
+        spec = {"provider": "openai", "model": "fixed", "base_url": server.base_url}
+        env = quorum_env(home) | {
+            "QUORUM_MODELS__QUERY": json.dumps(spec),
+            "QUORUM_MODELS__ENSEMBLE": json.dumps([spec]),
+            "QUORUM_FALLBACK__ENABLED": "false",
+            "QUORUM_ORGANIZE__STRATEGY": "dedupe",
+        }
+        return run_quorum(env, "ask", QUESTION, "--type", "factoid", "--json", timeout=300)
+
+
+def test_a_fixed_answer_its_evidence_does_not_carry_is_never_given(quorum_home):
+    proc = ask_fixed(quorum_home, "CFTR")
+    assert proc.returncode == 0, proc.stderr  # the model works: the evidence does not carry it
+    result = json.loads(proc.stdout)
+    assert result["insufficient"] is True and result["exact_answer"] is None
+    assert result["confidence"] == 0.0 and result["evidence"] == []
+    assert "'CFTR'" in result["insufficient_reason"]
+    # Control: the same server naming what the abstract says is given, verified, with the
+    # sentence that carries it as its evidence.
+    proc = ask_fixed(quorum_home, "mitochondria")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["insufficient"] is False and result["exact_answer"] == [["mitochondria"]]
+    assert any("mitochondria" in e["sentence"] for e in result["evidence"])
+
+
+def test_eval_support_prints_one_json_object_by_type(quorum_home):
+    env = quorum_env(quorum_home)
+    excerpt = "tests/fixtures/shared_excerpts/bioasq/11B1_excerpt.json"
+    proc = run_quorum(env, "eval", "support", "--questions", excerpt, "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert set(report["by_type"]) == {"yesno", "factoid", "list", "summary"}
+    for row in report["by_type"].values():
+        assert row["n"] == 7 and 0 <= row["false_refusal"] <= 1 and 0 <= row["swap_refusal"] <= 1
+    assert report["by_type"]["factoid"]["swap_refusal"] >= 0.9
+    assert "by_type_verified" not in report  # the demo model: no verifier
+    bad = run_quorum(env, "eval", "support", "--questions", "nosuch.json")
+    assert bad.returncode == 2 and "nosuch.json" in bad.stderr and "Traceback" not in bad.stderr
