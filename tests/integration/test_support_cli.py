@@ -70,3 +70,25 @@ def test_eval_support_prints_one_json_object_by_type(quorum_home):
     assert "by_type_verified" not in report  # the demo model: no verifier
     bad = run_quorum(env, "eval", "support", "--questions", "nosuch.json")
     assert bad.returncode == 2 and "nosuch.json" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_eval_support_with_a_verifier_reports_it_beside_the_model_free_check(quorum_home):
+    # The simulated reader as the verifier (a wiring harness: it shows the verifier is asked
+    # and counted, never how good a verifier is).
+    from infra.simulate.server import SimulatedEndpoint
+    from tests.support.cli import simulated_env
+
+    excerpt = "tests/fixtures/shared_excerpts/bioasq/11B1_excerpt.json"
+    with SimulatedEndpoint(0.0) as endpoint:
+        env = simulated_env(endpoint.base_url, quorum_home)
+        proc = run_quorum(env, "eval", "support", "--questions", excerpt, "--json")
+        asked = endpoint.stats.calls
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert asked == 2 * 28  # one call for each gold answer and one for each swapped one
+    verified, alone = report["by_type_verified"], report["by_type"]
+    for qtype, row in verified.items():
+        # The verifier can only add refusals to the model-free check's.
+        assert row["n"] == alone[qtype]["n"]
+        assert row["false_refusal"] >= alone[qtype]["false_refusal"]
+        assert row["swap_refusal"] >= alone[qtype]["swap_refusal"]
