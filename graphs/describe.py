@@ -29,6 +29,7 @@ EXACT_ANSWER = "Exact answer"
 IDEAL_ANSWER = "Ideal answer"
 CONFIDENCE = "Confidence"
 CITED_EVIDENCE = "Cited evidence"
+SUPPORT = "Support"
 """The passages the answer rests on, each PMID with its title and supporting sentence."""
 RETRIEVED_DOCUMENTS = "Retrieved documents"
 """The ranked list BioASQ scores in phase A: retrieval order, never re-ordered by citation."""
@@ -223,6 +224,10 @@ def answer_lines(result: dict[str, Any], *, documents: int | None = None) -> lis
         label = IDEAL_ANSWER if exact is not None else f"{IDEAL_ANSWER} ({qtype})"
         lines.append(f"{label}: {result['ideal_answer']}")
     lines.append(f"{CONFIDENCE}: {confidence_text(result)}")
+    support = result.get("support") or {}
+    if support.get("verdict") == "supported":
+        verified = support.get("verified", "not verified")
+        lines.append(f"{SUPPORT}: carried by the cited passages; {verified} ({support['why']})")
     evidence = cited_evidence(result)
     if "evidence" not in result:
         pass  # a result from before cited evidence was kept: nothing to say either way

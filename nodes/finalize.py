@@ -83,7 +83,21 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
             "documents": documents,
             "snippets": snippets,
             "titles": {p: by_pmid[p].get("title", "") for p in documents if p in by_pmid},
+            "support": support_summary(answer, reason),
         }
+    }
+
+
+def support_summary(answer: dict[str, Any], reason: str | None) -> dict[str, Any] | None:
+    """Return what the support check said of the answer given: verdict, verifier, why."""
+    support = answer.get("support")
+    if not support:
+        return None
+    verified = support.get("verified") or {}
+    return {
+        "verdict": "refused" if reason else support["verdict"],
+        "verified": verified.get("status", "not verified"),
+        "why": verified.get("why") or support.get("reason") or "",
     }
 
 

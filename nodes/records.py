@@ -347,3 +347,6 @@ class Result(TypedDict):
     """The sentences of those documents closest to the question."""
     titles: dict[str, str]
     """Title per document PMID."""
+    support: NotRequired[dict[str, str] | None]
+    """The support check on the answer: verdict (supported/refused), verified (supported,
+    refused or not verified) and why; None when nothing was to be answered."""

@@ -94,6 +94,7 @@ ANSWER_KEYS = (
     "confidence",
     "model_confidence",
     "confidence_parts",
+    "support",
     "evidence",
     "documents",
     "snippets",

@@ -54,6 +54,8 @@ def test_a_fixed_answer_its_evidence_does_not_carry_is_never_given(quorum_home):
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["insufficient"] is False and result["exact_answer"] == [["mitochondria"]]
+    assert result["support"]["verdict"] == "supported"
+    assert result["support"]["verified"] == "supported"  # its verifier quoted the abstract
     assert any("mitochondria" in e["sentence"] for e in result["evidence"])
 
 

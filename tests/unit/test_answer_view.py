@@ -94,3 +94,25 @@ def test_ask_json_always_says_whether_the_answer_is_insufficient():
     shown = answer_json(older)
     assert shown["insufficient"] is False and shown["evidence"] == []
     assert shown["documents"] == CITED["documents"]  # retrieval order, as the graph gave it
+
+
+def test_an_answer_says_whether_it_was_verified():
+    from graphs.describe import answer_lines
+
+    result = {
+        "type": "yesno",
+        "exact_answer": "yes",
+        "ideal_answer": "Yes, mitochondria act early.",
+        "confidence": 0.6,
+        "support": {
+            "verdict": "supported",
+            "verified": "not verified",
+            "why": "verify.enabled is off for this model",
+        },
+    }
+    assert (
+        "Support: carried by the cited passages; not verified (verify.enabled is off for this "
+        "model)"
+    ) in answer_lines(result)
+    refused = result | {"support": {"verdict": "refused", "verified": "refused", "why": "x"}}
+    assert not any(line.startswith("Support:") for line in answer_lines(refused))
