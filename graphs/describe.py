@@ -208,6 +208,16 @@ def retrieved_documents(result: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def support_text(result: dict[str, Any]) -> str | None:
+    """Return what the support check says of a given answer, or None (refused, or older)."""
+    support = result.get("support") or {}
+    if support.get("verdict") != "supported":
+        return None
+    verified = support.get("verified", "not verified")
+    why = f" ({support['why']})" if support.get("why") else ""
+    return f"carried by the cited passages; {verified}{why}"
+
+
 def answer_lines(result: dict[str, Any], *, documents: int | None = None) -> list[str]:
     """Return the answer as plain lines: exact, ideal, confidence, cited evidence, retrieved.
 
@@ -224,10 +234,8 @@ def answer_lines(result: dict[str, Any], *, documents: int | None = None) -> lis
         label = IDEAL_ANSWER if exact is not None else f"{IDEAL_ANSWER} ({qtype})"
         lines.append(f"{label}: {result['ideal_answer']}")
     lines.append(f"{CONFIDENCE}: {confidence_text(result)}")
-    support = result.get("support") or {}
-    if support.get("verdict") == "supported":
-        verified = support.get("verified", "not verified")
-        lines.append(f"{SUPPORT}: carried by the cited passages; {verified} ({support['why']})")
+    if (said := support_text(result)) is not None:
+        lines.append(f"{SUPPORT}: {said}")
     evidence = cited_evidence(result)
     if "evidence" not in result:
         pass  # a result from before cited evidence was kept: nothing to say either way

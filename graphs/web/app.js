@@ -193,6 +193,7 @@ const WORDS = {
   noEvidence: "none: the answer cites no passage",
   retrieved: "Retrieved documents",
   order: "retrieval order",
+  support: "Support",
 };
 
 function renderAnswer(answer) {
@@ -215,6 +216,9 @@ function renderAnswer(answer) {
   }
   box.append(el("p", { class: "confidence muted" },
     `${WORDS.confidence}: ${answer.confidence_text ?? Number(answer.confidence || 0).toFixed(2)}`));
+  if (answer.support_text) {
+    box.append(el("p", { class: "support muted" }, `${WORDS.support}: ${answer.support_text}`));
+  }
   if (evidence.length) {
     const list = el("ol", { class: "evidence" });
     for (const e of evidence) list.append(evidenceItem(e));

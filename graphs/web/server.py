@@ -46,6 +46,7 @@ from graphs.describe import (
     given_exact,
     retrieved_documents,
     summarize,
+    support_text,
     trace_text,
 )
 from graphs.runtime import InputProblem, build_context, check_question
@@ -344,6 +345,7 @@ def _answer(turn: Turn) -> dict[str, Any]:
         "confidence": result.get("confidence"),
         "model_confidence": result.get("model_confidence"),
         "confidence_text": confidence_text(result),
+        "support_text": support_text(result),
         "evidence": cited_evidence(result),
         "evidence_kept": "evidence" in result,
         "documents": retrieved_documents(result),
