@@ -139,7 +139,19 @@ def test_debris_entities_are_refused(item, why):
     assert why in degenerate_item(item)
 
 
-@pytest.mark.parametrize("item", ["1:3500-1:5000", "14-3-3", "vitamin A", "1.1%", "TNF-α", "2017"])
+@pytest.mark.parametrize(
+    "item",
+    [
+        "1:3500-1:5000",
+        "14-3-3",
+        "vitamin A",
+        "1.1%",
+        "TNF-α",
+        "2017",
+        "Lipid Mini-On",
+        "http://a.org/",
+    ],
+)
 def test_gold_entities_are_not_debris(item):
     assert degenerate_item(item) is None
 
