@@ -45,6 +45,21 @@ class FakeEutils:
 
 
 @contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """Serve `handler` on a free loopback port for as long as the block runs; yield the port."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@contextmanager
 def serve_eutils() -> Iterator[FakeEutils]:
     """Serve a FakeEutils on a free local port for as long as the block runs."""
     fake = FakeEutils()
@@ -65,17 +80,9 @@ def serve_eutils() -> Iterator[FakeEutils]:
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/entrez/eutils"
-    try:
+    with serving(Handler) as port:
+        fake.base_url = f"http://127.0.0.1:{port}/entrez/eutils"
         yield fake
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 @dataclass
@@ -124,14 +131,6 @@ def serve_fixed_replies(text: str) -> Iterator[FixedReplies]:
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
+    with serving(Handler) as port:
+        fake.base_url = f"http://127.0.0.1:{port}/v1"
         yield fake
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
