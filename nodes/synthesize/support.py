@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from infra.support import check_support
 from nodes.context import Context
 from nodes.state import Answer, Call, Passage
-from nodes.synthesize.verify import verifier_enabled, verify_answer
+from nodes.synthesize.verify import counted, verifier_enabled, verify_answer
 
 VERIFIER_OFF = "verify.enabled is off for this model (the local demo model cannot judge entailment)"
 
@@ -68,13 +68,16 @@ async def held_to_evidence(
             "why": VERIFIER_OFF,
         }
         return checked, None, []
+    # An answer that cites nothing is read beside the passages it was made from, as the
+    # model-free check read it; it then cites those the verifier quotes in its support.
+    cited = cited_passages(checked, contexts)
     verification, call = await verify_answer(
         ctx.models.first("verify"),
         question,
         qtype,
         list(checked.get("exact") or []),
         checked.get("ideal") or "",
-        cited_passages(checked, contexts),
+        cited or list(contexts),
     )
     checked["support"]["verified"] = verification
     calls = [call] if call is not None else []
@@ -82,6 +85,9 @@ async def held_to_evidence(
         checked["support"]["verdict"] = "refused"
         checked["support"]["reason"] = f"verifier: {verification['why']}"
         return checked, f"the verifier refused the answer: {verification['why']}", calls
+    if not cited and verification["status"] == "supported":
+        quoted = [v["pmid"] for v in verification["passages"] if counted(v) == "supports"]
+        checked["cited"] = list(dict.fromkeys(quoted))
     return checked, None, calls
 
 

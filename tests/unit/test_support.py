@@ -235,3 +235,35 @@ def test_a_yes_whose_own_prose_negates_the_question_contradicts_itself():
     other = "Yes. Losartan reduced atrophy; blood pressure did not fall further."
     assert answer_problem("yesno", "yes", other, question=question) is None
     assert answer_problem("yesno", "yes", prose) is None
+
+
+async def test_an_uncited_answer_is_verified_against_what_it_was_made_from(make_context, settings):
+    # The rule step's yes/no stand-in cites nothing when the members cited nothing: the
+    # verifier reads the passages it was made from, and the answer cites the one it quotes.
+    from nodes.synthesize.support import held_to_evidence
+
+    chosen = settings.model_copy(
+        update={
+            "verify": settings.verify.model_copy(update={"enabled": "on"}),
+            "models": settings.models.model_copy(update={"cache": "off"}),
+        }
+    )
+    quote = "Losartan was not effective in reducing the rate of brain atrophy over 12 months."
+    said = {"verdicts": [{"pmid": "1", "quote": quote, "verdict": "supports"}]}
+    ctx = make_context(script(verify=said), settings_=chosen)
+    answer = {
+        "exact": ["no"],
+        "ideal": "No. Losartan was not effective in reducing brain atrophy.",
+        "confidence": 0.0,
+        "cited": [],
+    }
+    contexts = [{**LOSARTAN, "score": 1.0}, {**CF, "score": 0.5}]
+    question = "Is losartan effective against brain atrophy?"
+    checked, refused, calls = await held_to_evidence(ctx, question, "yesno", answer, contexts)
+    assert refused is None and checked["cited"] == ["1"] and len(calls) == 1
+    assert checked["support"]["verified"]["status"] == "supported"
+    # Control: the verifier quoting nothing verbatim supports nothing, and the answer is refused.
+    said = {"verdicts": [{"pmid": "1", "quote": "Losartan works.", "verdict": "supports"}]}
+    ctx = make_context(script(verify=said), settings_=chosen)
+    checked, refused, _ = await held_to_evidence(ctx, question, "yesno", answer, contexts)
+    assert refused is not None and "verifier" in refused and checked["cited"] == []
