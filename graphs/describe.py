@@ -215,6 +215,8 @@ def support_text(result: dict[str, Any]) -> str | None:
         return None
     verified = support.get("verified", "not verified")
     why = f" ({support['why']})" if support.get("why") else ""
+    if "evidence" in result and not result["evidence"]:
+        return f"carried by the passages it was made from (it cites none); {verified}{why}"
     return f"carried by the cited passages; {verified}{why}"
 
 

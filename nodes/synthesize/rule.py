@@ -47,14 +47,26 @@ def rule_ideal(
     embedder: Embedder,
 ) -> str:
     """Return prose stating the decided answer and the sentence of the abstract behind it."""
+    return stated(qtype, question, exact, decision, contexts, embedder)[0]
+
+
+def stated(
+    qtype: str,
+    question: str,
+    exact: Sequence[str],
+    decision: Decision | None,
+    contexts: Sequence[Passage],
+    embedder: Embedder,
+) -> tuple[str, str | None]:
+    """Return the rule step's prose and the PMID of the sentence it quotes (None: none)."""
     if (decision or {}).get("plural") and qtype != "summary":
         sides = [a["answer"] for a in (decision or {}).get("answers") or []]
         named = ", ".join(repr(s if isinstance(s, str) else "; ".join(s)) for s in sides[:5])
-        return f"The abstracts conflict on this question: they answer {named}."
+        return f"The abstracts conflict on this question: they answer {named}.", None
     if qtype == "summary":  # the members' own summary: it is prose already
-        return " ".join(exact)
+        return " ".join(exact), None
     if not exact:
-        return ""
+        return "", None
     shown = [c["pmid"] for c in contexts]
     cited = backing_pmids(decision, shown) or shown[:1]
     answer = "; ".join(exact)
@@ -64,11 +76,14 @@ def rule_ideal(
     docs = [c for c in contexts if c["pmid"] in cited[:3]] if not holding else list(contexts)
     found = supporting_sentences(question, answer, docs, embedder, holding=holding) if docs else {}
     order = [*cited, *(c["pmid"] for c in contexts)]
-    sentence = next((found[p].text for p in order if p in found), "")
+    quoted = next((p for p in order if p in found), None)
     lead = exact[0].capitalize() if qtype == "yesno" else answer
-    if sentence:
-        return f"{lead}. {sentence}"
-    return f"The ensemble's readers answered {lead}; no abstract shown states it in so many words."
+    if quoted is not None:
+        return f"{lead}. {found[quoted].text}", quoted
+    return (
+        f"The ensemble's readers answered {lead}; no abstract shown states it in so many words.",
+        None,
+    )
 
 
 def insufficient(reason: str, rationale: str) -> Answer:
@@ -105,7 +120,7 @@ def rule_answer(
     """
     extracted = decided(qtype, decision)
     exact = [] if qtype == "summary" else format_exact(qtype, extracted)
-    ideal = rule_ideal(qtype, question, exact or extracted, decision, contexts, embedder)
+    ideal, quoted = stated(qtype, question, exact or extracted, decision, contexts, embedder)
     problem = answer_problem(qtype, exact_answer_shape(qtype, exact), ideal, question=question)
     if problem is not None:
         reason = "the ensemble reached no answer" if not extracted else problem
@@ -117,7 +132,9 @@ def rule_answer(
         "exact": exact,
         "ideal": ideal,
         "confidence": 0.0,  # earned from the evidence by the caller
-        "cited": backing_pmids(decision, [c["pmid"] for c in contexts]),
+        # The decision's citations; when it has none, the abstract its prose quotes.
+        "cited": backing_pmids(decision, [c["pmid"] for c in contexts])
+        or ([quoted] if quoted else []),
         "rationale": (decision or {}).get("why", "no decision"),
         "source": "decision" if why_failed is None else "vote",
     }

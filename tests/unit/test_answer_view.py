@@ -114,5 +114,7 @@ def test_an_answer_says_whether_it_was_verified():
         "Support: carried by the cited passages; not verified (verify.enabled is off for this "
         "model)"
     ) in answer_lines(result)
+    uncited = answer_lines(result | {"evidence": []})
+    assert any("carried by the passages it was made from (it cites none)" in x for x in uncited)
     refused = result | {"support": {"verdict": "refused", "verified": "refused", "why": "x"}}
     assert not any(line.startswith("Support:") for line in answer_lines(refused))
