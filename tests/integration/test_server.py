@@ -351,9 +351,8 @@ def test_the_page_answers_and_steps_through_the_trace(make_context, settings, tm
             assert page.inner_text(".answer .exact").startswith("Exact answer: yes")
             assert "Retrieved documents (retrieval order)" in page.inner_text(".answer")
             # The scripted local model: the answer is carried, and says it was not verified.
-            assert page.inner_text(".answer .support").startswith(
-                "Support: carried by the cited passages; not verified"
-            )
+            support = page.inner_text(".answer .support")
+            assert support.startswith("Support: carried by the") and "; not verified" in support
             documents = page.locator(".answer .documents li")
             assert documents.count() == 5
             assert "[101] Mitochondria drive programmed cell death" in page.inner_text(
