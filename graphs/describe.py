@@ -14,7 +14,7 @@ from typing import Any
 
 from graphs.runtime import graph_nodes
 from infra.bioasq.types import PHASES
-from nodes.describing import DESCRIPTIONS, confidence_text
+from nodes.describing import DESCRIPTIONS, MARKS, confidence_text
 from nodes.state import Call, QAState
 from nodes.trace_view import Block, Facts, Lines, Table
 
@@ -67,6 +67,17 @@ def done_line(node: str, update: QAState) -> str:
     """Say what a finished node did, in a few words: the same on the CLI, in chat and the page."""
     described = DESCRIPTIONS.get(node)
     return described.done(dict(update)) if described is not None else node
+
+
+def step_mark(node: str, update: QAState) -> str:
+    """Return a finished step's mark: ✓ done, ✗ failed, – skipped."""
+    described = DESCRIPTIONS.get(node)
+    return MARKS[described.outcome(dict(update)) if described is not None else "done"]
+
+
+def progress_line(node: str, update: QAState) -> str:
+    """Return a finished step's mark and words, as the CLI and chat print them."""
+    return f"{step_mark(node, update)} {done_line(node, update)}"
 
 
 def summarize(node: str, update: QAState) -> str:

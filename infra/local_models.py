@@ -8,7 +8,10 @@ to the requested JSON schema (xgrammar), so even a tiny model returns valid stru
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
+import io
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -54,8 +57,14 @@ def _materialize_local(path: Path, cache_root: Path) -> Path:
     infra.offline.quiet_transformers()
     # NOTE: transformers de-quantizes GGUF on every load (~20 s here); saving the float
     # weights once makes later loads memory-mapped and near-instant.
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
+    # transformers draws its own tqdm bar over the 272 tensors: kept on a terminal, one line
+    # instead of a flood of carriage returns when stderr is a pipe or a log (issue 48).
+    shown = sys.stderr.isatty()
+    if not shown:
+        print(f"quorum: de-quantizing {path.name} once, into {target}", file=sys.stderr)
+    with contextlib.nullcontext() if shown else contextlib.redirect_stderr(io.StringIO()):
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
     model.hf_quantizer = None
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):

@@ -12,15 +12,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from nodes.trace_view import Block
 
 Update = dict[str, Any]
+Outcome = Literal["done", "failed", "skipped"]
+"""How a finished step went: it did its job, it failed (something stood in), or it was skipped."""
+MARKS: dict[str, str] = {"done": "✓", "failed": "✗", "skipped": "–"}
+"""The mark before a finished step's words: never ✓ for a step that failed or was skipped."""
 
 
 def _nothing(update: Update) -> list[Any]:
     return []
+
+
+def _done(update: Update) -> Outcome:
+    return "done"
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,8 @@ class NodeDescription:
     """What its update shows in a trace, as blocks (none: the update is shown as it is)."""
     covers: frozenset[str] = frozenset()
     """The update's keys the trace's blocks show, which the views then leave out of the rest."""
+    outcome: Callable[[Update], Outcome] = field(default=_done)
+    """How its step went, for its mark: done, failed (something stood in), or skipped."""
 
 
 DESCRIPTIONS: dict[str, NodeDescription] = {}

@@ -10,7 +10,7 @@ from infra.pubmed import FallbackUnavailable
 from infra.search.keywords import keyword_query, without_stopwords
 from infra.search.query import QueryError, parse_query, to_pubmed
 from nodes.context import Context
-from nodes.describing import NodeDescription, describes, plural
+from nodes.describing import NodeDescription, Outcome, describes, plural
 from nodes.passages import bounded
 from nodes.state import QAState
 
@@ -68,4 +68,14 @@ def _fallback_done(update: dict[str, Any]) -> str:
     return f"searched PubMed: {plural(added, 'document')} added"
 
 
-describes("fallback_search", NodeDescription("searching PubMed", done=_fallback_done))
+def _fallback_outcome(update: dict[str, Any]) -> Outcome:
+    rounds = update.get("fallbacks") or []
+    if rounds and all(str(f.get("status", "")).startswith("fallback ") for f in rounds):
+        return "skipped"  # unavailable or not configured: nothing was searched
+    return "done"
+
+
+describes(
+    "fallback_search",
+    NodeDescription("searching PubMed", done=_fallback_done, outcome=_fallback_outcome),
+)

@@ -11,7 +11,7 @@ from infra.bioasq import detect_type
 from infra.search.keywords import copied_question, keyword_query, keywords
 from infra.search.query import QueryError
 from nodes.context import Context
-from nodes.describing import NodeDescription, describes
+from nodes.describing import NodeDescription, Outcome, describes
 from nodes.state import Call, Exchange, Limits, QAState, Query
 from prompts import render
 
@@ -180,7 +180,18 @@ def _query_summary(update: dict[str, Any]) -> list[str]:
     return parts
 
 
+def _query_outcome(update: dict[str, Any]) -> Outcome:
+    proposals = update.get("queries") or []
+    failed = proposals and proposals[-1].get("source") == "keywords" and len(proposals) > 1
+    return "failed" if failed else "done"
+
+
 describes(
     "generate_query",
-    NodeDescription("writing the search query", done=_query_done, summary=_query_summary),
+    NodeDescription(
+        "writing the search query",
+        done=_query_done,
+        summary=_query_summary,
+        outcome=_query_outcome,
+    ),
 )

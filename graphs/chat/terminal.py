@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from graphs.chat.conversation import Conversations, Turn, run_turn
 from graphs.cli.live import LiveStatus
-from graphs.describe import LABELS, answer_lines, done_line, trace_text
+from graphs.describe import LABELS, answer_lines, progress_line, trace_text
 from graphs.traces.read import node_updates
 from infra.settings import Settings
 from nodes.context import Context
@@ -109,7 +109,7 @@ class Chat:
                 status.update(f"{LABELS.get(node, node)}…")
 
             def on_event(node: str, update: QAState) -> None:
-                status.print(f"[dim]✓ {escape(done_line(node, update))}[/dim]")
+                status.print(f"[dim]{escape(progress_line(node, update))}[/dim]")
 
             def on_progress(event: dict[str, Any]) -> None:
                 if event.get("node") == "ensemble" and "total" in event:

@@ -41,7 +41,7 @@ def ask(
     question = check_question(question)
     qtype = checked_type(qtype)
     settings = settings_for(**search_options(index_name, backend))
-    from graphs.describe import LABELS, done_line
+    from graphs.describe import LABELS, progress_line
 
     # models and index: after the checks
     from graphs.runtime import Progress, build_context, run_question
@@ -57,7 +57,7 @@ def ask(
             status.update(f"{LABELS.get(node, node)}…")
 
         def finished(node: str, update: QAState) -> None:
-            status.print(f"[dim]✓ {escape(done_line(node, update))}[/dim]")
+            status.print(f"[dim]{escape(progress_line(node, update))}[/dim]")
 
         async def answer() -> dict[str, Any]:
             with Interrupts("this question"):

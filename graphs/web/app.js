@@ -129,7 +129,7 @@ class TurnView {
       this.showStatus();
     } else if (event === "node") {
       this.steps.append(el("li", { "data-node": data.node },
-        el("span", { class: "tick" }, "✓ "), data.line || label(data.node),
+        el("span", { class: "tick" }, `${data.mark || "✓"} `), data.line || label(data.node),
         data.summary ? el("span", { class: "muted" }, ` — ${data.summary}`) : null));
       this.meter.hidden = true;
       this.preview.hidden = true;

@@ -45,6 +45,7 @@ from graphs.describe import (
     exact_text,
     given_exact,
     retrieved_documents,
+    step_mark,
     summarize,
     support_text,
     trace_text,
@@ -292,7 +293,12 @@ async def _run(
     def on_event(node: str, update: QAState) -> None:
         emit(
             "node",
-            {"node": node, "line": done_line(node, update), "summary": summarize(node, update)},
+            {
+                "node": node,
+                "line": done_line(node, update),
+                "mark": step_mark(node, update),
+                "summary": summarize(node, update),
+            },
         )
 
     def on_token(node: str, text: str) -> None:

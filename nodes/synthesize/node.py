@@ -28,7 +28,7 @@ from nodes.answer_fields import (
     pmid_type,
 )
 from nodes.context import Context
-from nodes.describing import NodeDescription, confidence_text, describes
+from nodes.describing import NodeDescription, Outcome, confidence_text, describes
 from nodes.passages import passages
 from nodes.state import Answer, Attempt, Call, Decision, Passage, QAState
 from nodes.synthesize.confidence import earned_confidence
@@ -317,11 +317,19 @@ def _synthesis_done(update: dict[str, Any]) -> str:
     return f"synthesized: confidence {confidence}"
 
 
+def _synthesis_outcome(update: dict[str, Any]) -> Outcome:
+    answer = update.get("answer") or {}
+    if answer.get("failed") or answer.get("source") in ("vote", "insufficient"):
+        return "failed"  # tried again, stood in for, or no answer the evidence carries
+    return "done"
+
+
 describes(
     "synthesize",
     NodeDescription(
         "synthesizing",
         done=_synthesis_done,
+        outcome=_synthesis_outcome,
         summary=lambda update: (
             [f"confidence {confidence_text(answer)}"] if (answer := update.get("answer")) else []
         ),

@@ -86,3 +86,22 @@ def test_every_node_of_every_phase_describes_itself():
         for node in graph_nodes(phase):
             assert node in DESCRIPTIONS, f"{node} ({phase}) has no description"
             assert DESCRIPTIONS[node].label and DESCRIPTIONS[node].done({})
+
+
+def test_a_failed_or_skipped_step_is_never_marked_done():
+    # Issue 48: "✓ synthesis failed", "✓ PubMed unavailable" told a reader the step went well.
+    from graphs.describe import progress_line
+
+    assert progress_line("search", {"hits": 3}) == "✓ searched: 3 hits"
+    failed = {"answer": {"failed": "the answer broke the contract", "confidence": 0.0}}
+    assert progress_line("synthesize", failed).startswith("✗ synthesis failed, trying again")
+    stood_in = {"answer": {"source": "vote", "confidence": 0.3}}
+    assert progress_line("synthesize", stood_in).startswith("✗ synthesis failed again")
+    given = {"answer": {"source": "synthesis", "confidence": 0.8}}
+    assert progress_line("synthesize", given).startswith("✓ synthesized")
+    down = {"fallbacks": [{"status": "fallback unavailable: no e-mail", "added": 0}]}
+    assert progress_line("fallback_search", down).startswith("– PubMed unavailable")
+    found = {"fallbacks": [{"status": "ok", "added": 2}]}
+    assert progress_line("fallback_search", found) == "✓ searched PubMed: 2 documents added"
+    keywords = {"queries": [{"source": "model", "error": "copied"}, {"source": "keywords"}]}
+    assert progress_line("generate_query", keywords).startswith("✗ the model's query failed")
