@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -194,6 +195,10 @@ class Chat:
                 self.console.print(f"    {key}: {shown_text}", markup=False, highlight=False)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""How bytes that were not UTF-8 arrive when stdin decodes with surrogateescape."""
+
+
 def run_chat(
     settings: Settings,
     context: Context,
@@ -211,6 +216,13 @@ def run_chat(
             break
         except KeyboardInterrupt:
             console.print()
+            continue
+        except UnicodeDecodeError:
+            line = "\udcff"  # strict decoding refused it: the same answer as an escaped byte
+        if _SURROGATE.search(line):
+            # Bytes that are not UTF-8 (read as surrogate escapes) end nothing: say so and read
+            # the next line, rather than fail later where the line is stored (issue 48).
+            console.print("[red]that line is not UTF-8 text; type it again[/red]")
             continue
         if not chat.handle(line):
             break

@@ -22,7 +22,7 @@ def chat(
     qtype: TypeOption = None,
 ) -> None:
     """Chat with the corpus: follow-ups, /open PMID, /trace, /new, /quit."""
-    from rich.console import Console
+    from graphs.consoles import SafeConsole
 
     qtype = checked_type(qtype)
     settings = settings_for(**search_options(index_name, backend))
@@ -35,5 +35,5 @@ def chat(
             context = build_context(settings)
         except KeyboardInterrupt:  # before any question: nothing to finish, nothing written
             fail("interrupted while loading models and index; nothing was asked", 130)
-    console = Console()
+    console = SafeConsole()
     run_chat(settings, context, console, lambda: console.input("[bold]you>[/bold] "), qtype)

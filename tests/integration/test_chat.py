@@ -48,6 +48,7 @@ def test_two_turns_a_follow_up_trace_open_and_new(make_context, settings):
             "/trace",
             "/open 101",
             "/open 999999",
+            "caf\udce9 \udcff",  # bytes that were not UTF-8, as surrogateescape reads them
             "/frobnicate",
             "/new",
             "/quit",
@@ -65,6 +66,7 @@ def test_two_turns_a_follow_up_trace_open_and_new(make_context, settings):
     assert "Mitochondrial dynamics change early" in text  # /open 101
     assert "PMID 999999 is not in the index" in text
     assert "unknown command /frobnicate" in text and "new conversation chat-" in text
+    assert "that line is not UTF-8 text; type it again" in text  # and the chat went on
 
 
 def test_an_answer_shows_its_cited_evidence_apart_from_the_retrieved_documents(settings):
