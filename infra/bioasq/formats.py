@@ -48,8 +48,11 @@ def load_questions(path: Path) -> list[Question]:
         if not isinstance(item, dict):
             raise FormatError(f"{where}: not an object")
         qid, body, qtype = item.get("id"), item.get("body"), item.get("type")
-        if not isinstance(qid, str) or not qid:
+        if qid is None:
             raise FormatError(f"{where}: missing 'id'")
+        if not isinstance(qid, str) or not qid:
+            kind = type(qid).__name__ if qid != "" else "an empty string"
+            raise FormatError(f"{where}: 'id' must be a non-empty string, got {kind} {qid!r}")
         if qid in first_at:
             raise FormatError(
                 f"{where}: duplicate id {qid!r} (first at questions[{first_at[qid]}])"

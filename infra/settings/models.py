@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
@@ -75,6 +76,19 @@ class ModelSpec(Group):
         description="Characters of each context passage shown to this model; default 500 for "
         "local models, 6000 for endpoints.",
     )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        """An endpoint is an http(s) URL with a host: file:///etc/passwd is a bad setting."""
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"{value!r} is not an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1"
+            )
+        return value
 
     @property
     def key(self) -> str:

@@ -277,3 +277,15 @@ def test_a_submission_built_from_a_golden_file_passes():
     submission["questions"][0]["documents"] = questions[0].documents[:10]
     problems = validate_submission(submission, testset=testset, phase="B")
     assert problems and all("bare PMID" in p.message for p in problems)
+
+
+def test_an_integer_question_id_is_named_as_such_not_as_missing(tmp_path):
+    # Issue 48: {"id": 5} was reported as "missing 'id'".
+
+    path = tmp_path / "t.json"
+    path.write_text('{"questions": [{"id": 5, "body": "Is it?", "type": "yesno"}]}')
+    with pytest.raises(FormatError, match=r"'id' must be a non-empty string, got int 5"):
+        load_questions(path)
+    path.write_text('{"questions": [{"body": "Is it?", "type": "yesno"}]}')
+    with pytest.raises(FormatError, match=r"missing 'id'"):
+        load_questions(path)

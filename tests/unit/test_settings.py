@@ -382,3 +382,14 @@ def test_model_spec_has_no_field_holding_a_key_value():
     names = set(ModelSpec.model_fields)
     assert "api_key_env" in names
     assert "api_key" not in names
+
+
+def test_an_endpoint_is_an_http_url_or_a_bad_setting():
+    # Issue 48: base_url = "file:///etc/passwd" was caught only by the endpoint check (exit 1).
+    from infra.settings import ModelSpec
+
+    for bad in ("file:///etc/passwd", "localhost:8080/v1", "http:///v1", "ftp://host/v1"):
+        with pytest.raises(ValueError, match="not an http"):
+            ModelSpec(provider="openai", model="m", base_url=bad)
+    for good in ("http://127.0.0.1:8000/v1", "https://api.example.org/v1"):
+        assert ModelSpec(provider="openai", model="m", base_url=good).base_url == good
