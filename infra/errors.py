@@ -11,3 +11,7 @@ class UserError(ValueError):
 
 class Unavailable(ConnectionError):
     """A service quorum needs cannot be reached; the message names it and how to get it back."""
+
+
+class UnusableHome(Unavailable):
+    """The data directory (QUORUM_HOME) cannot be used: a file, unwritable, or full."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -9,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from infra.errors import UserError
+from infra.errors import UnusableHome, UserError
 
 
 class UnsafeTarget(UserError):
@@ -85,3 +86,36 @@ def write_json_atomic(path: Path, value: Any, *, what: str = "output") -> None:
     """Write one JSON document atomically and durably."""
     text = json.dumps(value, ensure_ascii=False, indent=1)
     write_atomic(path, text, fsync=True, what=what)
+
+
+_HOME_FIX = {
+    errno.EROFS: "set QUORUM_HOME to a directory on a writable file system",
+    errno.EACCES: "set QUORUM_HOME to a directory you may write, or fix its permissions",
+    errno.EPERM: "set QUORUM_HOME to a directory you may write, or fix its permissions",
+    errno.ENOSPC: "free some space there, or set QUORUM_HOME to a disk with room",
+    errno.ENOTDIR: "set QUORUM_HOME to a directory (it is created when missing)",
+}
+
+
+def usable_home(home: Path) -> Path:
+    """Return the data directory once a small file was written and removed there.
+
+    Checked before anything loads, so a bad QUORUM_HOME is one line naming the path, what is
+    wrong and the fix, at once, rather than a library's message after the models loaded
+    (tantivy's "Failed to acquire Lockfile", a NotADirectoryError on meta.json).
+    """
+    if home.exists() and not home.is_dir():
+        raise UnusableHome(
+            f"QUORUM_HOME {home} is a file, not a directory; {_HOME_FIX[errno.ENOTDIR]}"
+        )
+    probe = home / f".quorum-write-check-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"quorum")
+        probe.unlink()
+    except OSError as exc:
+        fix = _HOME_FIX.get(exc.errno or 0, "set QUORUM_HOME to a directory quorum may write")
+        raise UnusableHome(
+            f"QUORUM_HOME {home} cannot be written ({exc.strerror or exc}); {fix}"
+        ) from None
+    return home

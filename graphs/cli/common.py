@@ -22,12 +22,14 @@ class CliError(Exception):
 
 def settings_for(**overrides: Any):
     """Load settings; command-line choices override fields group by group."""
+    from infra.files import usable_home
     from infra.settings import load_settings
 
-    if not overrides:
-        return load_settings()
-    # Command-line choices override the environment and the config file, group by group.
     base = load_settings()
+    usable_home(base.home)  # before anything loads: a bad data directory in one line
+    if not overrides:
+        return base
+    # Command-line choices override the environment and the config file, group by group.
     merged = {}
     for group, values in overrides.items():
         merged[group] = {**getattr(base, group).model_dump(), **values}

@@ -182,3 +182,15 @@ def test_bench_pipeline_prints_one_json_object(home):
     assert synthesis >= 2 and report["llm_calls"] == 1 + 1 + 4 + synthesis
     assert report["critical_path_calls"] == 3 + synthesis
     assert report["failed_calls"] == 0 and report["llm_latency_s"] == 0.2
+
+
+def test_a_data_directory_that_is_a_file_is_one_line_and_exit_1(tmp_path):
+
+    home = tmp_path / "home"
+    home.write_text("")
+    proc = run_quorum(quorum_env(home), "ask", "Is aspirin effective for colorectal cancer?")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"quorum: error: QUORUM_HOME {home} is a file, not a directory; set QUORUM_HOME to a "
+        "directory (it is created when missing)"
+    )
