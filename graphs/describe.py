@@ -22,9 +22,9 @@ LABELS = {name: described.label for name, described in DESCRIPTIONS.items()}
 """What a running node is doing, in a few words (`quorum ask`'s status, the page's progress)."""
 DEMO_NOTICE = (
     "answering with the built-in SmolLM2-135M demo model, which proves the pipeline's wiring, "
-    "not answer quality. Point quorum at a real model: see README, 'Models'."
+    "not answer quality. Point quorum at a real model: see docs/configuration.md, 'Models'."
 )
-"""Said wherever the demo model answers (the CLI, chat, the page)."""
+"""Said wherever the demo model answers (ask, chat, the page, bioasq run)."""
 EXACT_ANSWER = "Exact answer"
 IDEAL_ANSWER = "Ideal answer"
 CONFIDENCE = "Confidence"

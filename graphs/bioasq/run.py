@@ -253,6 +253,7 @@ async def run_batch(
         disable=None if progress is None else not progress,
     )
     gate = asyncio.Semaphore(concurrency)
+    demo = phase in ANSWERING_PHASES and context.settings.models.uses_demo_model()
     finished: list[str] = []
     settings = context.settings
     try:
@@ -273,6 +274,8 @@ async def run_batch(
                         attempts,
                         unanswered_yesno=settings.bioasq.unanswered_yesno,
                     )
+                if demo:
+                    record["demo_model"] = True  # whoever reads the journal sees who answered
                 journal.record(record)
                 if record["status"] == "ok":
                     report.answered += 1

@@ -12,6 +12,7 @@ from graphs.cli.common import (
     BackendOption,
     CliError,
     IndexOption,
+    demo_notice,
     err,
     out,
     search_options,
@@ -80,6 +81,8 @@ def bioasq_run(
 
     # With no model to call, the models' settings (endpoints, keys) are not checked either.
     models = ModelPool(settings) if no_llm else None
+    if not no_llm:
+        demo_notice(settings)  # before a batch that would otherwise be submitted unawares
     context = build_context(settings, models=models, questions_in_flight=concurrency)
 
     async def batch() -> BatchReport:

@@ -130,6 +130,9 @@ async def test_phase_a_plus_answers_by_type(make_context, tmp_path):
         progress=False,
     )
     by_id = {e["id"]: e for e in json.loads(out.read_text())["questions"]}
+    # The settings' models are the built-in demo's: every record says the demo answered.
+    records = [json.loads(line) for line in journal_path(out).read_text().splitlines()[1:]]
+    assert records and all(r["demo_model"] is True for r in records)
     assert by_id["q1-0"]["exact_answer"] == "yes"
     # "the vacuole" is not in the abstract the answer cites: the support check drops it.
     assert by_id["q2-1"]["exact_answer"] == [["mitochondria"]]

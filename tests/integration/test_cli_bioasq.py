@@ -90,6 +90,8 @@ def test_run_with_a_model_that_replies_junk_journals_failed_and_guesses_the_yesn
     records = [json.loads(line) for line in journal_path(out).read_text().splitlines()[1:]]
     assert [r["status"] for r in records] == ["failed"]
     assert records[0]["guessed"] is True and records[0]["attempt"] == 2  # tried twice
+    # Another model answered, not the demo: neither the notice nor the journal names it.
+    assert "demo model" not in proc.stderr and "demo_model" not in records[0]
     entry = records[0]["entry"]
     assert entry["exact_answer"] == "yes"  # bioasq.unanswered_yesno, journalled as a guess
     assert entry["ideal_answer"].startswith("Insufficient evidence: no model could answer")
