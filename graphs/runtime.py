@@ -41,6 +41,24 @@ def check_models(settings: Settings, *, probe: bool = True) -> None:
         check_endpoints(settings)
 
 
+def pubmed_client(settings: Settings) -> PubMedClient | None:
+    """Return the PubMed fallback's client, or None when the fallback may not ask NCBI.
+
+    NCBI asks every E-utilities client for a contact e-mail: without `fallback.email` no
+    request leaves the machine (the README's first command contacts nothing outside it).
+    """
+    fallback = settings.fallback
+    if not (fallback.enabled and fallback.email):
+        return None
+    key = secret_from_env(fallback.api_key_env)
+    return PubMedClient(
+        base_url=fallback.base_url,
+        api_key=key.get_secret_value() if key else None,
+        email=fallback.email,
+        timeout_s=fallback.timeout_s,
+    )
+
+
 def build_context(
     settings: Settings, *, models: ModelPool | None = None, questions_in_flight: int = 1
 ) -> Context:
@@ -53,18 +71,7 @@ def build_context(
         check_models(settings)
     embedder = BackgroundEmbedder(settings.embeddings)
     search = open_backend(settings, embedder)
-    fallback = settings.fallback
-    key = secret_from_env(fallback.api_key_env)
-    pubmed = (
-        PubMedClient(
-            base_url=fallback.base_url,
-            api_key=key.get_secret_value() if key else None,
-            email=fallback.email,
-            timeout_s=fallback.timeout_s,
-        )
-        if fallback.enabled
-        else None
-    )
+    pubmed = pubmed_client(settings)
     reranker = load_reranker(settings.rerank.cross_encoder, settings.embeddings.device)
     snippet_scorer = load_scorer(settings.snippets)
     return Context(

@@ -28,9 +28,14 @@ async def fallback_search(state: QAState, runtime: Runtime[Context]) -> dict[str
         term = keyword_query(state["question"])
     record: dict[str, Any] = {"source": "pubmed-eutils", "query": term, "added": 0}
     if ctx.pubmed is None:
-        return {
-            "fallbacks": [record | {"status": "fallback unavailable: no PubMed client configured"}]
-        }
+        fallback = ctx.settings.fallback
+        why = (
+            "fallback off: no contact e-mail (set fallback.email, which NCBI asks of every "
+            "E-utilities client; QUORUM_FALLBACK__EMAIL)"
+            if fallback.enabled and not fallback.email
+            else "fallback unavailable: no PubMed client configured"
+        )
+        return {"fallbacks": [record | {"status": why}]}
     try:
         docs = await ctx.pubmed.search(term, retmax=ctx.settings.fallback.retmax)
     except FallbackUnavailable as exc:
@@ -61,6 +66,8 @@ def _indexed(ctx: Context, pmid: str) -> bool:
 
 def _fallback_done(update: dict[str, Any]) -> str:
     rounds = update.get("fallbacks") or []
+    if rounds and all(str(f.get("status", "")).startswith("fallback off") for f in rounds):
+        return "PubMed not asked: no contact e-mail set (fallback.email)"
     if rounds and all(str(f.get("status", "")).startswith("fallback ") for f in rounds):
         why = str(rounds[-1]["status"]).split(": ", 1)[-1]
         return f"PubMed unavailable ({why[:100]}): answering from the evidence found"

@@ -216,7 +216,9 @@ class FallbackSettings(Group):
     """Searching elsewhere when the local evidence is insufficient."""
 
     enabled: bool = Field(
-        True, description="Query PubMed E-utilities when evidence is insufficient."
+        True,
+        description="Query PubMed E-utilities when evidence is insufficient (only once `email` "
+        "is set: NCBI asks every client for a contact e-mail).",
     )
     max_rounds: int = Field(1, ge=0, le=3, description="Fallback rounds per question.")
     retmax: int = Field(20, ge=1, le=200, description="Articles fetched per fallback.")
@@ -226,7 +228,11 @@ class FallbackSettings(Group):
     api_key_env: str | None = Field(
         "NCBI_API_KEY", description="Environment variable with an NCBI API key."
     )
-    email: str | None = Field(None, description="Contact e-mail NCBI asks tools to send.")
+    email: str | None = Field(
+        None,
+        description="Contact e-mail NCBI asks tools to send; without it the fallback asks "
+        "nothing (no request leaves the machine).",
+    )
     timeout_s: float = Field(10.0, gt=0, description="Request timeout.")
     min_contexts: int = Field(
         1, ge=0, description="Fewer contexts than this is insufficient evidence."
