@@ -9,13 +9,16 @@ import typer
 from rich.markup import escape
 
 from graphs.cli.common import (
+    ApiKeyEnvOption,
     BackendOption,
     IndexOption,
+    ModelOption,
     TypeOption,
     checked_type,
     demo_notice,
     err,
     fail,
+    model_options,
     out,
     search_options,
     settings_for,
@@ -33,6 +36,8 @@ def ask(
     index_name: IndexOption = None,
     backend: BackendOption = None,
     qtype: TypeOption = None,
+    model: ModelOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """Answer a question from the configured corpus."""
@@ -40,7 +45,9 @@ def ask(
 
     question = check_question(question)
     qtype = checked_type(qtype)
-    settings = settings_for(**search_options(index_name, backend))
+    settings = settings_for(
+        **search_options(index_name, backend), **model_options(model, api_key_env)
+    )
     from graphs.describe import LABELS, progress_line
 
     # models and index: after the checks

@@ -9,11 +9,14 @@ from typing import Annotated, Any
 import typer
 
 from graphs.cli.common import (
+    ApiKeyEnvOption,
     BackendOption,
     CliError,
     IndexOption,
+    ModelOption,
     demo_notice,
     err,
+    model_options,
     out,
     search_options,
     settings_for,
@@ -51,6 +54,8 @@ def bioasq_run(
     ] = False,
     index_name: IndexOption = None,
     backend: BackendOption = None,
+    model: ModelOption = None,
+    api_key_env: ApiKeyEnvOption = None,
 ) -> None:
     """Answer a test set; killed and re-run, it resumes where its journal ends."""
     from graphs.inputs import load_testset
@@ -67,7 +72,7 @@ def bioasq_run(
 
     check_target(output, what="--output", create_parent=True)  # before any model loads
     check_target(journal_path(output), what="the batch journal")
-    overrides = search_options(index_name, backend)
+    overrides = search_options(index_name, backend) | model_options(model, api_key_env)
     if no_llm:
         overrides.setdefault("search", {})["query_mode"] = "question"
     settings = settings_for(**overrides)

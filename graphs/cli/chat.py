@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from graphs.cli.common import (
+    ApiKeyEnvOption,
     BackendOption,
     IndexOption,
+    ModelOption,
     TypeOption,
     checked_type,
     demo_notice,
     err,
     fail,
+    model_options,
     search_options,
     settings_for,
 )
@@ -20,12 +23,16 @@ def chat(
     index_name: IndexOption = None,
     backend: BackendOption = None,
     qtype: TypeOption = None,
+    model: ModelOption = None,
+    api_key_env: ApiKeyEnvOption = None,
 ) -> None:
     """Chat with the corpus: follow-ups, /open PMID, /trace, /new, /quit."""
     from graphs.consoles import SafeConsole
 
     qtype = checked_type(qtype)
-    settings = settings_for(**search_options(index_name, backend))
+    settings = settings_for(
+        **search_options(index_name, backend), **model_options(model, api_key_env)
+    )
     demo_notice(settings)
     from graphs.chat.terminal import run_chat
     from graphs.runtime import build_context

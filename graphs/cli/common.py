@@ -93,6 +93,48 @@ def search_options(index: str | None, backend: str | None) -> dict[str, dict[str
     return {"search": search} if search else {}
 
 
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="One OpenAI-compatible endpoint for every role, as BASE_URL#NAME, e.g. "
+        "http://localhost:8080/v1#qwen2.5-7b-instruct (default: $QUORUM_MODEL, else settings).",
+    ),
+]
+ApiKeyEnvOption = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key-env", help="Environment variable that holds --model's API key (never the key)."
+    ),
+]
+"""One flag to a real model, shared by ask, chat, serve and bioasq run."""
+
+
+def model_options(model: str | None, api_key_env: str | None) -> dict[str, dict[str, Any]]:
+    """Return `settings_for` overrides that point every role at one endpoint (--model).
+
+    `--model BASE_URL#NAME`, else the variable QUORUM_MODEL in the same form; `--api-key-env`
+    names the variable holding the key. Nothing given: the settings' own models.
+    """
+    from infra.settings import MODEL_ROLES
+
+    given = model if model is not None else os.environ.get("QUORUM_MODEL") or None
+    if given is None:
+        if api_key_env is not None:
+            raise CliError("--api-key-env goes with --model BASE_URL#NAME (or QUORUM_MODEL)")
+        return {}
+    where = "--model" if model is not None else "QUORUM_MODEL"
+    base_url, sep, name = given.partition("#")
+    if not sep or not base_url.strip() or not name.strip():
+        raise CliError(
+            f"{where} {given!r} is not BASE_URL#NAME, e.g. http://localhost:8080/v1#qwen2.5-7b"
+        )
+    spec: dict[str, Any] = {"provider": "openai", "model": name.strip(), "base_url": base_url}
+    if api_key_env is not None:
+        spec["api_key_env"] = api_key_env
+    return {"models": {role: [spec] if role == "ensemble" else spec for role in MODEL_ROLES}}
+
+
 def extra_files(ctx: typer.Context) -> list[Path]:
     """Return further files given after a list option (`--questions a.json b.json`)."""
     extra = [Path(arg) for arg in ctx.args]

@@ -7,13 +7,16 @@ from typing import Annotated
 import typer
 
 from graphs.cli.common import (
+    ApiKeyEnvOption,
     BackendOption,
     CliError,
     IndexOption,
+    ModelOption,
     TypeOption,
     checked_type,
     demo_notice,
     err,
+    model_options,
     search_options,
     settings_for,
 )
@@ -35,6 +38,8 @@ def serve(
     index_name: IndexOption = None,
     backend: BackendOption = None,
     qtype: TypeOption = None,
+    model: ModelOption = None,
+    api_key_env: ApiKeyEnvOption = None,
 ) -> None:
     """Serve a local web page: chat with the corpus and step through each turn's nodes."""
     import socket
@@ -51,7 +56,9 @@ def serve(
             "add --allow-remote to serve it anyway"
         )
     qtype = checked_type(qtype)
-    settings = settings_for(**search_options(index_name, backend))
+    settings = settings_for(
+        **search_options(index_name, backend), **model_options(model, api_key_env)
+    )
     demo_notice(settings)
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -163,9 +163,17 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 
 NOT_SETTINGS = frozenset(
-    {"QUORUM_DEBUG", "QUORUM_ES_DIR", "QUORUM_ES_PORT", "QUORUM_ES_USER", "QUORUM_ES_JAVA_HOME"}
+    {
+        "QUORUM_DEBUG",
+        "QUORUM_ES_DIR",
+        "QUORUM_ES_PORT",
+        "QUORUM_ES_USER",
+        "QUORUM_ES_JAVA_HOME",
+        "QUORUM_MODEL",
+    }
 )
-"""QUORUM_* variables that are not settings (tracebacks, the test Elasticsearch node)."""
+"""QUORUM_* variables that are not settings (tracebacks, the test Elasticsearch node, and
+QUORUM_MODEL: the CLI's --model BASE_URL#NAME, read by graphs/cli/common.model_options)."""
 
 
 def load_settings(**overrides: Any) -> Settings:

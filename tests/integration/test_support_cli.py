@@ -94,3 +94,22 @@ def test_eval_support_with_a_verifier_reports_it_beside_the_model_free_check(quo
         assert row["n"] == alone[qtype]["n"]
         assert row["false_refusal"] >= alone[qtype]["false_refusal"]
         assert row["swap_refusal"] >= alone[qtype]["swap_refusal"]
+
+
+def test_one_flag_points_every_role_at_one_endpoint(quorum_home):
+    # Issue 48: --model BASE_URL#NAME instead of four variables; QUORUM_MODEL the same way.
+    env = quorum_env(quorum_home) | {"QUORUM_ORGANIZE__STRATEGY": "dedupe"}
+    with serve_fixed_replies(fixed("mitochondria")) as server:
+        flag = f"{server.base_url}#fixed"
+        proc = run_quorum(env, "ask", QUESTION, "--type", "factoid", "--model", flag, "--json")
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["exact_answer"] == [["mitochondria"]]
+        asked = server.completions
+        assert asked >= 4  # query, members, synthesis and the verifier: all at this endpoint
+        assert "demo model" not in proc.stderr
+        proc = run_quorum(env | {"QUORUM_MODEL": flag}, "ask", QUESTION, "--type", "factoid")
+        assert proc.returncode == 0, proc.stderr and server.completions > asked
+    for bad in ("http://127.0.0.1:9/v1", "file:///etc/passwd#x"):
+        proc = run_quorum(env, "ask", QUESTION, "--model", bad)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "is not BASE_URL#NAME" in run_quorum(env, "ask", QUESTION, "--model", "x").stderr
