@@ -7,11 +7,11 @@ form. Snowball stems (`roots`) go further, for matching by content words only.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
-
-from nltk.stem.snowball import SnowballStemmer
+from typing import Any
 
 GREEK = {
     "α": "alpha",
@@ -89,7 +89,13 @@ def content(words: Iterable[str]) -> list[str]:
     return [w for w in words if w not in STOPWORDS]
 
 
-_STEMMER = SnowballStemmer("english")
+@functools.cache
+def _stemmer() -> Any:
+    # NOTE: imported on first use: nltk's package import pulls in scipy.stats (1.6 s here),
+    # which `quorum trace list` and every command that never matches a stem must not pay.
+    from nltk.stem.snowball import SnowballStemmer
+
+    return SnowballStemmer("english")
 
 
 def roots(words: Iterable[str]) -> list[str]:
@@ -98,4 +104,5 @@ def roots(words: Iterable[str]) -> list[str]:
     Used only where an entity is matched by its content words in one sentence, never for the
     verbatim match: a stem alone would carry too much.
     """
-    return [_STEMMER.stem(w) for w in words]
+    stemmer = _stemmer()
+    return [stemmer.stem(w) for w in words]

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize
-from scipy.stats import spearmanr
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,7 +97,17 @@ def orient(
     return (fit if rho >= 0 else fit.flipped()), "primacy (paper's Figure 6; no prior)"
 
 
+def _minimize() -> Any:
+    # NOTE: scipy.optimize on first use: importing it costs a second, which every command
+    # that builds the graph (`trace list`) would pay for a strategy it never runs.
+    from scipy.optimize import minimize
+
+    return minimize
+
+
 def _rank_correlation(x: Sequence[float], y: Sequence[float]) -> float:
+    from scipy.stats import spearmanr  # on first use: scipy costs a second to import
+
     rho = spearmanr(x, y).statistic
     return 0.0 if rho is None or not np.isfinite(rho) else float(rho)
 
@@ -144,7 +152,7 @@ def _fit_weights(
         r = shown @ a - obs
         return float(r @ r), 2.0 * shown.T @ r
 
-    result = minimize(
+    result = _minimize()(
         loss,
         start,
         jac=True,
@@ -170,7 +178,7 @@ def _fit_jointly(
         grad_u = 2.0 * np.einsum("mln,l->mn", onehot, a).T @ r
         return float(r @ r), np.concatenate([grad_a, grad_u])
 
-    result = minimize(
+    result = _minimize()(
         loss,
         np.concatenate([weights, utilities]),
         jac=True,
