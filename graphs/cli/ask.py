@@ -14,14 +14,12 @@ from graphs.cli.common import (
     IndexOption,
     ModelOption,
     TypeOption,
+    answering_settings,
     checked_type,
     demo_notice,
     err,
     fail,
-    model_options,
     out,
-    search_options,
-    settings_for,
     write_json,
 )
 from graphs.cli.interrupts import Interrupts
@@ -45,9 +43,7 @@ def ask(
 
     question = check_question(question)
     qtype = checked_type(qtype)
-    settings = settings_for(
-        **search_options(index_name, backend), **model_options(model, api_key_env)
-    )
+    settings = answering_settings(index_name, backend, model, api_key_env)
     from graphs.describe import LABELS, progress_line
 
     # models and index: after the checks

@@ -69,6 +69,7 @@ def bioasq_run(
         raise CliError("--output must not be the --input file")
     from graphs.bioasq.run import journal_path
     from infra.files import check_target
+    from infra.search.backends import check_index_named
 
     check_target(output, what="--output", create_parent=True)  # before any model loads
     check_target(journal_path(output), what="the batch journal")
@@ -76,6 +77,7 @@ def bioasq_run(
     if no_llm:
         overrides.setdefault("search", {})["query_mode"] = "question"
     settings = settings_for(**overrides)
+    check_index_named(settings)
     # Read once, and refused now if bad: before any model loads.
     questions = load_testset(input_path, phase=phase, limit=limit)
 

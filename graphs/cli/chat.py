@@ -8,13 +8,11 @@ from graphs.cli.common import (
     IndexOption,
     ModelOption,
     TypeOption,
+    answering_settings,
     checked_type,
     demo_notice,
     err,
     fail,
-    model_options,
-    search_options,
-    settings_for,
 )
 from graphs.cli.live import LiveStatus
 
@@ -30,9 +28,7 @@ def chat(
     from graphs.consoles import SafeConsole
 
     qtype = checked_type(qtype)
-    settings = settings_for(
-        **search_options(index_name, backend), **model_options(model, api_key_env)
-    )
+    settings = answering_settings(index_name, backend, model, api_key_env)
     demo_notice(settings)
     from graphs.chat.terminal import run_chat
     from graphs.runtime import build_context

@@ -135,6 +135,20 @@ def model_options(model: str | None, api_key_env: str | None) -> dict[str, dict[
     return {"models": {role: [spec] if role == "ensemble" else spec for role in MODEL_ROLES}}
 
 
+def answering_settings(
+    index: str | None, backend: str | None, model: str | None, api_key_env: str | None
+):
+    """Return the settings `ask`, `chat`, `serve` and `bioasq run` answer with.
+
+    An embedded index that does not exist is refused at once, before any model loads.
+    """
+    from infra.search.backends import check_index_named
+
+    settings = settings_for(**search_options(index, backend), **model_options(model, api_key_env))
+    check_index_named(settings)
+    return settings
+
+
 def extra_files(ctx: typer.Context) -> list[Path]:
     """Return further files given after a list option (`--questions a.json b.json`)."""
     extra = [Path(arg) for arg in ctx.args]

@@ -13,12 +13,10 @@ from graphs.cli.common import (
     IndexOption,
     ModelOption,
     TypeOption,
+    answering_settings,
     checked_type,
     demo_notice,
     err,
-    model_options,
-    search_options,
-    settings_for,
 )
 from graphs.cli.live import LiveStatus
 
@@ -56,9 +54,7 @@ def serve(
             "add --allow-remote to serve it anyway"
         )
     qtype = checked_type(qtype)
-    settings = settings_for(
-        **search_options(index_name, backend), **model_options(model, api_key_env)
-    )
+    settings = answering_settings(index_name, backend, model, api_key_env)
     demo_notice(settings)
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET

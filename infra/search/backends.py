@@ -222,6 +222,20 @@ def stored_dims(settings: Settings) -> int | None:
     return backend_for(settings).stored_dims(settings)
 
 
+def check_index_named(settings: Settings) -> None:
+    """Refuse, at once, an embedded index that does not exist (before any model loads).
+
+    Opening one is where the same error otherwise comes, after torch and the embedder loaded
+    (7 s on 2 cores); the demo index is built on first use, and Elasticsearch is asked when
+    the index opens (a server is no file to look at).
+    """
+    if settings.search.backend != "embedded" or settings.search.index == "demo":
+        return
+    embedded = BACKENDS["embedded"]
+    if not embedded.exists(settings):
+        raise _missing(settings, embedded.index_names(settings), "")
+
+
 def index_exists(settings: Settings) -> bool:
     """Tell whether the configured index exists."""
     return backend_for(settings).exists(settings)
