@@ -131,6 +131,9 @@ class Progress:
     """Called with what nodes report while they run (e.g. ensemble members done)."""
     on_token: Callable[[str, str], None] | None = None
     """Called with (node, text) as a streaming model produces text."""
+    stop: Callable[[], bool] | None = None
+    """Asked as each node starts and finishes: true stops the run there (a first Ctrl-C): the
+    node about to start never runs, and the thread is left without a result."""
 
 
 @dataclass
@@ -212,7 +215,7 @@ class GraphRunner:
     async def _stream(
         self, context: Context, inputs: dict[str, Any], config: dict[str, Any], sink: Progress
     ) -> None:
-        modes = ["updates"] + (["tasks"] if sink.on_start else [])
+        modes = ["updates"] + (["tasks"] if sink.on_start or sink.stop else [])
         modes += (["custom"] if sink.on_progress else []) + (["messages"] if sink.on_token else [])
         async for mode, chunk in self.graph.astream(
             inputs, config, context=context, stream_mode=modes
@@ -221,10 +224,15 @@ class GraphRunner:
                 for node, values in chunk.items():
                     if sink.on_event is not None:
                         sink.on_event(node, values or {})
-            elif mode == "tasks" and sink.on_start is not None:
+                if sink.stop is not None and sink.stop():
+                    break  # leaving the stream cancels what the graph would start next
+            elif mode == "tasks":
                 # A task's start carries its input; its result event carries "result" instead.
                 if "input" in chunk and not chunk["name"].startswith("__"):
-                    sink.on_start(chunk["name"])
+                    if sink.stop is not None and sink.stop():
+                        break  # this node was about to run: it does not
+                    if sink.on_start is not None:
+                        sink.on_start(chunk["name"])
             elif mode == "custom" and sink.on_progress is not None:
                 sink.on_progress(chunk)
             elif mode == "messages" and sink.on_token is not None:

@@ -62,18 +62,23 @@ def ask(
         def finished(node: str, update: QAState) -> None:
             status.print(f"[dim]{escape(progress_line(node, update))}[/dim]")
 
-        async def answer() -> dict[str, Any]:
-            with Interrupts("this question"):
-                _, result = await run_question(
+        async def answer() -> tuple[dict[str, Any], bool]:
+            with Interrupts("the step in flight") as interrupts:
+                thread, result = await run_question(
                     settings,
                     question,
                     qtype,
                     context=context,
-                    progress=Progress(on_start=started, on_event=finished),
+                    # A first Ctrl-C: no further node starts (no synthesis, no fallback).
+                    progress=Progress(
+                        on_start=started, on_event=finished, stop=lambda: interrupts.stopping
+                    ),
                 )
-            return result
+            return result | {"thread_id": thread}, interrupts.stopping
 
-        result = asyncio.run(answer())
+        result, stopped = asyncio.run(answer())
+    if stopped and "type" not in result:  # no finalized result: never a half-made answer
+        fail(f"stopped; nothing was answered (thread {result['thread_id']})", 130)
     # No model answering anything usable is an error (a server down, a key refused, junk):
     # nothing is printed as an answer, exit 1 naming the endpoint, the role and what it said.
     # Insufficient evidence is an honest answer: 0.

@@ -105,3 +105,23 @@ def test_a_second_ctrl_c_stops_within_a_second_and_the_run_reads_interrupted(quo
         assert code == 130 and run.proc.stdout.read() == ""
         listed = json.loads(run_quorum(env, "trace", "list", "--json", timeout=120).stdout)
     assert [t["status"] for t in listed if t["question"] == QUESTION] == ["interrupted"]
+
+
+def test_one_ctrl_c_stops_ask_before_any_further_step(quorum_home):
+    # Issue 48: one Ctrl-C used to print "finishing this question…", then run synthesis and the
+    # fallback and print a full answer 21.6 s later, exit 0. Now no node starts after it.
+    asked = f"{QUESTION} (stopped once)"  # its own run in the shared home
+    with SimulatedEndpoint(2.0) as endpoint:
+        env = simulated_env(endpoint.base_url, quorum_home, QUORUM_MODELS__CACHE="off")
+        run = Running(["ask", asked], env)
+        run.wait_for(lambda: any("✓" in line for _, line in run.lines))  # a node has finished
+        run.proc.send_signal(signal.SIGINT)
+        code = run.proc.wait(timeout=60)
+        said = [line for _, line in run.lines]
+        assert code == 130 and run.proc.stdout.read() == "", said
+        assert any("stopped; nothing was answered" in line for line in said), said
+        after = said[next(i for i, line in enumerate(said) if "interrupt:" in line) :]
+        # What was in flight may finish; nothing after it starts: no ensemble, no synthesis.
+        assert not any("ensemble" in line or "synthes" in line for line in after), said
+        listed = json.loads(run_quorum(env, "trace", "list", "--json", timeout=120).stdout)
+    assert [t["status"] for t in listed if t["question"] == asked] == ["interrupted"]
