@@ -13,6 +13,7 @@ from graphs.cli.common import (
     BackendOption,
     IndexOption,
     ModelOption,
+    PresetOption,
     TypeOption,
     answering_settings,
     checked_type,
@@ -36,6 +37,7 @@ def ask(
     qtype: TypeOption = None,
     model: ModelOption = None,
     api_key_env: ApiKeyEnvOption = None,
+    preset: PresetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """Answer a question from the configured corpus."""
@@ -43,7 +45,7 @@ def ask(
 
     question = check_question(question)
     qtype = checked_type(qtype)
-    settings = answering_settings(index_name, backend, model, api_key_env)
+    settings = answering_settings(index_name, backend, model, api_key_env, preset)
     from graphs.describe import LABELS, progress_line
 
     # models and index: after the checks

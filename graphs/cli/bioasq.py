@@ -14,10 +14,12 @@ from graphs.cli.common import (
     CliError,
     IndexOption,
     ModelOption,
+    PresetOption,
     demo_notice,
     err,
     model_options,
     out,
+    preset_options,
     search_options,
     settings_for,
     write_json,
@@ -56,6 +58,7 @@ def bioasq_run(
     backend: BackendOption = None,
     model: ModelOption = None,
     api_key_env: ApiKeyEnvOption = None,
+    preset: PresetOption = None,
 ) -> None:
     """Answer a test set; killed and re-run, it resumes where its journal ends."""
     from graphs.inputs import load_testset
@@ -73,7 +76,9 @@ def bioasq_run(
 
     check_target(output, what="--output", create_parent=True)  # before any model loads
     check_target(journal_path(output), what="the batch journal")
-    overrides = search_options(index_name, backend) | model_options(model, api_key_env)
+    overrides = preset_options(
+        preset, search_options(index_name, backend) | model_options(model, api_key_env)
+    )
     if no_llm:
         overrides.setdefault("search", {})["query_mode"] = "question"
     settings = settings_for(**overrides)

@@ -7,6 +7,7 @@ from graphs.cli.common import (
     BackendOption,
     IndexOption,
     ModelOption,
+    PresetOption,
     TypeOption,
     answering_settings,
     checked_type,
@@ -23,12 +24,13 @@ def chat(
     qtype: TypeOption = None,
     model: ModelOption = None,
     api_key_env: ApiKeyEnvOption = None,
+    preset: PresetOption = None,
 ) -> None:
     """Chat with the corpus: follow-ups, /open PMID, /trace, /new, /quit."""
     from graphs.consoles import SafeConsole
 
     qtype = checked_type(qtype)
-    settings = answering_settings(index_name, backend, model, api_key_env)
+    settings = answering_settings(index_name, backend, model, api_key_env, preset)
     demo_notice(settings)
     from graphs.chat.terminal import run_chat
     from graphs.runtime import build_context

@@ -135,16 +135,55 @@ def model_options(model: str | None, api_key_env: str | None) -> dict[str, dict[
     return {"models": {role: [spec] if role == "ensemble" else spec for role in MODEL_ROLES}}
 
 
+PresetOption = Annotated[
+    str | None,
+    typer.Option("--preset", help="A named set of settings from the config file's [presets]."),
+]
+
+
+def preset_options(name: str | None, flags: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Return `settings_for` overrides: the preset's groups, then the flags given over them."""
+    if name is None:
+        return flags
+    presets = settings_for().presets
+    if name not in presets:
+        known = ", ".join(sorted(presets)) or "none is configured"
+        raise CliError(
+            f"unknown --preset {name!r} ({known}); define [presets.{name}] in the settings "
+            "file (QUORUM_CONFIG)"
+        )
+    from infra.settings import Settings
+
+    groups = [g for g in Settings.model_fields if g not in ("home", "config", "presets")]
+    merged: dict[str, Any] = {}
+    for group, values in presets[name].items():
+        if group not in groups or not isinstance(values, dict):
+            raise CliError(
+                f"preset {name!r}: {group!r} is not a table of a settings group "
+                f"({', '.join(groups)})"
+            )
+        merged[group] = dict(values)
+    for group, values in flags.items():
+        merged[group] = {**merged.get(group, {}), **values}
+    return merged
+
+
 def answering_settings(
-    index: str | None, backend: str | None, model: str | None, api_key_env: str | None
+    index: str | None,
+    backend: str | None,
+    model: str | None,
+    api_key_env: str | None,
+    preset: str | None = None,
 ):
     """Return the settings `ask`, `chat`, `serve` and `bioasq run` answer with.
 
-    An embedded index that does not exist is refused at once, before any model loads.
+    A preset's groups first, the flags over them; an embedded index that does not exist is
+    refused at once, before any model loads.
     """
     from infra.search.backends import check_index_named
 
-    settings = settings_for(**search_options(index, backend), **model_options(model, api_key_env))
+    flags = search_options(index, backend) | model_options(model, api_key_env)
+    settings = settings_for(**preset_options(preset, flags))
     check_index_named(settings)
     return settings
 

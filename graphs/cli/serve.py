@@ -12,6 +12,7 @@ from graphs.cli.common import (
     CliError,
     IndexOption,
     ModelOption,
+    PresetOption,
     TypeOption,
     answering_settings,
     checked_type,
@@ -38,6 +39,7 @@ def serve(
     qtype: TypeOption = None,
     model: ModelOption = None,
     api_key_env: ApiKeyEnvOption = None,
+    preset: PresetOption = None,
 ) -> None:
     """Serve a local web page: chat with the corpus and step through each turn's nodes."""
     import socket
@@ -54,7 +56,7 @@ def serve(
             "add --allow-remote to serve it anyway"
         )
     qtype = checked_type(qtype)
-    settings = answering_settings(index_name, backend, model, api_key_env)
+    settings = answering_settings(index_name, backend, model, api_key_env, preset)
     demo_notice(settings)
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET

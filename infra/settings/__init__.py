@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     verify: VerifySettings = Field(default_factory=VerifySettings)
     fallback: FallbackSettings = Field(default_factory=FallbackSettings)
     bioasq: BioasqSettings = Field(default_factory=BioasqSettings)
+    presets: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Named sets of settings chosen with `--preset NAME` (as PaperQA2's named "
+        "settings): each a table of groups, e.g. [presets.qwen.models] in the config file.",
+    )
 
     @classmethod
     def settings_customise_sources(

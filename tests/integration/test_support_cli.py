@@ -113,3 +113,24 @@ def test_one_flag_points_every_role_at_one_endpoint(quorum_home):
         proc = run_quorum(env, "ask", QUESTION, "--model", bad)
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "is not BASE_URL#NAME" in run_quorum(env, "ask", QUESTION, "--model", "x").stderr
+
+
+def test_a_named_preset_is_chosen_with_one_flag(quorum_home, tmp_path):
+    # Issue 48: named presets in the settings file, as PaperQA2's named settings.
+    with serve_fixed_replies(fixed("mitochondria")) as server:
+        config = tmp_path / "quorum.toml"
+        config.write_text(
+            "[presets.fixed.models]\n"
+            f'query = {{ provider = "openai", model = "fixed", base_url = "{server.base_url}" }}\n'
+            f'ensemble = [{{ provider = "openai", model = "fixed", base_url = "{server.base_url}" }}]\n'
+            "[presets.fixed.organize]\n"
+            'strategy = "dedupe"\n'
+        )
+        env = quorum_env(quorum_home) | {"QUORUM_CONFIG": str(config)}
+        proc = run_quorum(env, "ask", QUESTION, "--type", "factoid", "--preset", "fixed", "--json")
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["exact_answer"] == [["mitochondria"]]
+        assert server.completions >= 4 and "demo model" not in proc.stderr
+    unknown = run_quorum(env, "ask", QUESTION, "--preset", "nosuch")
+    assert unknown.returncode == 2
+    assert "unknown --preset 'nosuch' (fixed); define [presets.nosuch]" in unknown.stderr
