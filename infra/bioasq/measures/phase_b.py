@@ -64,6 +64,7 @@ def evaluate_phase_b(gold: dict, submission: dict, *, edition: int = 11) -> dict
     """
     version = challenge_version(edition)
     counts = dict.fromkeys(TYPES, 0)
+    exact = 0
     yesno: list[tuple[bool, float]] = []
     factoid: list[tuple[float, float, float]] = []
     listed: list[tuple[float, float, float]] = []
@@ -76,11 +77,12 @@ def evaluate_phase_b(gold: dict, submission: dict, *, edition: int = 11) -> dict
         # answer are skipped. NOTE: unsubmitted questions are skipped in every edition (before
         # BioASQ 9 the Java stops with a NullPointerException on them).
         empty = answer is None or not (answer.label or answer.lists or answer.answers)
-        if r is None or (version == 9 and empty):
+        if r is None or g.type is None:
             continue
-        if g.type is None:
-            continue
-        counts[g.type] += 1
+        counts[g.type] += 1  # every submitted question, a summary too (its ideal is scored)
+        if version == 9 and empty:
+            continue  # a summary, or a question with no gold exact answer: no exact measure
+        exact += 1
         answer = answer or Answer()
         if g.type == "factoid":
             factoid.append(_factoid(answer, r.answer, version))
@@ -94,7 +96,11 @@ def evaluate_phase_b(gold: dict, submission: dict, *, edition: int = 11) -> dict
             yesno.append((answer.label == "yes", acc))
     f1_yes, f1_no = _f1_label(yesno, True), _f1_label(yesno, False)
     return {
+        # The questions submitted, as documents_questions and ideal_questions count them; the
+        # exact measures average over exact_questions (the official evaluator skips summaries
+        # and, from BioASQ 9, questions without a gold exact answer).
         "questions": sum(counts.values()),
+        "exact_questions": exact,
         **{f"{t}_questions": n for t, n in counts.items()},
         "yesno_accuracy": _mean([acc for _, acc in yesno]),
         "yesno_f1_yes": f1_yes,
