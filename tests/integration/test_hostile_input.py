@@ -84,5 +84,5 @@ def test_a_data_directory_quorum_may_not_write_is_one_line_naming_it(tmp_path):
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"quorum: error: cannot write {home}")
+    assert last.startswith(f"quorum: error: QUORUM_HOME {home} cannot be written")
     assert "set QUORUM_HOME to a" in last
