@@ -32,7 +32,7 @@ from nodes.describing import NodeDescription, Outcome, confidence_text, describe
 from nodes.passages import passages
 from nodes.state import Answer, Attempt, Call, Decision, Passage, QAState
 from nodes.synthesize.confidence import earned_confidence
-from nodes.synthesize.rule import decided, insufficient, rule_answer, rule_ideal
+from nodes.synthesize.rule import decided, insufficient, rule_answer, stated
 from nodes.synthesize.support import held_to_evidence, support_share
 from nodes.synthesize.trace import COVERS, synthesize_trace
 from prompts import render
@@ -293,8 +293,8 @@ async def _standing_in(
     answer, refused, calls = await held_to_evidence(ctx, state["question"], qtype, answer, contexts)
     if refused is None and answer["support"]["dropped"]:
         # Stated again from what the evidence carries, never from the items it lost.
-        answer["ideal"] = await asyncio.to_thread(
-            rule_ideal, qtype, state["question"], answer["exact"], decision, contexts, ctx.embedder
+        answer["ideal"], _ = await asyncio.to_thread(
+            stated, qtype, state["question"], answer["exact"], decision, contexts, ctx.embedder
         )
     if refused is not None:
         reason = refused if why_failed is None else f"{refused}; synthesis failed: {why_failed}"

@@ -38,18 +38,6 @@ def backing_pmids(decision: Decision | None, shown: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(p for p in backing if p in allowed))
 
 
-def rule_ideal(
-    qtype: str,
-    question: str,
-    exact: Sequence[str],
-    decision: Decision | None,
-    contexts: Sequence[Passage],
-    embedder: Embedder,
-) -> str:
-    """Return prose stating the decided answer and the sentence of the abstract behind it."""
-    return stated(qtype, question, exact, decision, contexts, embedder)[0]
-
-
 def stated(
     qtype: str,
     question: str,
@@ -58,7 +46,10 @@ def stated(
     contexts: Sequence[Passage],
     embedder: Embedder,
 ) -> tuple[str, str | None]:
-    """Return the rule step's prose and the PMID of the sentence it quotes (None: none)."""
+    """Return prose stating the decided answer and the sentence of the abstract behind it.
+
+    The PMID of that sentence comes beside it (None when no abstract states the answer).
+    """
     if (decision or {}).get("plural") and qtype != "summary":
         sides = [a["answer"] for a in (decision or {}).get("answers") or []]
         named = ", ".join(repr(s if isinstance(s, str) else "; ".join(s)) for s in sides[:5])
