@@ -46,6 +46,15 @@ class Journal:
             for r, seen in zip(self.records, self.seen, strict=True)
         )
 
+    def finished(self, run: int | None = None) -> int:
+        """Count questions done, answered or honestly insufficient (in one run, or all).
+
+        The drill's kill and outage points count these: since the support check (issue 47) a
+        simulated answer may be refused, so a batch can end with fewer 'ok' records than the
+        kill point and never be killed.
+        """
+        return self.count("ok", run) + self.count("insufficient", run)
+
 
 @dataclass
 class Outage:

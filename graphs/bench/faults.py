@@ -230,7 +230,7 @@ class Drill:
             self.journal.poll(number)
             if (done := proc.poll()) is not None:
                 return done
-            if kill_after is not None and self.journal.count() >= kill_after:
+            if kill_after is not None and self.journal.finished() >= kill_after:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
                 return "killed"
@@ -241,6 +241,6 @@ class Drill:
             if (
                 self.outage.window is None
                 and not kill_after
-                and self.journal.count(run=number) >= 2
+                and self.journal.finished(run=number) >= 2
             ):
                 self.outage(number, self.log)
