@@ -19,9 +19,8 @@ from nodes.state import Evidence, QAState
 MAX_DOCUMENTS = 10
 ALL_FAILED = "no model could answer this question from the evidence found"
 """How the reason of a model failure begins (older traces' only mark of one)."""
-ANSWERING_ROLES = {"organize": "organize", "ensemble": "ensemble", "synthesize": "synthesis"}
-"""The nodes whose calls read the question's evidence, and the role each one's models play:
-one reply of theirs that parsed (CORG's groups answering, say) means the model works."""
+ANSWERING_ROLES = {"ensemble": "ensemble", "synthesize": "synthesis"}
+"""The nodes whose calls answer the question, and the role each one's models play."""
 SHOWN_REPLY = 80
 """Characters of a failed reply a model failure quotes."""
 
@@ -42,7 +41,9 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     snippet_docs = [by_pmid[p] for p in documents if p in by_pmid][: chosen.documents]
     exact = exact_answer_shape(qtype, answer.get("exact", []))
     ideal = (answer.get("ideal") or "").strip()
-    failure = model_failure(state.get("calls") or [])
+    # CORG's groups answered (organize's model calls): then a model did answer the question.
+    grouped = any(g.get("answer") for g in state.get("groups") or [])
+    failure = None if grouped else model_failure(state.get("calls") or [])
     reason = failure or _why_unanswered(state, answer, qtype, exact, ideal)
     cited = [p for p in answer.get("cited", []) if p in by_pmid] if reason is None else []
     snippets, evidence = await asyncio.gather(
