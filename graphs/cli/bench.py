@@ -32,7 +32,7 @@ def bench_help_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """`quorum --help` and every command's --help, each in a fresh process, against 1 s."""
-    from graphs.bench.help import bench_help
+    from graphs.lab.bench.help import bench_help
 
     report = bench_help(repeat)
     if as_json:
@@ -80,8 +80,8 @@ def bench_embed_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """`quorum embed`'s encoder on real abstracts: docs/s, hours for PubMed's 26 M, memory."""
-    from graphs.bench.embed import bench_embed, bench_embed_command
-    from graphs.bench.scale import default_inputs
+    from graphs.lab.bench.embed import bench_embed, bench_embed_command
+    from graphs.lab.bench.scale import default_inputs
     from graphs.cli.train import device_choice
     from infra.corpus_encoder import workers_for
     from infra.embeddings import default_model_dir, resolve_device
@@ -144,8 +144,8 @@ def bench_train_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """One `quorum train` run timed here: whole run and steps, against the 45-minute epoch."""
-    from graphs.bench.scale import default_inputs
-    from graphs.bench.train import bench_train
+    from graphs.lab.bench.scale import default_inputs
+    from graphs.lab.bench.train import bench_train
     from graphs.cli.train import base_model, checked_inputs, device_choice
     from infra.training.trainers import TrainOptions
 
@@ -191,7 +191,7 @@ def bench_pipeline_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """The whole graph against a simulated OpenAI-compatible endpoint: how calls overlap."""
-    from graphs.bench.pipeline import bench_pipeline
+    from graphs.lab.bench.pipeline import bench_pipeline
 
     report = bench_pipeline(
         settings_for(), latency_s=llm_latency, models=models, members=members, runs=runs
@@ -223,7 +223,7 @@ def bench_batch_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """A BioASQ batch against a simulated endpoint: wall time against the ideal N/C · chain · L."""
-    from graphs.bench.batch import bench_batch
+    from graphs.lab.bench.batch import bench_batch
 
     try:
         report = bench_batch(
@@ -267,8 +267,8 @@ def bench_faults_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """A BioASQ batch against a faulty endpoint, killed and resumed: is every fault absorbed?"""
-    from graphs.bench.fault_evidence import table
-    from graphs.bench.faults import bench_faults
+    from graphs.lab.bench.fault_evidence import table
+    from graphs.lab.bench.faults import bench_faults
 
     search: dict[str, str] = {}
     es_dir = es_port = None
@@ -303,7 +303,7 @@ def _managed_elasticsearch() -> tuple[Path, int, str]:
     """Return the work dir ($QUORUM_ES_DIR), port and URL of a node this bench may restart."""
     from urllib.parse import urlsplit
 
-    from infra.elasticsearch_server import default_dir, status
+    from infra.lab.elasticsearch_server import default_dir, status
 
     url = settings_for().search.elasticsearch_url
     port = urlsplit(url).port or 9200
@@ -311,7 +311,7 @@ def _managed_elasticsearch() -> tuple[Path, int, str]:
     if status(work, port)[1] is None:
         raise CliError(
             f"no Elasticsearch node of {work} answers on {url}; start one with "
-            f"`python -m infra.elasticsearch_server start --dir {work} --port {port}`"
+            f"`python -m infra.lab.elasticsearch_server start --dir {work} --port {port}`"
         )
     return work, port, url
 

@@ -29,7 +29,7 @@ def bench_retrieval_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """Embedded vs Elasticsearch: ingestion docs/s, 10,000-candidate query latency, memory."""
-    from graphs.bench.retrieval import bench_retrieval
+    from graphs.lab.bench.retrieval import bench_retrieval
     from infra.bioasq.formats import load_questions
 
     chosen = _backends(backends)
@@ -97,7 +97,7 @@ def bench_scale_cmd(
 
     With --merge, earlier runs' reports on one report instead (docs/retrieval.md).
     """
-    from graphs.bench.scale import (
+    from graphs.lab.bench.scale import (
         ELASTICSEARCH_UP_TO,
         TEXT_ONLY_UP_TO,
         bench_scale,
@@ -170,8 +170,8 @@ def bench_dense_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """The approximate dense stage (IVF) against the exact scan: recall@100, latency, build."""
-    from graphs.bench.dense import bench_dense, dense_inputs
-    from graphs.bench.scale import default_inputs
+    from graphs.lab.bench.dense import bench_dense, dense_inputs
+    from graphs.lab.bench.scale import default_inputs
 
     wanted = _sizes(sizes)
     try:
@@ -207,7 +207,7 @@ def bench_dense_cmd(
 
 def _merged(files: list[Path]) -> dict:
     """Load the reports and merge them; refuse, in one line, a file that is not one."""
-    from graphs.bench.scale_report import merge
+    from graphs.lab.bench.scale_report import merge
 
     reports = []
     for path in files:

@@ -281,7 +281,7 @@ def eval_organize(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """D-F1, recalls, split and collapse of planted conflicts, and relation calls of a strategy."""
-    from graphs.eval.organize import evaluate_organize, load_cases
+    from graphs.lab.eval.organize import evaluate_organize, load_cases
     from graphs.runtime import build_context
 
     if strategy not in ORGANIZE_STRATEGIES:
@@ -331,7 +331,7 @@ def eval_ensemble(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """Ensemble strategies on the same contexts: accuracy, cost, agreement, McNemar test."""
-    from graphs.eval.ensemble import evaluate_ensemble, load_cases, table, with_models
+    from graphs.lab.eval.ensemble import evaluate_ensemble, load_cases, table, with_models
     from graphs.runtime import build_context
 
     chosen = [s.strip() for s in strategies.split(",") if s.strip()]

@@ -52,7 +52,7 @@ def eval_methods(
             "--reader-set",
             metavar="KEY=VALUE",
             help="Any planted reader setting, repeatable, e.g. --reader-set override=0 "
-            "--reader-set sample_agreement=0.9 (keys: infra/simulate/bias.py ReaderSettings).",
+            "--reader-set sample_agreement=0.9 (keys: infra/lab/simulate/bias.py ReaderSettings).",
         ),
     ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only N questions.")] = None,
@@ -81,10 +81,10 @@ def eval_methods(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """Each paper's method answering through the graph (phase B): each beside its controls."""
-    from graphs.eval.datasets import load_cases
-    from graphs.eval.methods import CORG, run_methods, table, write_rows
+    from graphs.lab.eval.datasets import load_cases
+    from graphs.lab.eval.methods import CORG, run_methods, table, write_rows
     from infra.settings import ModelSpec
-    from infra.simulate.reader import CURVES, settings_from_pairs
+    from infra.lab.simulate.reader import CURVES, settings_from_pairs
 
     chosen = [s.strip() for s in strategies.split(",") if s.strip()]
     known = (*ENSEMBLE_STRATEGIES, CORG)
@@ -197,8 +197,8 @@ def eval_likelihoods(
         raise CliError(f"unknown --observation {observation!r}; choose joint or question")
     if not dataset.is_file():
         raise CliError(f"{dataset}: no such file")
-    from graphs.eval.datasets import load_cases
-    from graphs.eval.likelihoods import SCOPE, measure, table
+    from graphs.lab.eval.datasets import load_cases
+    from graphs.lab.eval.likelihoods import SCOPE, measure, table
     from infra.models import LikelihoodUnavailable, ModelPool
 
     cases = load_cases(dataset, limit=limit, offset=offset)

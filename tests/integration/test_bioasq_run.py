@@ -16,7 +16,7 @@ from graphs.runtime import Outcome
 from infra.bioasq.formats import Question
 from infra.bioasq.validate import validate_submission
 from infra.settings import BioasqSettings
-from infra.simulate.server import SimulatedEndpoint
+from infra.lab.simulate.server import SimulatedEndpoint
 from tests.support.cli import simulated_env
 from tests.support.fakes import pmids_in, script
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 from langgraph.runtime import Runtime
 
-from graphs.eval.organize import Case, evaluate_organize, load_cases
+from graphs.lab.eval.organize import Case, evaluate_organize, load_cases
 from infra.settings import load_settings
-from infra.simulate.reader import ReaderSettings
-from infra.simulate.server import SimulatedEndpoint
+from infra.lab.simulate.reader import ReaderSettings
+from infra.lab.simulate.server import SimulatedEndpoint
 from nodes.organize import organize
 from tests.support.data import CONFLICTQA
 

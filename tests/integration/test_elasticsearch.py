@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra.elasticsearch_server import ServerError, ensure_running, main, status
+from infra.lab.elasticsearch_server import ServerError, ensure_running, main, status
 from infra.search.analysis import VERSION
 from infra.search.base import SearchResult
 from infra.search.elastic import PAGE, ElasticIndex

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from infra.settings import ModelSpec
-from infra.simulate.reader import ReaderSettings
+from infra.lab.simulate.reader import ReaderSettings
 from tests.support.cli import quorum_env, run_quorum
 
 NQ = Path(__file__).resolve().parents[1] / "fixtures" / "eval_methods" / "nq_open_sample.jsonl.gz"

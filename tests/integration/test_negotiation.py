@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from infra.models import ModelPool
 from infra.settings import ModelSpec, load_settings
-from infra.simulate.server import SimulatedEndpoint
+from infra.lab.simulate.server import SimulatedEndpoint
 from tests.support.cli import run_quorum, simulated_env
 
 QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from infra.models import ChatModel
 from infra.settings import ModelSpec
-from infra.simulate.server import SimulatedEndpoint
+from infra.lab.simulate.server import SimulatedEndpoint
 from prompts import HERE, TEMPLATE_KEY, render, template_of, variables
 
 TEMPLATES = sorted(path.stem for path in HERE.glob("*.md"))

@@ -18,7 +18,7 @@ from infra.checkpoints import async_saver, saver
 from infra.models import ModelPool
 from infra.pubmed import PubMedClient
 from infra.settings import ModelSpec
-from infra.simulate.server import SimulatedEndpoint
+from infra.lab.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 from nodes.ensemble import ensemble
 from nodes.state import Member, QAState, Votes

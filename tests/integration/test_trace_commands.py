@@ -19,7 +19,7 @@ from graphs.traces.export import export_html
 from graphs.traces.read import list_threads, node_updates, thread_question
 from infra.models import ModelPool
 from infra.settings import load_settings
-from infra.simulate.server import SimulatedEndpoint
+from infra.lab.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 from tests.support.fakes import ScriptedChatModel, pmids_in, script
 

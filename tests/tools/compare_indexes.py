@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from graphs.bench.query import TOP_K, default_path
-from graphs.bench.scale_peers import _percentile
+from graphs.lab.bench.query import TOP_K, default_path
+from graphs.lab.bench.scale_peers import _percentile
 from infra.search.backends import open_backend
 from infra.settings import load_settings
 

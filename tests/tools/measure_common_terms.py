@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from graphs.bench.synthetic import query_terms
+from graphs.lab.bench.synthetic import query_terms
 from infra.search.embedded import EmbeddedIndex
 from infra.settings import load_settings
 

@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from graphs.bench.query import peak_rss_mib
-from graphs.bench.scale_child import _real_docs
-from graphs.bench.synthetic import SentencePool, query_terms
+from graphs.lab.bench.query import peak_rss_mib
+from graphs.lab.bench.scale_child import _real_docs
+from graphs.lab.bench.synthetic import SentencePool, query_terms
 from infra.search.analysis import analyze
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_layout import decode

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from graphs.bench.recall import tie_aware_recall
+from graphs.lab.bench.recall import tie_aware_recall
 from infra.bioasq.formats import load_questions
 from infra.search.embedded import EmbeddedIndex
 from infra.search.fusion import fuse

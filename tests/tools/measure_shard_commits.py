@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import infra.search.embedded_store as store
-from graphs.bench.synthetic import SentencePool
+from graphs.lab.bench.synthetic import SentencePool
 from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
 from infra.search.embedded_open import remove_index

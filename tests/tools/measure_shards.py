@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from graphs.bench.query import peak_rss_mib
-from graphs.bench.recall import tie_aware_recall
-from graphs.bench.scale_child import COMMIT_EVERY, _real_docs
-from graphs.bench.synthetic import SentencePool
+from graphs.lab.bench.query import peak_rss_mib
+from graphs.lab.bench.recall import tie_aware_recall
+from graphs.lab.bench.scale_child import COMMIT_EVERY, _real_docs
+from graphs.lab.bench.synthetic import SentencePool
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_layout import decode
 from infra.search.embedded_store import EmbeddedWriter

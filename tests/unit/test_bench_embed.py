@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from graphs.bench.embed import PUBMED_ABSTRACTS, bench_embed, main, read_texts
+from graphs.lab.bench.embed import PUBMED_ABSTRACTS, bench_embed, main, read_texts
 from graphs.cli import app
 from graphs.cli.common import CliError
 from infra.errors import UserError

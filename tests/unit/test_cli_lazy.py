@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from graphs.bench.help import help_lines
+from graphs.lab.bench.help import help_lines
 from graphs.cli import COMMANDS, load_command
 
 PROBE = """

@@ -2,8 +2,8 @@
 
 import pytest
 
-from graphs.eval.datasets import MethodCase, Passage
-from graphs.eval.method_rows import corg_measures
+from graphs.lab.eval.datasets import MethodCase, Passage
+from graphs.lab.eval.method_rows import corg_measures
 from infra.stats import paired, wilson
 
 

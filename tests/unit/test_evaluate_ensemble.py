@@ -4,14 +4,14 @@ from collections import Counter
 
 import pytest
 
-from graphs.eval.answers import (
+from graphs.lab.eval.answers import (
     exact_match,
     normalize,
     substring_match,
     token_f1,
     wrong_concentration,
 )
-from graphs.eval.ensemble import (
+from graphs.lab.eval.ensemble import (
     METRICS,
     Case,
     evaluate_ensemble,

@@ -2,16 +2,16 @@ import json
 
 import pytest
 
-from graphs.eval import datasets
-from graphs.eval.datasets import MethodCase, Passage
-from graphs.eval.organize import (
+from graphs.lab.eval import datasets
+from graphs.lab.eval.datasets import MethodCase, Passage
+from graphs.lab.eval.organize import (
     Case,
     evaluate_organize,
     load_cases,
     score_case,
     without_counterfactual,
 )
-from graphs.eval.organize_measures import (
+from graphs.lab.eval.organize_measures import (
     GATE,
     answered_confidently,
     answered_plurally_or_below_gate,

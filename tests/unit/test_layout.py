@@ -1,13 +1,17 @@
 """The layout holds: imports go down (graphs → nodes → infra/prompts), no import circle (typing
-imports included), and the answering path never enters the lab (evaluation, benchmarks, the
-simulated endpoints, training). Read from the source with `ast`, imports inside functions too."""
+imports included), the lab (`graphs/lab`: benches and method evaluations; `infra/lab`: the
+simulated reader, Elasticsearch/JDK provisioning) is a room of its own that only the commands
+running it enter, and the answering path never reaches the lab or training. Read from the source
+with `ast`, imports inside functions too."""
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = {"graphs": 2, "nodes": 1, "infra": 0, "prompts": 0}
-LAB = ("graphs.eval", "graphs.bench", "infra.simulate", "infra.training")
+LAB = ("graphs.lab", "infra.lab")
+HEAVY = (*LAB, "infra.training")
+"""What the answering path never reaches: the lab, and training (a user's `quorum train`)."""
 ANSWERING = (
     "graphs.runtime",
     "graphs.qa",
@@ -90,7 +94,6 @@ LAB_COMMANDS = (
     "graphs.cli.eval_methods",
     "graphs.cli.bench",
     "graphs.cli.bench_search",
-    "graphs.cli.train",
 )
 """The commands that run the lab: the only modules outside it that may import it."""
 
@@ -113,4 +116,16 @@ def test_the_answering_path_never_enters_the_lab():
         if name not in reached:
             reached.add(name)
             todo.extend(GRAPH[name])
-    assert sorted(m for m in reached if m.startswith(LAB)) == []
+    assert sorted(m for m in reached if m.startswith(HEAVY)) == []
+
+
+def test_the_lab_is_under_its_own_roof():
+    """Everything that measures quorum sits in graphs/lab or infra/lab, never beside the product."""
+    stray = [
+        name
+        for name in MODULES
+        if not name.startswith(LAB)
+        and name not in LAB_COMMANDS
+        and any(word in name.split(".") for word in ("bench", "simulate", "elasticsearch_server"))
+    ]
+    assert stray == []

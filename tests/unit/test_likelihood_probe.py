@@ -12,7 +12,7 @@ import pytest
 
 from infra.likelihood import EchoedLikelihood, LikelihoodUnavailable, probe_echo
 from infra.settings import ModelSpec
-from infra.simulate.server import SimulatedEndpoint
+from infra.lab.simulate.server import SimulatedEndpoint
 
 
 def spec(endpoint: SimulatedEndpoint, name: str = "reader") -> ModelSpec:

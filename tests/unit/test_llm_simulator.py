@@ -17,7 +17,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-from infra.simulate.server import (
+from infra.lab.simulate.server import (
     FAULT_KINDS,
     FaultPlan,
     SimulatedEndpoint,

@@ -22,8 +22,8 @@ from langgraph.runtime import Runtime
 
 from infra.models import ModelPool
 from infra.settings import ModelSpec
-from infra.simulate.reader import ReaderSettings, position_curve
-from infra.simulate.server import SimulatedEndpoint
+from infra.lab.simulate.reader import ReaderSettings, position_curve
+from infra.lab.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 from nodes.ensemble import ensemble
 from nodes.ensemble.strategies import cobag_views

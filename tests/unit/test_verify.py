@@ -6,7 +6,7 @@ import pytest
 
 from graphs.describe import describe_call
 from infra.settings import ModelSettings, ModelSpec, SettingsError, load_settings
-from infra.simulate.verify import verify_reply
+from infra.lab.simulate.verify import verify_reply
 from infra.structured import parse_json_reply
 from nodes.synthesize.verify import (
     verification_lines,

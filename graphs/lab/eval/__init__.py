@@ -1,0 +1,1 @@
+"""The method evaluations: each method against its paper's controls and ablations, on datasets."""
