@@ -3,15 +3,18 @@
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from graphs.cli.ask import ANSWER_KEYS
 from infra.ingest.corpus import DEMO_DOCS, read_jsonl
+from tests.support import offline
 from tests.support.cli import QUORUM, quorum_env, run_quorum, simulated_env
 from tests.support.data import ANSWERING_NODES
 
+ROOT = Path(__file__).resolve().parents[2]
 QUESTION = (
     "Do mitochondria play a role in remodelling lace plant leaves during programmed cell death?"
 )
@@ -27,10 +30,59 @@ def quorum(home: Path, *args: str, timeout: int = 600) -> subprocess.CompletedPr
 
 
 @pytest.fixture(scope="module")
-def asked(home: Path) -> dict:
-    proc = quorum(home, "ask", QUESTION, "--json")
+def watched(home: Path) -> tuple[dict, list[str]]:
+    """The README's first command, `ask` on the embedded defaults, in a network namespace of its
+    own where the machine allows one, with every destination it asked for written down."""
+    log = home / "destinations.log"
+    env = quorum_env(home) | {offline.DESTINATIONS: str(log)}
+    proc = subprocess.run(
+        offline.command("ask", QUESTION, "--json"),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return json.loads(proc.stdout), offline.destinations(log)
+
+
+@pytest.fixture(scope="module")
+def asked(watched) -> dict:
+    return watched[0]
+
+
+@pytest.mark.slow
+def test_the_readme_first_command_contacts_nothing_outside_the_machine(watched):
+    """Issue 48: "no network" holds — no lookup, no connection, not even to NCBI's fallback,
+    which stays off until the user gives the contact e-mail NCBI asks for."""
+    answer, destinations = watched
+    assert destinations == []
+    assert answer["documents"]
+
+
+def test_the_watch_sees_a_connection_attempt(tmp_path):
+    """The negative control: the same watch records a run that does reach out (a PubMed sync
+    against a closed local port), so an empty record above means nothing was attempted."""
+    log = tmp_path / "destinations.log"
+    env = quorum_env(tmp_path / "home") | {offline.DESTINATIONS: str(log)}
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.offline",
+            "pubmed",
+            "sync",
+            "--mirror",
+            "http://127.0.0.1:9/",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert any("127.0.0.1" in line for line in offline.destinations(log))
 
 
 @pytest.mark.slow
