@@ -26,6 +26,9 @@ class OrganizeSettings(Group):
         "the top retrieve_top answered in one call), 'summarize' (the model summarizes the "
         "contexts, the answer comes from the summary).",
     )
+    # NOTE: deviates from the CORG paper (corg.txt §5.2, App. D.2), whose Random and KMeans
+    # take CORG's group count for each question: that count is known only once CORG has run,
+    # which `quorum eval organize --match-corg` does first; a plain run takes this fixed count.
     groups: int = Field(3, ge=1, description="Group count of the 'random' and 'kmeans' ablations.")
     seed: int = Field(13, description="Seed of the 'random' and 'kmeans' ablations.")
     retrieve_top: int = Field(
@@ -142,16 +145,18 @@ class EnsembleSettings(Group):
         "Bagging; 'ccv': Citation-Consistent Voting; 'moi': Mixture-of-Intervention (needs "
         "likelihoods: local models, or endpoints with prompt logprobs).",
     )
-    # K = 5 and m = 12: the CoBag paper runs Filtered-Single, Self-Consistency and
-    # Permute-Vote at its defaults (context-bagging.txt §4.1; K = 3 → 5 gained 2.42 EM, 5 → 7
-    # 0.17, §4.4), and finds accuracy rising with m to 16. The BioASQ ensemble paper
-    # (bioasq-llm-ensemble.txt §3) sends the reranked top 300 to models with 1M-token windows
-    # and finds longer contexts hurt list and factoid answers; 12 abstracts (~3,500 tokens)
-    # fit every model quorum names, the demo's 8k window included. CCV shows its own N
-    # (ensemble.ccv.contexts), CoBag its own m (ensemble.cobag.contexts).
+    # K = 5: the CoBag paper runs Self-Consistency and Permute-Vote at its defaults
+    # (context-bagging.txt §4.1; K = 3 → 5 gained 2.42 EM, 5 → 7 0.17, §4.4).
     members: int = Field(
         5, ge=1, le=32, description="Views (K) per model for self_consistency and permute_vote."
     )
+    # m = 12: the CoBag paper runs Filtered-Single, Self-Consistency and Permute-Vote at its
+    # defaults (context-bagging.txt §4.1) and finds accuracy rising with m to 16 (§4.4).
+    # NOTE: deviates from the BioASQ ensemble paper (bioasq-llm-ensemble.txt §3.1), which
+    # sends the reranked top 300 to Gemini and Claude and finds longer contexts hurt list and
+    # factoid answers; 12 abstracts (~3,500 tokens) fit every model quorum names, the demo's
+    # 8k window included. CCV shows its own N (ensemble.ccv.contexts), CoBag its own m
+    # (ensemble.cobag.contexts).
     contexts: int = Field(
         12,
         ge=1,
