@@ -4,7 +4,10 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from graphs.bioasq.run import journal_path
+from graphs.describe import DEMO_NOTICE
 from infra.bioasq.validate import validate_submission
 from tests.support.cli import quorum_env, run_quorum, simulated_env
 from tests.support.data import GOLDEN
@@ -196,3 +199,43 @@ def test_eval_phase_a_plus_scores_documents_and_answers(tmp_path):
         reports[phase] = json.loads(proc.stdout)
     assert reports["A+"] == {**reports["A"], **reports["B"]}
     assert "documents_map" in reports["A+"] and "yesno_accuracy" in reports["A+"]
+
+
+@pytest.mark.slow
+def test_a_run_answered_by_the_demo_model_says_so_on_stderr_and_in_its_journal(tmp_path):
+    """Issue 48: demo output is never submitted unawares — the notice before the batch, and
+    `demo_model` on every journalled question (the notice's link names a section that exists)."""
+    testset = tmp_path / "t.json"
+    snippet = (
+        "Mitochondrial dynamics change early during programmed cell death in lace plant leaves."
+    )
+    pubmed = "http://www.ncbi.nlm.nih.gov/pubmed/101"
+    question = {
+        "id": "q1",
+        "body": "Do mitochondria change during lace plant programmed cell death?",
+        "type": "yesno",
+        "documents": [pubmed],
+        "snippets": [
+            {
+                "document": pubmed,
+                "text": snippet,
+                "beginSection": "abstract",
+                "endSection": "abstract",
+                "offsetInBeginSection": 0,
+                "offsetInEndSection": len(snippet),
+            }
+        ],
+    }
+    testset.write_text(json.dumps({"questions": [question]}))
+    out = tmp_path / "run" / "submission.json"
+    env = quorum_env(tmp_path / "home") | {"QUORUM_ENSEMBLE__STRATEGY": "single"}
+    args = ["bioasq", "run", "--input", str(testset), "--output", str(out), "--phase", "B"]
+    proc = run_quorum(env, *args, timeout=600)
+    assert "Traceback" not in proc.stderr
+    notice = proc.stderr.index("SmolLM2-135M demo model")
+    assert notice < proc.stderr.index("bioasq run:")  # said before the batch's progress
+    records = [json.loads(line) for line in journal_path(out).read_text().splitlines()[1:]]
+    assert [r.get("demo_model") for r in records] == [True]
+    section = DEMO_NOTICE.rsplit("'", 2)[1]
+    doc = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    assert f"## {section}\n" in doc.read_text(encoding="utf-8")
