@@ -12,7 +12,7 @@ from typer import _click as click
 from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.exceptions import TyperException
 
-from graphs.cli.common import CliError, exit_now, fail
+from graphs.cli.common import LAB_PACKAGES, CliError, exit_now, fail, lab_missing
 
 # NOTE: typer 0.29's help prints a type beside every option, flags too ("--json <bool>"); a
 # flag takes no value, so it gets none.
@@ -161,14 +161,24 @@ def main() -> None:
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC) and exc.filename:
             fail(f"cannot write {exc.filename}: {exc.strerror}; {_WRITE_NEXT[exc.errno]}", 1)
         fail(f"{type(exc).__name__}: {exc} (set QUORUM_DEBUG=1 for details)", 1)
+    except ModuleNotFoundError as exc:  # a lab command without the `lab` extra
+        package = (exc.name or "").partition(".")[0]
+        if package in LAB_PACKAGES:
+            fail(str(lab_missing(package)), 2)
+        _unexpected(exc)
     except Exception as exc:
-        if os.environ.get("QUORUM_DEBUG"):
-            raise
-        fail(
-            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
-            "(set QUORUM_DEBUG=1 for details)",
-            1,
-        )
+        _unexpected(exc)
+
+
+def _unexpected(exc: Exception) -> None:
+    """Report a bug or an outage in one line; its traceback only with QUORUM_DEBUG set."""
+    if os.environ.get("QUORUM_DEBUG"):
+        raise exc
+    fail(
+        f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+        "(set QUORUM_DEBUG=1 for details)",
+        1,
+    )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from graphs.cli.bench import BACKENDS, bench_app, corpus_file, emit
-from graphs.cli.common import CliError, extra_files, settings_for
+from graphs.cli.common import CliError, extra_files, require_lab, settings_for
 
 
 @bench_app.command("retrieval", context_settings={"allow_extra_args": True})
@@ -110,6 +110,7 @@ def bench_scale_cmd(
             raise CliError("give --sizes to measure or --merge to combine reports, not both")
         emit(_merged([*merge, *extra_files(ctx)]), as_json)
         return
+    require_lab("bm25s", "numba")  # the BM25 peer, timed last in a child process
     wanted = _sizes(sizes or "200000,1000000")
     chosen = _backends(backends)
     shared_corpus, shared_questions = default_inputs()

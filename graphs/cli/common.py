@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -18,6 +19,31 @@ out = SafeConsole(highlight=False, soft_wrap=True)
 
 class CliError(Exception):
     """A problem with what the user asked for: one line on stderr, exit code 2."""
+
+
+LAB_PACKAGES = ("bm25s", "numba")
+"""The lab's own packages: pyproject's `lab` extra, which `pip install quorum` leaves out and
+`uv sync` installs with the dev group (tests/unit/test_dependencies.py keeps the two equal)."""
+
+
+def lab_missing(package: str) -> CliError:
+    """Return the one line for a lab command run without the lab's packages: what, and the fix."""
+    return CliError(
+        f"this command needs {package}, one of the lab's packages (the `lab` extra); install "
+        "them with pip install 'quorum[lab]', or uv sync in a clone"
+    )
+
+
+def require_lab(*packages: str) -> None:
+    """Refuse a lab command before it starts work when a package it needs is not installed.
+
+    For a command whose lab imports happen late or in a child process (`bench scale`'s bm25s
+    peer runs after the engines' sizes); any other lab import is caught as it fails, in
+    graphs/cli `main`, with the same line.
+    """
+    for package in packages:
+        if importlib.util.find_spec(package) is None:
+            raise lab_missing(package)
 
 
 def settings_for(**overrides: Any):
