@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from nodes.records import Answer, Result
 from nodes.trace_view import Block
 
 Update = dict[str, Any]
@@ -65,7 +66,7 @@ def plural(count: int, word: str, many: str | None = None) -> str:
     return f"{count:,} {word if count == 1 else many or word + 's'}"
 
 
-def confidence_text(result: dict[str, Any]) -> str:
+def confidence_text(result: Result | Answer) -> str:
     """Return the reported confidence, saying whose it is when the model's differs.
 
     "0.40 from the evidence (model said 0.95)" once the result carries the synthesizer's own

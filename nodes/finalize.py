@@ -13,8 +13,8 @@ from infra.embeddings import Embedder
 from infra.snippets import best_snippets, supporting_sentences
 from nodes.context import Context
 from nodes.describing import NodeDescription, describes
-from nodes.records import Call, Result
-from nodes.state import Evidence, QAState
+from nodes.records import Answer, Call, Result
+from nodes.state import Evidence, Passage, QAState
 
 MAX_DOCUMENTS = 10
 ALL_FAILED = "no model could answer this question from the evidence found"
@@ -29,7 +29,12 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Shape the answer by type: cited evidence beside it, retrieved documents in rank order."""
     ctx = runtime.context
     qtype = state["qtype"]
-    answer = state.get("answer") or {"exact": [], "ideal": "", "confidence": 0.0, "cited": []}
+    answer: Answer = state.get("answer") or {
+        "exact": [],
+        "ideal": "",
+        "confidence": 0.0,
+        "cited": [],
+    }
     contexts = state.get("organized") or state.get("contexts") or []
     known = {c["pmid"]: c for c in state.get("contexts", [])}
     by_pmid = {c["pmid"]: c for c in contexts} | known
@@ -88,7 +93,7 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-def support_summary(answer: dict[str, Any], reason: str | None) -> dict[str, Any] | None:
+def support_summary(answer: Answer, reason: str | None) -> dict[str, str] | None:
     """Return what the support check said of the answer given: verdict, verifier, why."""
     support = answer.get("support")
     if not support:
@@ -102,7 +107,7 @@ def support_summary(answer: dict[str, Any], reason: str | None) -> dict[str, Any
 
 
 def cited_evidence(
-    question: str, answer: dict[str, Any], docs: list[dict[str, Any]], embedder: Embedder
+    question: str, answer: Answer, docs: list[Passage], embedder: Embedder
 ) -> list[Evidence]:
     """Return each cited passage with the sentence of it that best supports the answer."""
     if not docs:
@@ -173,7 +178,7 @@ def model_failed(result: Result | dict[str, Any]) -> bool:
 
 
 def _why_unanswered(
-    state: QAState, answer: dict[str, Any], qtype: str, exact: Any, ideal: str
+    state: QAState, answer: Answer, qtype: str, exact: Any, ideal: str
 ) -> str | None:
     """Return why a question that was to be answered has no answer, or None when it has one."""
     members = state.get("members") or []

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from nodes.records import Passage
 
 MAX_TITLE_CHARS = 2_000
 MAX_ABSTRACT_CHARS = 40_000
@@ -27,7 +30,7 @@ def clip(text: str, chars: int) -> str:
     return cut + " …"
 
 
-def passages(docs: list[dict[str, Any]], chars: int) -> str:
+def passages(docs: Sequence[Passage], chars: int) -> str:
     """Render documents as numbered passages headed by their PMID."""
     blocks = []
     for i, doc in enumerate(docs, 1):

@@ -8,6 +8,8 @@ both are importable from nodes/state.py.
 # see NotRequired and counts every field as required.
 from typing import Any, Literal, NotRequired, TypedDict
 
+from nodes.records import Call, Passage
+
 
 class Relation(TypedDict):
     """A relation organize found between two contexts."""
@@ -257,3 +259,24 @@ class Decision(TypedDict):
     (CORG's aggregator) and a yes/no conflict decides neither side (share 0)."""
     conflict: NotRequired[list[str]]
     """organize: the groups' distinct first answers, when they differ."""
+
+
+class Organized(TypedDict):
+    """What an organize strategy returns, and the organize node writes into the state."""
+
+    organized: list[Passage]
+    """The contexts kept, in rank order (retrieve: in the model's order)."""
+    relations: list[Relation]
+    """The relations found between the contexts ([] for a strategy that finds none)."""
+    calls: NotRequired[list[Call]]
+    """The strategy's model calls."""
+    notes: NotRequired[list[str]]
+    """What a reader of the trace should know (contexts dropped, calls made)."""
+    groups: NotRequired[list[Group]]
+    """A strategy that answers groups: each group with its answer."""
+    relation_graph: NotRequired[RelationGraph]
+    """CORG: the relation graph."""
+    triples: NotRequired[dict[str, Triple]]
+    """CORG: what each context says, by PMID."""
+    decision: NotRequired[Decision]
+    """The node: the aggregate of the group answers, when a group answered."""

@@ -14,7 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodes.state import Decision
+from nodes.state import Decision, RelationEdge
+from nodes.state import RelationGraph as GraphRecord
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class RelationGraph:
     anchors: tuple[int, ...]
     calls: Any
     naive_calls: Any
-    edges: tuple[dict[str, Any], ...]
+    edges: tuple[RelationEdge, ...]
 
     def name(self, i: Any) -> str:
         """Return "[2] 102" for context index 1 ("-" when there is none)."""
@@ -69,7 +70,7 @@ class RelationGraph:
             f"anchors {anchors}"
         )
 
-    def how(self, edge: dict[str, Any]) -> str:
+    def how(self, edge: RelationEdge) -> str:
         """Return how an edge's label was known: "mirrored via [1] 101", "failed (timeout)"."""
         how = str(edge.get("source") or "")
         if edge.get("via") is not None:
@@ -79,7 +80,7 @@ class RelationGraph:
         return how
 
     @classmethod
-    def of(cls, graph: dict[str, Any]) -> RelationGraph:
+    def of(cls, graph: GraphRecord) -> RelationGraph:
         """Read a recorded `relation_graph`; `n` covers every context an edge names."""
         edges = tuple(e for e in graph.get("edges") or [] if isinstance(e, dict))
         n = max([int(graph.get("n") or 0), *(i + 1 for e in edges for i in e["pair"])])

@@ -8,18 +8,9 @@ import os
 from typing import Any
 
 import typer
-from typer import _click as click
 from typer.core import TyperCommand, TyperGroup, TyperOption
-from typer.exceptions import TyperException
 
 from graphs.cli.common import LAB_PACKAGES, CliError, exit_now, fail, lab_missing
-
-# NOTE: typer 0.29's help prints a type beside every option, flags too ("--json <bool>"); a
-# flag takes no value, so it gets none.
-_display_type = TyperOption.display_type_rich
-TyperOption.display_type_rich = lambda self, ctx: (  # type: ignore[method-assign]
-    None if self.is_flag else _display_type(self, ctx)
-)
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "ask": ("graphs.cli.ask", "ask", "Answer a question from the configured corpus."),
@@ -66,27 +57,53 @@ A command's module is imported only when the command runs (or its own --help is 
 top-level help needs none of them, and one command never pays for another's libraries."""
 
 
+def _untyped(params: list[Any]) -> list[Any]:
+    """Show no type beside a flag in the help: it takes no value ("--json", not "--json <bool>").
+
+    Typer's help prints a type beside every option, flags too; an empty metavar is click's own
+    say in how an option's value is shown.
+    """
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+def _untyped_flags(command: TyperCommand | TyperGroup, ctx: typer.Context) -> None:
+    """Show no type beside the flags of a loaded command and of its subcommands."""
+    _untyped(command.get_params(ctx))
+    if isinstance(command, TyperGroup):
+        for sub in command.commands.values():
+            _untyped_flags(sub, ctx)  # type: ignore[arg-type]  # typer builds only its own
+
+
 class _LazyCommands(TyperGroup):
     """The top-level group: commands listed from COMMANDS, loaded when one is resolved."""
 
     _resolving = False
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: typer.Context) -> list[str]:
         return list(COMMANDS)
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> TyperCommand | TyperGroup | None:
         if cmd_name not in COMMANDS:
             return None
         if not self._resolving:  # the help's list of commands: their lines, nothing imported
             return TyperCommand(cmd_name, help=COMMANDS[cmd_name][2])
         return load_command(cmd_name)
 
-    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+    def get_params(self, ctx: typer.Context) -> list[Any]:
+        return _untyped(super().get_params(ctx))
+
+    def resolve_command(self, ctx: typer.Context, args: list[str]) -> Any:
         self._resolving = True
-        return super().resolve_command(ctx, args)
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None:
+            _untyped_flags(command, ctx)
+        return name, command, rest
 
 
-def load_command(name: str) -> click.Command:
+def load_command(name: str) -> TyperCommand | TyperGroup:
     """Import the command's module and return the command (a group for trace, eval, …)."""
     module, attribute, _ = COMMANDS[name]
     found = getattr(importlib.import_module(module), attribute)
@@ -96,7 +113,7 @@ def load_command(name: str) -> click.Command:
         found = single
     command = typer.main.get_command(found)
     command.name = name
-    return command
+    return command  # type: ignore[return-value]  # a TyperGroup, or one command's TyperCommand
 
 
 app = typer.Typer(
@@ -146,7 +163,7 @@ def main() -> None:
         exit_now(exc.exit_code)
     except typer.Abort:
         fail("aborted", 130)
-    except TyperException as exc:  # usage errors from typer's bundled click
+    except typer.TyperException as exc:  # usage errors from typer's bundled click
         if type(exc).__name__ == "NoArgsIsHelpError":
             exc.show()
             exit_now(2)

@@ -160,6 +160,7 @@ def sync(
     progress.total = len(todo)
     folder.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
+    counting = threading.Lock()  # the fetch threads count their downloads into one summary
     window = max(2 * concurrency, 1)  # verified files waiting to be applied, at most
 
     def fetch(remote: RemoteFile) -> str:
@@ -167,7 +168,7 @@ def sync(
             remote, folder, stop=stop, on_bytes=lambda n: progress.add(bytes=n)
         )
         if fetched:
-            with progress._lock:
+            with counting:
                 summary.files_downloaded += 1
         return md5
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from infra.bioasq import normalize_answer
-from nodes.state import DecidedAnswer, Decision
+from nodes.state import DecidedAnswer, Decision, Member, Passage, Votes
 
 
 class Plan(Protocol):
     """What a decision reads of a strategy's plan (strategies/registry.py's Plan)."""
 
-    contexts: list[dict[str, Any]]
+    contexts: list[Passage]
     settings: dict[str, Any]
     clusters: dict[str, str]
 
@@ -24,9 +24,7 @@ class Plan(Protocol):
         ...
 
 
-def supporters(
-    members: list[dict[str, Any]], key: str, clusters: dict[str, str]
-) -> list[dict[str, Any]]:
+def supporters(members: list[Member], key: str, clusters: dict[str, str]) -> list[Member]:
     """Return the answering members that named the candidate counted under `key`."""
     found = []
     for member in members:
@@ -38,7 +36,7 @@ def supporters(
     return found
 
 
-def cited_by(members: list[dict[str, Any]]) -> list[str]:
+def cited_by(members: list[Member]) -> list[str]:
     """Return the PMIDs these members cite, first cited first."""
     return list(dict.fromkeys(p for m in members for p in m.get("pmids") or []))
 
@@ -51,9 +49,9 @@ def order_pmids(plan: Plan) -> list[str]:
 def majority_decision(
     name: str,
     qtype: str,
-    members: list[dict[str, Any]],
+    members: list[Member],
     plan: Plan,
-    votes: dict[str, Any],
+    votes: Votes,
     *,
     how: str,
     tie: str = "the best rank a member gave it, then the name",

@@ -10,7 +10,7 @@ the trace) and the strategy's decision (what synthesis reads). When organize ans
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, create_model
@@ -31,7 +31,7 @@ from nodes.ensemble.vote import vote
 from nodes.organize.aggregate import aggregate, answered
 from nodes.passages import passages
 from nodes.progress import report
-from nodes.state import Passage, QAState
+from nodes.state import Call, Member, Passage, QAState
 from prompts import render
 
 __all__ = ["StrategyUnavailable", "candidates", "cited_schema", "ensemble", "member_schema"]
@@ -125,11 +125,12 @@ async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     # reranked abstracts a method actually used.
     plan.settings["shown"] = [plan.contexts[i]["pmid"] for i in sorted(plan.shown())]
     cited = strategy.cites(qtype)
-    members = await _answer_views(plan.views, question, qtype, plan.contexts, cited=cited)
-    calls = plan.calls + [m.pop("call") for m in members]
+    asked = await _answer_views(plan.views, question, qtype, plan.contexts, cited=cited)
+    members = [a.member for a in asked]
+    calls = plan.calls + [a.call for a in asked]
     votes = await strategy.tally(ctx, qtype, members, plan)
     decision = strategy.decide(qtype, members, plan, votes)
-    notes = [*plan.notes, *(note for m in members for note in m.pop("citation_notes", []))]
+    notes = [*plan.notes, *(note for a in asked for note in a.notes)]
     if failed := sum(m["error"] is not None for m in members):
         notes.append(f"ensemble: {failed} of {len(members)} member(s) failed and were dropped")
     return {
@@ -141,19 +142,27 @@ async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
+class Asked(NamedTuple):
+    """One member call: the member as the state keeps it, its model call, its citation notes."""
+
+    member: Member
+    call: Call
+    notes: list[str]
+
+
 async def _answer_views(
     views: list[View],
     question: str,
     qtype: str,
-    contexts: list[dict[str, Any]],
+    contexts: list[Passage],
     *,
     cited: bool,
-) -> list[dict[str, Any]]:
+) -> list[Asked]:
     # Each model bounds its own calls in flight (per endpoint, from its spec), so views of
     # different endpoints never wait for one another.
     done = 0
 
-    async def counted(view: View) -> dict[str, Any]:
+    async def counted(view: View) -> Asked:
         nonlocal done
         member = await _member(view, question, qtype, contexts, cited=cited)
         done += 1
@@ -168,10 +177,10 @@ async def _member(
     view: View,
     question: str,
     qtype: str,
-    contexts: list[dict[str, Any]],
+    contexts: list[Passage],
     *,
     cited: bool,
-) -> dict[str, Any]:
+) -> Asked:
     docs = [contexts[i] for i in view.order]
     model = view.model
     instructions = MEMBER_INSTRUCTIONS[qtype]
@@ -188,7 +197,7 @@ async def _member(
     )
     reply = await model.structured(schema, messages, temperature=view.temperature)
     value = reply.value
-    record: dict[str, Any] = {
+    member: Member = {
         "model": model.name,
         "view": view.number,
         "order": [d["pmid"] for d in docs],
@@ -199,16 +208,16 @@ async def _member(
         "error": reply.error,
         "latency_s": round(reply.latency_s, 3),
         "tokens": reply.input_tokens + reply.output_tokens,
-        "call": reply.record("ensemble"),
     }
+    notes: list[str] = []
     if value is not None and cited:
-        record |= {"passage": value.passage, "quote": value.quote}
-        record["pmids"] = [docs[value.passage - 1]["pmid"]]
+        member |= {"passage": value.passage, "quote": value.quote}
+        member["pmids"] = [docs[value.passage - 1]["pmid"]]
     elif value is not None:
-        record["pmids"], record["citation_notes"] = checked_citations(
+        member["pmids"], notes = checked_citations(
             list(value.pmids), [d["pmid"] for d in docs], f"ensemble member {view.number}"
         )
-    return record
+    return Asked(member, reply.record("ensemble"), notes)
 
 
 def _ensemble_done(update: dict[str, Any]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodes.state import Member
 from nodes.trace_view import Block, Facts, Table, cell, decision_blocks
 
 COVERS = frozenset({"members", "votes", "decision"})
@@ -51,7 +52,7 @@ def ensemble_trace(update: dict[str, Any]) -> list[Block]:
 _NUMBERS = frozenset({1, 3, 7, 8})
 
 
-def _member(m: dict[str, Any]) -> tuple[str, ...]:
+def _member(m: Member) -> tuple[str, ...]:
     temperature = m.get("temperature")
     return (
         cell(m.get("model")),

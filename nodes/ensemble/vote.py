@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from infra.bioasq import normalize_answer
+from nodes.state import VoteRow, Votes
 
 
 def _compact(key: str) -> str:
@@ -66,7 +66,7 @@ def vote(
     list_quorum: float = 0.5,
     weights: Sequence[float] | None = None,
     clusters: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> Votes:
     """Vote over members' answer lists; return the ranked candidates and the vote table.
 
     yesno: majority; factoid: candidates ranked by votes, then by best rank (≤ 5); list:
@@ -107,7 +107,7 @@ def vote(
         votes,
         key=lambda k: (-votes[k], -best_weight[k] if weights else 0.0, best_rank[k], k),
     )
-    table = [
+    table: list[VoteRow] = [
         {
             "answer": surface[k].most_common(1)[0][0],
             "votes": votes[k],

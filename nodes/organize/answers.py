@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, create_model
 from infra.models import ChatModel
 from nodes.answer_fields import Entity, checked_citations, pmid_type
 from nodes.passages import passages
-from nodes.relations_and_votes import Group
+from nodes.state import Call, Group, Passage
 from prompts import render
 
 # The group's short answers by question type (none for summary: its answer is the words).
@@ -73,8 +73,8 @@ async def answer_groups(
     model: ChatModel,
     question: str,
     qtype: str,
-    groups: list[list[dict[str, Any]]],
-    calls: list[dict[str, Any]],
+    groups: list[list[Passage]],
+    calls: list[Call],
     *,
     max_concurrency: int,
     top_k: int,
@@ -96,7 +96,7 @@ async def answer_groups(
     """
     limit = asyncio.Semaphore(max_concurrency)
 
-    async def one(k: int, docs: list[dict[str, Any]]) -> Group:
+    async def one(k: int, docs: list[Passage]) -> Group:
         async with limit:
             return await _answer_group(
                 model,
@@ -116,8 +116,8 @@ async def _answer_group(
     model: ChatModel,
     question: str,
     qtype: str,
-    docs: list[dict[str, Any]],
-    calls: list[dict[str, Any]],
+    docs: list[Passage],
+    calls: list[Call],
     *,
     top_k: int,
     reformulate: bool,

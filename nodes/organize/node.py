@@ -16,17 +16,17 @@ from nodes.describing import NodeDescription, describes, plural
 from nodes.organize.aggregate import aggregate, answered
 from nodes.organize.strategies import strategy_named
 from nodes.organize.trace import COVERS, organize_trace
-from nodes.state import QAState
+from nodes.state import Organized, QAState
 
 
-async def organize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
+async def organize(state: QAState, runtime: Runtime[Context]) -> Organized:
     """Organize the top contexts with the configured strategy (dedupe by default)."""
     ctx = runtime.context
     strategy = strategy_named(ctx.settings.organize.strategy)
     contexts = list(state.get("contexts", []))[: ctx.settings.organize.top_k]
     if len(contexts) < 2:
         # No groups this round: an earlier round's must not stand in for the ensemble's vote.
-        update: dict[str, Any] = {"organized": contexts, "relations": []}
+        update: Organized = {"organized": contexts, "relations": []}
         return update | {"groups": []} if strategy.answers else update
     model = ctx.models.first("organize")
     qtype = state.get("qtype") or "summary"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodes.describing import confidence_text
+from nodes.records import SupportRecord
 from nodes.synthesize.verify import verification_lines
 from nodes.trace_view import Block, Lines
 
@@ -12,7 +13,7 @@ COVERS = frozenset({"attempts", "answer"})
 """The update's keys these blocks show (the rest is shown as it is)."""
 
 
-def support_lines(support: dict[str, Any] | None) -> list[str]:
+def support_lines(support: SupportRecord | None) -> list[str]:
     """Return the support check's verdicts: checks, carriers, the verifier's reading."""
     if not support:
         return []

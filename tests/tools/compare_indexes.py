@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from graphs.lab.bench.query import TOP_K, default_path
-from graphs.lab.bench.scale_peers import _percentile
+from graphs.lab.bench.scale_peers import percentile
 from infra.search.backends import open_backend
 from infra.settings import load_settings
 
@@ -80,7 +80,7 @@ def compare(home_a: Path, home_b: Path, limit: int) -> dict[str, Any]:
         "segments": [backend.segments() for backend, _, _ in opened],
         "questions": len(queries),
         **{
-            f"{path}_{stat}_ms": [_percentile(each, q) for each in times[path]]
+            f"{path}_{stat}_ms": [percentile(each, q) for each in times[path]]
             for path in ("bm25", "default")
             for stat, q in (("p50", 50), ("p95", 95))
         },

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from graphs.lab.bench.query import peak_rss_mib
-from graphs.lab.bench.scale_child import _real_docs
+from graphs.lab.bench.scale_peers import real_docs
 from graphs.lab.bench.synthetic import SentencePool, query_terms
 from infra.search.analysis import analyze
 from infra.search.embedded import EmbeddedIndex
@@ -53,7 +53,7 @@ DEPTHS = (1000, 10_000)
 
 
 def _docs(job: dict[str, Any]) -> Iterator[dict[str, str]]:
-    pool = SentencePool(_real_docs(job))
+    pool = SentencePool(real_docs(job))
     row = 0
     for batch in pool.batches(job["size"], seed=job["seed"]):
         for doc in batch.docs:

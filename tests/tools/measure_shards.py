@@ -33,7 +33,8 @@ import tantivy
 
 from graphs.lab.bench.query import peak_rss_mib
 from graphs.lab.bench.recall import tie_aware_recall
-from graphs.lab.bench.scale_child import COMMIT_EVERY, _real_docs
+from graphs.lab.bench.scale_child import COMMIT_EVERY
+from graphs.lab.bench.scale_peers import real_docs
 from graphs.lab.bench.synthetic import SentencePool
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_layout import decode
@@ -46,7 +47,7 @@ LIMIT = 1000
 def build_shard(job: dict[str, Any], out: Path, shard: int, shards: int) -> dict[str, Any]:
     """Write every `shards`-th synthetic document, from `shard`, into the shard's index."""
     vectors = np.load(job["vectors"]) if job.get("vectors") else None
-    pool = SentencePool(_real_docs(job), vectors)  # vectors drawn too: the same random stream
+    pool = SentencePool(real_docs(job), vectors)  # vectors drawn too: the same random stream
     writer = EmbeddedWriter(out / f"shard-{shard}")
     started, seen, written, since = time.perf_counter(), 0, 0, 0
     for batch in pool.batches(job["size"], seed=job["seed"]):

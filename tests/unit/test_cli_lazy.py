@@ -3,8 +3,8 @@
 import subprocess
 import sys
 
-from graphs.lab.bench.help import help_lines
 from graphs.cli import COMMANDS, load_command
+from graphs.lab.bench.help import help_lines
 
 PROBE = """
 import sys
@@ -45,3 +45,15 @@ def test_every_command_loads_under_its_name_and_the_benchmark_times_them_all():
     lines = help_lines(COMMANDS)
     assert lines[0] == ["--help"] and ["bioasq", "run", "--help"] in lines
     assert {line[0] for line in lines[1:]} == set(COMMANDS)
+
+
+def test_help_shows_a_type_beside_an_option_that_takes_a_value_and_none_beside_a_flag():
+    from typer.testing import CliRunner
+
+    from graphs.cli import app
+
+    for args, flag, valued in (([], "--version", None), (["ask"], "--json", "--index")):
+        shown = CliRunner().invoke(app, [*args, "--help"], terminal_width=100).output
+        lines = {line.split()[1]: line for line in shown.splitlines() if line.startswith("│ --")}
+        assert "<" not in lines[flag] and "<" not in lines["--help"], shown
+        assert valued is None or "<str>" in lines[valued], shown

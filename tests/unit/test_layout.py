@@ -129,3 +129,55 @@ def test_the_lab_is_under_its_own_roof():
         and any(word in name.split(".") for word in ("bench", "simulate", "elasticsearch_server"))
     ]
     assert stray == []
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_crossings(name: str) -> list[str]:
+    """Return where `name` reaches a private name (`_x`) of another project module, or imports
+    from a dependency's private module (its internals may change in any release)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bound: dict[str, str] = {}  # local name → the project module it stands for
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                if target in MODULES:
+                    bound[alias.asname or alias.name] = target
+                if any(map(_private, base.split("."))) or (_private(alias.name) and base != name):
+                    found.append(f"{name}:{node.lineno} imports {target}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if any(map(_private, alias.name.split("."))):
+                    found.append(f"{name}:{node.lineno} imports {alias.name}")
+                if alias.asname and alias.name in MODULES:
+                    bound[alias.asname] = alias.name
+                elif alias.name.split(".")[0] in MODULES:
+                    bound[alias.name.split(".")[0]] = alias.name.split(".")[0]
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+            continue
+        chain, value = [], node.value
+        while isinstance(value, ast.Attribute):
+            chain.append(value.attr)
+            value = value.value
+        if isinstance(value, ast.Name) and value.id in bound:
+            module = ".".join([bound[value.id], *reversed(chain)])
+            if module in MODULES and module != name:
+                found.append(f"{name}:{node.lineno} reads {module}.{node.attr}")
+    return found
+
+
+def test_no_private_name_crosses_a_module():
+    """A name with a leading underscore is its module's own: another module that needs it gets
+    it public (or the use moves into the owner); a dependency is used by its public API only."""
+    assert [line for name in sorted(MODULES) for line in _private_crossings(name)] == []

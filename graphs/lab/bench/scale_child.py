@@ -21,7 +21,7 @@ import numpy as np
 
 from graphs.lab.bench.query import TOP_K, default_path, evict, peak_rss_mib, resident_mib
 from graphs.lab.bench.recall import K, judged, tie_aware_recall
-from graphs.lab.bench.scale_peers import _percentile, _real_docs, fidelity, peer
+from graphs.lab.bench.scale_peers import fidelity, peer, percentile, real_docs
 from graphs.lab.bench.synthetic import SentencePool, postings_share
 from infra.search.ann import ANN_FILE, ANN_META
 from infra.search.backends import open_backend, open_writer, refresh_dense
@@ -82,7 +82,7 @@ class Precomputed:
 def ingest(job: dict[str, Any]) -> dict[str, Any]:
     """Write the job's synthetic corpus into a fresh index; time only the writer."""
     settings = load_settings(**job["settings"])
-    docs = _real_docs(job)
+    docs = real_docs(job)
     vectors = np.load(job["vectors"]) if job.get("vectors") else None
     pool = SentencePool(docs, vectors)
     spec = Precomputed(job["model"], int(vectors.shape[1])) if vectors is not None else None
@@ -203,14 +203,14 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
         **({"evicted_mib": evicted} if evicted is not None else {}),
         "open_s": round(opened_s, 3),
         "open_rss_mib": round(after_open - before, 1),
-        "bm25_top1000_p50_ms": _percentile(bm25, 50),
-        "bm25_top1000_p95_ms": _percentile(bm25, 95),
-        "default_10000_to_300_p50_ms": _percentile(default, 50),
-        "default_10000_to_300_p95_ms": _percentile(default, 95),
+        "bm25_top1000_p50_ms": percentile(bm25, 50),
+        "bm25_top1000_p95_ms": percentile(bm25, 95),
+        "default_10000_to_300_p50_ms": percentile(default, 50),
+        "default_10000_to_300_p95_ms": percentile(default, 95),
         **(
             {
-                "dense_top100_p50_ms": _percentile(dense, 50),
-                "dense_top100_p95_ms": _percentile(dense, 95),
+                "dense_top100_p50_ms": percentile(dense, 50),
+                "dense_top100_p95_ms": percentile(dense, 95),
             }
             if dense
             else {}

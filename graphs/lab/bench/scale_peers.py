@@ -35,7 +35,7 @@ def peer(job: dict[str, Any]) -> dict[str, Any]:
     """
     import bm25s
 
-    docs = _real_docs(job)
+    docs = real_docs(job)
     texts, pmids = [], []
     for batch in SentencePool(docs).batches(job["size"], seed=job["seed"]):
         texts += [f"{d['title']} {d['abstract']}" for d in batch.docs]
@@ -66,8 +66,8 @@ def peer(job: dict[str, Any]) -> dict[str, Any]:
             recall.append(len({pmids[r] for r in rows[0]} & wanted) / len(wanted))
         figures |= {
             f"{prefix}_index_s": round(indexed, 1),
-            f"{prefix}_top1000_p50_ms": _percentile(times, 50),
-            f"{prefix}_top1000_p95_ms": _percentile(times, 95),
+            f"{prefix}_top1000_p50_ms": percentile(times, 50),
+            f"{prefix}_top1000_p95_ms": percentile(times, 95),
             f"{prefix}_recall_at_1000": round(float(np.mean(recall)), 3),
         }
         del retriever
@@ -85,7 +85,7 @@ def fidelity(job: dict[str, Any]) -> dict[str, Any]:
     from the stored int8 vectors and from float32, and their overlap reported.
     """
     settings = load_settings(**job["settings"])
-    docs = _real_docs(job)
+    docs = real_docs(job)
     pool = SentencePool(docs, np.load(job["vectors"]))
     parts, rows = [], {}
     for batch in pool.batches(job["size"], seed=job["seed"]):
@@ -123,10 +123,11 @@ def fidelity(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _real_docs(job: dict[str, Any]) -> list[dict[str, Any]]:
+def real_docs(job: dict[str, Any]) -> list[dict[str, Any]]:
     """Return the real documents every synthetic corpus of the job is resampled from."""
     return [normalize(d) for d in read_jsonl(Path(job["corpus"])) if isinstance(d, dict)]
 
 
-def _percentile(times: list[float], q: int) -> float:
+def percentile(times: list[float], q: int) -> float:
+    """Return the q-th percentile of the times, in milliseconds to two decimals."""
     return round(float(np.percentile(times, q)), 2)

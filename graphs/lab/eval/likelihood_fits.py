@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nodes.ensemble.strategies.moi_fit import _fit_utilities, _one_hot, moi_solve
+from nodes.ensemble.strategies.moi_fit import fit_utilities, moi_solve, one_hot
 
 MODELS = ("moi", "position_only", "utility_only")
 """The three models, in the order reports show them."""
@@ -57,10 +57,10 @@ def fit_moi(orders: Orders, scores: Sequence[float], n: int, *, seed: int = 0) -
 
 def fit_utility(orders: Orders, scores: Sequence[float], n: int) -> Fitted:
     """Fit per-passage utilities under flat position weights (moi_fit's least squares)."""
-    onehot = _one_hot(orders, n)
+    onehot = one_hot(orders, n)
     length = onehot.shape[1]
     weights = np.full(length, 1.0 / length)
-    utilities = _fit_utilities(onehot, weights, np.asarray(scores, dtype=float))
+    utilities = fit_utilities(onehot, weights, np.asarray(scores, dtype=float))
     return Fitted("utility_only", n, _weighted(weights, utilities))
 
 

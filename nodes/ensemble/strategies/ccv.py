@@ -6,7 +6,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from infra.bioasq import normalize_answer
 from infra.models import ChatModel
@@ -20,7 +20,7 @@ from nodes.ensemble.strategies.registry import (
     register,
 )
 from nodes.ensemble.views import permuted_views
-from nodes.state import DecidedAnswer, Decision
+from nodes.state import CcvRow, DecidedAnswer, Decision, Member, Passage, Votes
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,21 @@ class CitedAnswer:
     text: str = ""
     """The answer as the member wrote it (strict evidence looks for it in the quote); "": use
     `answer`."""
+
+
+class Selection(TypedDict):
+    """What `ccv_select` picked, and from what (its rows and validity go into `CcvVote`)."""
+
+    winner: str | None
+    """The normalized answer chosen (None when no member answered)."""
+    table: list[CcvRow]
+    """Answers by score, then frequency, then first seen."""
+    valid: list[bool]
+    """Per member: whether its citation holds up."""
+    cited: list[str | None]
+    """Per member: the PMID its index maps to (None when out of range)."""
+    citation_agreement: float
+    """Share of valid members citing the winner's modal PMID (0.0 when none is valid)."""
 
 
 def _verbatim(text: str) -> str:
@@ -85,7 +100,7 @@ def ccv_select(
     texts: Mapping[str, str],
     *,
     strict: bool = False,
-) -> dict[str, Any]:
+) -> Selection:
     """Pick the answer whose members agree on one cited document, not merely on the answer.
 
     A member is valid when it answers and its 1-based index falls in its view; in strict mode
@@ -100,10 +115,8 @@ def ccv_select(
     this falls back to plain majority. Empty answers never win.
 
     Returns:
-        A JSON-able dict: `winner` (str or None), `table` (rows of answer, score, frequency,
-        pmid; best first), `valid` and `cited` (the mapped PMID, or None when the index is
-        out of range) per member, and `citation_agreement`: the share of valid members citing
-        the winner's modal PMID (0.0 if none is valid).
+        The winner, the table of answers (best first), each member's validity and mapped PMID,
+        and the citation agreement (`Selection`).
     """
     cited = [_cited_pmid(m) for m in members]
     valid = [_is_valid(m, pmid, texts, strict) for m, pmid in zip(members, cited, strict=True)]
@@ -113,7 +126,7 @@ def ccv_select(
     for member, pmid, ok in zip(members, cited, valid, strict=True):
         if ok and pmid is not None:
             citations[member.answer][pmid] += 1
-    rows = []
+    rows: list[CcvRow] = []
     for answer in frequency:
         counts = citations[answer]
         # max keeps the first maximum, and a Counter iterates in first-cited order.
@@ -158,7 +171,7 @@ class CCV(Strategy):
         self,
         ctx: Context,
         question: str,
-        contexts: list[dict[str, Any]],
+        contexts: list[Passage],
         models: list[ChatModel],
         seed: int,
     ) -> Plan:
@@ -174,9 +187,7 @@ class CCV(Strategy):
         }
         return Plan(every_model(models, orders, 0.0), contexts, recorded)
 
-    async def tally(
-        self, ctx: Context, qtype: str, members: list[dict[str, Any]], plan: Plan
-    ) -> dict[str, Any]:
+    async def tally(self, ctx: Context, qtype: str, members: list[Member], plan: Plan) -> Votes:
         """Return the majority table, and the citation vote where one answer per member is due."""
         votes = await super().tally(ctx, qtype, members, plan)
         if not self.cites(qtype):
@@ -196,9 +207,7 @@ class CCV(Strategy):
             return votes
         return votes | cited
 
-    def decide(
-        self, qtype: str, members: list[dict[str, Any]], plan: Plan, votes: dict[str, Any]
-    ) -> Decision:
+    def decide(self, qtype: str, members: list[Member], plan: Plan, votes: Votes) -> Decision:
         """Return the citation vote's answers, the winner's passage first in the order."""
         ccv = votes.get("ccv")
         if not isinstance(ccv, dict):
@@ -249,9 +258,7 @@ class CCV(Strategy):
         return decision | {"why": why, "share": round(share, 4)}
 
 
-def _ccv_vote(
-    qtype: str, members: list[dict[str, Any]], plan: Plan, *, strict: bool
-) -> dict[str, Any]:
+def _ccv_vote(qtype: str, members: list[Member], plan: Plan, *, strict: bool) -> Votes:
     """Score the answers by citation consistency; the ranked answers follow CCV's order."""
     keyed, surface = _keyed(members, plan.clusters)
     cited = [
@@ -281,8 +288,8 @@ def _ccv_vote(
 
 
 def _keyed(
-    members: list[dict[str, Any]], clusters: dict[str, str]
-) -> tuple[list[tuple[dict[str, Any], str]], dict[str, str]]:
+    members: list[Member], clusters: dict[str, str]
+) -> tuple[list[tuple[Member, str]], dict[str, str]]:
     """Return each answering member with its answer's vote key, and each key's usual spelling.
 
     Keys merge synonyms as the majority does, so CCV and the majority count the same answers.

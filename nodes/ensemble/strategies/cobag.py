@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from nodes.ensemble.strategies.registry import (
     every_model,
     register,
 )
-from nodes.state import Decision
+from nodes.state import Decision, Member, Passage, Votes
 
 
 def cobag_views(
@@ -114,7 +113,7 @@ class CoBag(Strategy):
         self,
         ctx: Context,
         question: str,
-        contexts: list[dict[str, Any]],
+        contexts: list[Passage],
         models: list[ChatModel],
         seed: int,
     ) -> Plan:
@@ -179,9 +178,7 @@ class CoBag(Strategy):
             notes=notes,
         )
 
-    def decide(
-        self, qtype: str, members: list[dict[str, Any]], plan: Plan, votes: dict[str, Any]
-    ) -> Decision:
+    def decide(self, qtype: str, members: list[Member], plan: Plan, votes: Votes) -> Decision:
         """Return the majority over the bags; equal votes go to the most relevant view."""
         return majority_decision(
             self.name,
@@ -194,7 +191,7 @@ class CoBag(Strategy):
         )
 
 
-async def _relevance(ctx: Context, question: str, contexts: list[dict[str, Any]]) -> np.ndarray:
+async def _relevance(ctx: Context, question: str, contexts: list[Passage]) -> np.ndarray:
     """Return cosine(question, context) per context from the embedder."""
 
     def compute() -> np.ndarray:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 import numpy as np
 from typing_extensions import override
@@ -29,12 +28,13 @@ from nodes.ensemble.strategies.registry import (
     register,
 )
 from nodes.passages import passages
-from nodes.state import Decision
+from nodes.state import Call, Decision, Member, Passage, Votes
+from nodes.state import MoiFit as FitRecord
 
 __all__ = ["MoI", "MoIFit", "moi_permutations", "moi_solve", "observation_text"]
 
 
-def observation_text(docs: list[dict[str, Any]], chars: int) -> str:
+def observation_text(docs: list[Passage], chars: int) -> str:
     """Return the prompt text an order is scored on: its passages, then the question marker."""
     return passages(docs, chars) + "\n\nQuestion: "
 
@@ -54,7 +54,7 @@ class MoI(Strategy):
         self,
         ctx: Context,
         question: str,
-        contexts: list[dict[str, Any]],
+        contexts: list[Passage],
         models: list[ChatModel],
         seed: int,
     ) -> Plan:
@@ -73,7 +73,7 @@ class MoI(Strategy):
             scores=scores,
         )
         joint = moi.observation == "joint"
-        calls: list[dict[str, Any]] = []
+        calls: list[Call] = []
 
         async def observe(model: ChatModel) -> list[float]:
             docs = [[top[i] for i in perm] for perm in perms]
@@ -107,7 +107,7 @@ class MoI(Strategy):
             )
         models = [model for model, _ in kept]
         observed = [result for _, result in kept]
-        fits: dict[str, Any] = {}
+        fits: dict[str, FitRecord] = {}
         views: list[View] = []
         for number, (model, observations) in enumerate(zip(models, observed, strict=True)):
             if moi.weights == "flat":  # the control: no position weights to fit or orient
@@ -161,9 +161,7 @@ class MoI(Strategy):
             notes=notes,
         )
 
-    def decide(
-        self, qtype: str, members: list[dict[str, Any]], plan: Plan, votes: dict[str, Any]
-    ) -> Decision:
+    def decide(self, qtype: str, members: list[Member], plan: Plan, votes: Votes) -> Decision:
         """Return the answers given from the debiased order; that order is the evidence order."""
         return majority_decision(
             self.name,
@@ -178,8 +176,8 @@ class MoI(Strategy):
 async def _observe(
     model: ChatModel,
     question: str,
-    docs: list[dict[str, Any]],
-    calls: list[dict[str, Any]],
+    docs: list[Passage],
+    calls: list[Call],
     *,
     joint: bool,
 ) -> float:

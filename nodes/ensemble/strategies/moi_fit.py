@@ -112,7 +112,7 @@ def _rank_correlation(x: Sequence[float], y: Sequence[float]) -> float:
     return 0.0 if rho is None or not np.isfinite(rho) else float(rho)
 
 
-def _one_hot(perms: Sequence[Sequence[int]], n: int) -> np.ndarray:
+def one_hot(perms: Sequence[Sequence[int]], n: int) -> np.ndarray:
     """Return E with E[i, j, k] = 1 when ordering i shows passage k at position j."""
     length = max(len(p) for p in perms)
     onehot = np.zeros((len(perms), length, n))
@@ -121,7 +121,7 @@ def _one_hot(perms: Sequence[Sequence[int]], n: int) -> np.ndarray:
     return onehot
 
 
-def _fit_utilities(onehot: np.ndarray, weights: np.ndarray, obs: np.ndarray) -> np.ndarray:
+def fit_utilities(onehot: np.ndarray, weights: np.ndarray, obs: np.ndarray) -> np.ndarray:
     """Return u minimizing ‖A u − s‖² for fixed weights (A = E·a); minimum norm if not unique."""
     design = np.einsum("mln,l->mn", onehot, weights)
     return np.linalg.lstsq(design, obs, rcond=None)[0]
@@ -245,7 +245,7 @@ def moi_solve(
     """
     _validate(perms, observations, n)
     obs = np.asarray(observations, dtype=float)
-    onehot = _one_hot(perms, n)
+    onehot = one_hot(perms, n)
     length = onehot.shape[1]
     center, scale = float(obs.mean()), float(obs.std())
     if scale == 0.0:
@@ -258,12 +258,12 @@ def moi_solve(
 
     best: tuple[float, np.ndarray, np.ndarray] | None = None
     for weights in _starts(length, seed):
-        utilities = _fit_utilities(onehot, weights, z_obs)
+        utilities = fit_utilities(onehot, weights, z_obs)
         for _ in range(20):
             weights = _fit_weights(onehot, utilities, z_obs, weights)
-            utilities = _fit_utilities(onehot, weights, z_obs)
+            utilities = fit_utilities(onehot, weights, z_obs)
         weights = _fit_jointly(onehot, weights, utilities, z_obs)
-        utilities = _fit_utilities(onehot, weights, z_obs)
+        utilities = fit_utilities(onehot, weights, z_obs)
         value = objective(weights, utilities)
         if best is None or value < best[0] - 1e-12:
             best = (value, weights, utilities)
@@ -290,7 +290,7 @@ def moi_flat(perms: Sequence[Sequence[int]], observations: Sequence[float], n: i
     """
     _validate(perms, observations, n)
     obs = np.asarray(observations, dtype=float)
-    onehot = _one_hot(perms, n)
+    onehot = one_hot(perms, n)
     length = onehot.shape[1]
     weights = np.full(length, 1.0 / length)
     shows = onehot.sum(axis=1) > 0  # shows[i, k]: order i shows passage k

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from infra.models import ChatModel
 from nodes.context import Context
 from nodes.ensemble.strategies.registry import (
@@ -14,6 +12,7 @@ from nodes.ensemble.strategies.registry import (
     register,
 )
 from nodes.ensemble.views import permuted_views
+from nodes.state import Passage
 
 
 @register("permute_vote")
@@ -28,7 +27,7 @@ class PermuteVote(Strategy):
         self,
         ctx: Context,
         question: str,
-        contexts: list[dict[str, Any]],
+        contexts: list[Passage],
         models: list[ChatModel],
         seed: int,
     ) -> Plan:

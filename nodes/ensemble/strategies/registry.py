@@ -18,7 +18,7 @@ from infra.settings import Settings, SettingsError
 from nodes.context import Context
 from nodes.ensemble.decide import majority_decision
 from nodes.ensemble.vote import candidate_keys, synonym_clusters, vote
-from nodes.state import Decision
+from nodes.state import Call, Decision, Member, Passage, Votes
 
 
 class StrategyUnavailable(RuntimeError):
@@ -40,7 +40,7 @@ class Plan:
     """The member calls a strategy asks for, and what it learned while choosing them."""
 
     views: list[View]
-    contexts: list[dict[str, Any]]
+    contexts: list[Passage]
     """The contexts the views' orders index into."""
     settings: dict[str, Any] = field(default_factory=dict)
     """Every setting the strategy ran with (its K as `members`, its m as `contexts`); the
@@ -50,10 +50,11 @@ class Plan:
     order: list[int] | None = None
     """The evidence order the strategy chose (indices into contexts); None: the passages the
     views showed, in rank order."""
-    calls: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
     """Model calls made while planning (MoI's likelihoods), recorded before the members'."""
-    diagnostics: dict[str, Any] = field(default_factory=dict)
-    """Recorded under `votes` beside the strategy's name."""
+    diagnostics: Votes = field(default_factory=Votes)
+    """Recorded under `votes` beside the strategy's name (CoBag's relevance, CCV's word, MoI's
+    fits)."""
     notes: list[str] = field(default_factory=list)
     """Things a reader of the trace should know (CoBag's pool no larger than m)."""
     clusters: dict[str, str] = field(default_factory=dict)
@@ -91,7 +92,7 @@ class Strategy(ABC):
         self,
         ctx: Context,
         question: str,
-        contexts: list[dict[str, Any]],
+        contexts: list[Passage],
         models: list[ChatModel],
         seed: int,
     ) -> Plan:
@@ -102,9 +103,7 @@ class Strategy(ABC):
         """
         ...
 
-    async def tally(
-        self, ctx: Context, qtype: str, members: list[dict[str, Any]], plan: Plan
-    ) -> dict[str, Any]:
+    async def tally(self, ctx: Context, qtype: str, members: list[Member], plan: Plan) -> Votes:
         """Return the vote table: a (weighted) majority, synonyms merged for factoid and list."""
         weights = [plan.weights[m["view"]] for m in members] if plan.weights else None
         answers = [m["answer"] if m["error"] is None else [] for m in members]
@@ -120,9 +119,7 @@ class Strategy(ABC):
             qtype, answers, list_quorum=settings.list_quorum, weights=weights, clusters=clusters
         )
 
-    def decide(
-        self, qtype: str, members: list[dict[str, Any]], plan: Plan, votes: dict[str, Any]
-    ) -> Decision:
+    def decide(self, qtype: str, members: list[Member], plan: Plan, votes: Votes) -> Decision:
         """Return the decision: the majority's ranked answers, in the plan's evidence order."""
         return majority_decision(self.name, qtype, members, plan, votes, how="majority vote")
 

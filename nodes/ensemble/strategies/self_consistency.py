@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from infra.models import ChatModel
 from nodes.context import Context
 from nodes.ensemble.strategies.registry import (
@@ -13,6 +11,7 @@ from nodes.ensemble.strategies.registry import (
     every_model,
     register,
 )
+from nodes.state import Passage
 
 
 @register("self_consistency")
@@ -26,7 +25,7 @@ class SelfConsistency(Strategy):
         self,
         ctx: Context,
         question: str,
-        contexts: list[dict[str, Any]],
+        contexts: list[Passage],
         models: list[ChatModel],
         seed: int,
     ) -> Plan:

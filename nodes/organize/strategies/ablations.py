@@ -24,6 +24,7 @@ from nodes.context import Context
 from nodes.ensemble.views import view_seed
 from nodes.organize.answers import answer_groups
 from nodes.organize.strategies.registry import OrganizeStrategy, register
+from nodes.state import Call, Organized, Passage
 
 
 class Ablation(OrganizeStrategy):
@@ -67,10 +68,10 @@ class Ablation(OrganizeStrategy):
         self,
         ctx: Context,
         question: str,
-        contexts: list[dict[str, Any]],
+        contexts: list[Passage],
         model: ChatModel,
         qtype: str,
-    ) -> dict[str, Any]:
+    ) -> Organized:
         """Return every context, the groups' answers, and no relations."""
         settings = ctx.settings.organize
         vectors = None
@@ -87,7 +88,7 @@ class Ablation(OrganizeStrategy):
             seed=view_seed(settings.seed, question) % 2**32,
             vectors=vectors,
         )
-        calls: list[dict[str, Any]] = []
+        calls: list[Call] = []
         answered = await answer_groups(
             model,
             question,

@@ -18,7 +18,7 @@ from nodes.context import Context
 from nodes.organize.answers import answer_groups, passage_chars
 from nodes.organize.strategies.registry import OrganizeStrategy, register
 from nodes.passages import passages
-from nodes.relations_and_votes import Group
+from nodes.state import Call, Group, Organized, Passage
 from prompts import render
 
 SUMMARY_CHARS = 1500
@@ -72,8 +72,8 @@ class Condense(OrganizeStrategy):
         model: ChatModel,
         question: str,
         qtype: str,
-        docs: list[dict[str, Any]],
-        calls: list[dict[str, Any]],
+        docs: list[Passage],
+        calls: list[Call],
         shown: str | None = None,
     ) -> Group:
         """Answer the kept contexts (or what stands for them) in one call."""
@@ -103,10 +103,10 @@ class Retrieve(Condense):
         self,
         ctx: Context,
         question: str,
-        contexts: list[dict[str, Any]],
+        contexts: list[Passage],
         model: ChatModel,
         qtype: str,
-    ) -> dict[str, Any]:
+    ) -> Organized:
         """Return the kept contexts in the model's order, and their one group's answer."""
         top = ctx.settings.organize.retrieve_top
         shown = passages(contexts, passage_chars(model, len(contexts), ctx.settings.organize.top_k))
@@ -143,10 +143,10 @@ class Summarize(Condense):
         self,
         ctx: Context,
         question: str,
-        contexts: list[dict[str, Any]],
+        contexts: list[Passage],
         model: ChatModel,
         qtype: str,
-    ) -> dict[str, Any]:
+    ) -> Organized:
         """Return every context, and the one answer given from their summary."""
         shown = passages(contexts, passage_chars(model, len(contexts), ctx.settings.organize.top_k))
         messages = render("organize_summarize", contexts=shown, question=question)

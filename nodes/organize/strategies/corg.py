@@ -17,6 +17,7 @@ from nodes.organize.grouping import Grouping, group_contexts
 from nodes.organize.relations import PairRelation, RelationGraph, build_relation_graph
 from nodes.organize.strategies.registry import OrganizeStrategy, register
 from nodes.passages import clip
+from nodes.state import Call, Organized, Passage, Relation
 from prompts import render
 
 
@@ -30,10 +31,10 @@ class Corg(OrganizeStrategy):
         self,
         ctx: Context,
         question: str,
-        contexts: list[dict[str, Any]],
+        contexts: list[Passage],
         model: ChatModel,
         qtype: str,
-    ) -> dict[str, Any]:
+    ) -> Organized:
         """Return the organized contexts, the relation graph, the groups and their answers."""
         return await organize_contexts(
             question,
@@ -60,14 +61,14 @@ class Corg(OrganizeStrategy):
 
 async def organize_contexts(
     question: str,
-    contexts: list[dict[str, Any]],
+    contexts: list[Passage],
     model: ChatModel,
     *,
     qtype: str,
     top_k: int,
     max_concurrency: int,
     relations: Literal["graph", "none"] = "graph",
-) -> dict[str, Any]:
+) -> Organized:
     """Relate the contexts, group them, and answer each group; return the node's update.
 
     Args:
@@ -81,7 +82,7 @@ async def organize_contexts(
             pair is asked, so every pair counts as unrelated (nothing dropped, nothing split)
             and the contexts go through the same dealing and aggregator.
     """
-    calls: list[dict[str, Any]] = []
+    calls: list[Call] = []
     triples: dict[int, dict[str, str]] = {}
     bound = passage_chars(model, 2, top_k)
     cut: set[int] = set()
@@ -144,7 +145,7 @@ async def organize_contexts(
     }
 
 
-def _relations(graph: RelationGraph, contexts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _relations(graph: RelationGraph, contexts: list[Passage]) -> list[Relation]:
     return [
         {
             "a": contexts[a]["pmid"],
@@ -157,7 +158,7 @@ def _relations(graph: RelationGraph, contexts: list[dict[str, Any]]) -> list[dic
     ]
 
 
-def _notes(graph: RelationGraph, grouping: Grouping, contexts: list[dict[str, Any]]) -> list[str]:
+def _notes(graph: RelationGraph, grouping: Grouping, contexts: list[Passage]) -> list[str]:
     dropped = ", ".join(f"{contexts[i]['pmid']} ({why})" for i, why in grouping.dropped.items())
     notes = [
         f"organize: {graph.calls} relation calls for {graph.naive_calls} pairs; "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, create_model
@@ -13,6 +13,7 @@ from infra.models import ChatModel
 from nodes.context import Context
 from nodes.organize.strategies.registry import OrganizeStrategy, register
 from nodes.passages import passages
+from nodes.state import Organized, Passage, Relation
 from prompts import render
 
 # Duplicates show in a passage's opening; the organizer needs no more of it.
@@ -47,10 +48,10 @@ class Dedupe(OrganizeStrategy):
         self,
         ctx: Context,
         question: str,
-        contexts: list[dict[str, Any]],
+        contexts: list[Passage],
         model: ChatModel,
         qtype: str,
-    ) -> dict[str, Any]:
+    ) -> Organized:
         """Return the contexts without verified duplicates, and every label with its cosine."""
         messages = render(
             "organize",
@@ -64,7 +65,8 @@ class Dedupe(OrganizeStrategy):
             model.structured(duplicates_schema(len(contexts)), messages),
             asyncio.to_thread(ctx.embedder.embed_documents, texts),
         )
-        relations, dropped = [], set()
+        relations: list[Relation] = []
+        dropped: set[int] = set()
         for dup in reply.value.duplicates if reply.value else []:
             later, earlier = dup.index - 1, dup.same_as - 1
             if not (0 <= earlier < later < len(contexts)):

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from infra.models import ChatModel
 from infra.settings import SettingsError
 from nodes.context import Context
+from nodes.state import Organized, Passage
 
 
 class OrganizeStrategy(ABC):
@@ -28,11 +29,14 @@ class OrganizeStrategy(ABC):
         self,
         ctx: Context,
         question: str,
-        contexts: list[dict[str, Any]],
+        contexts: list[Passage],
         model: ChatModel,
         qtype: str,
-    ) -> dict[str, Any]:
-        """Return the node's update: `organized` and `relations`, and whatever else it found."""
+    ) -> Organized:
+        """Return the node's update: `organized` and `relations`, and whatever else it found.
+
+        `contexts` is the top `organize.top_k` reranked passages, best first.
+        """
         ...
 
     def settings(self, ctx: Context, model: ChatModel) -> dict[str, Any]:
