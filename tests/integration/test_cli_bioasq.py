@@ -1,19 +1,14 @@
 """`quorum bioasq validate` and `quorum bioasq run` from the command line."""
 
 import json
-import subprocess
 from pathlib import Path
 
 from graphs.bioasq.run import journal_path
 from infra.bioasq.validate import validate_submission
-from tests.support.cli import quorum_env, run_quorum, simulated_env
+from tests.support.cli import quorum, run_quorum, simulated_env
 from tests.support.data import GOLDEN
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bioasq_submissions"
-
-
-def quorum(home: Path, *args: str) -> subprocess.CompletedProcess:
-    return run_quorum(quorum_env(home), *args, timeout=300)
 
 
 def test_validate_prints_one_line_per_problem_and_exits_1(tmp_path):
