@@ -1,7 +1,9 @@
 """The QA graph described for people: node labels, summaries, trace lines, answer words.
 
 The answer is put in the same words wherever it is shown: ask, chat, the page and the HTML
-export (`answer_lines`, `confidence_text`, `cited_evidence`, `retrieved_documents`).
+export. `answer_view` and `call_view` describe a run's answer and a model call once, as
+`nodes.trace_view` blocks that `block_lines` prints and `graphs.traces.blocks_html` draws; the
+page reads the same parts (`confidence_text`, `cited_evidence`, `retrieved_documents`).
 
 The nodes and their order are read from the compiled graph (`graphs.runtime.graph_nodes`),
 never copied: a node added to graphs/qa.py needs a label here and nothing else.
@@ -16,7 +18,24 @@ from graphs.runtime import graph_nodes
 from infra.bioasq.types import PHASES
 from nodes.describing import DESCRIPTIONS, MARKS, confidence_text
 from nodes.state import Call, QAState
-from nodes.trace_view import Block, Facts, Lines, Table
+from nodes.trace_view import (
+    CITED_EVIDENCE,
+    CONFIDENCE,
+    EXACT_ANSWER,
+    IDEAL_ANSWER,
+    NO_EVIDENCE,
+    RETRIEVAL_ORDER,
+    RETRIEVED_DOCUMENTS,
+    SUPPORT,
+    Answer,
+    Block,
+    Cited,
+    Facts,
+    Lines,
+    ModelCall,
+    Retrieved,
+    Table,
+)
 
 LABELS = {name: described.label for name, described in DESCRIPTIONS.items()}
 """What a running node is doing, in a few words (`quorum ask`'s status, the page's progress)."""
@@ -25,16 +44,6 @@ DEMO_NOTICE = (
     "not answer quality. Point quorum at a real model: see docs/configuration.md, 'Models'."
 )
 """Said wherever the demo model answers (ask, chat, the page, bioasq run)."""
-EXACT_ANSWER = "Exact answer"
-IDEAL_ANSWER = "Ideal answer"
-CONFIDENCE = "Confidence"
-CITED_EVIDENCE = "Cited evidence"
-SUPPORT = "Support"
-"""The passages the answer rests on, each PMID with its title and supporting sentence."""
-RETRIEVED_DOCUMENTS = "Retrieved documents"
-"""The ranked list BioASQ scores in phase A: retrieval order, never re-ordered by citation."""
-RETRIEVAL_ORDER = "retrieval order"
-NO_EVIDENCE = "none: the answer cites no passage"
 
 
 @cache
@@ -89,27 +98,27 @@ def summarize(node: str, update: QAState) -> str:
     return "; ".join(parts)
 
 
-def describe_call(call: Call) -> list[str]:
-    """Return readable lines for one model call: model and cost, each prompt message, raw output."""
-    tokens = f"{call.get('input_tokens') or 0} in + {call.get('output_tokens') or 0} out tokens"
+def call_view(call: Call, *, label: str = "") -> ModelCall:
+    """Return one model call as a block: model and cost, each prompt message, raw output, error."""
     temperature = call.get("temperature")
-    head = [
+    facts = (
         call.get("model") or "?",
         f"kind {call['kind']}" if call.get("kind") else None,
-        f"temperature {temperature:g}" if temperature is not None else "default temperature",
+        f"temperature {temperature:g}"
+        if isinstance(temperature, int | float)
+        else "default temperature",
         f"{call.get('latency_s') or 0:.2f}s",
-        tokens,
-    ]
-    lines = [", ".join(part for part in head if part)]
-    for message in call.get("prompt") or []:
-        lines.append(f"[{message.get('role', '?')}]")
-        lines.extend(f"  {line}" for line in str(message.get("content", "")).splitlines())
-    if call.get("raw"):
-        lines.append("[raw output]")
-        lines.extend(f"  {line}" for line in str(call["raw"]).splitlines())
-    if call.get("error"):
-        lines.append(f"[error] {call['error']}")
-    return lines
+        f"{call.get('input_tokens') or 0} in + {call.get('output_tokens') or 0} out tokens",
+    )
+    return ModelCall(
+        facts=tuple(fact for fact in facts if fact),
+        messages=tuple(
+            (str(m.get("role", "?")), str(m.get("content", ""))) for m in call.get("prompt") or []
+        ),
+        raw=str(call.get("raw") or ""),
+        error=str(call.get("error") or ""),
+        label=label,
+    )
 
 
 def trace_blocks(node: str, update: QAState) -> tuple[list[Block], frozenset[str]]:
@@ -137,13 +146,20 @@ def trace_text(node: str, update: QAState) -> tuple[list[str], frozenset[str]]:
 
 
 def block_lines(block: Block) -> list[str]:
-    """Return one trace block as text: facts as a line, tables aligned, the graph's edges."""
+    """Return one trace block as text: facts as a line, tables aligned, the graph's edges.
+
+    The HTML export draws the same blocks (`graphs.traces.blocks_html`).
+    """
     if isinstance(block, Facts):
         return [block.text]
     if isinstance(block, Lines):
         return list(block.lines)
     if isinstance(block, Table):
         return [f"{block.title.lower()}:", *_aligned(block)]
+    if isinstance(block, Answer):
+        return _answer_lines(block)
+    if isinstance(block, ModelCall):
+        return _call_lines(block)
     lines = [f"relation graph: {block.summary()}"]
     for edge in block.edges:
         a, b = edge["pair"]
@@ -172,6 +188,50 @@ def _aligned(table: Table) -> list[str]:
         ).rstrip()
         for row in rows
     ]
+
+
+def _call_lines(call: ModelCall) -> list[str]:
+    head = ", ".join(call.facts)
+    lines = [f"{call.label}: {head}" if call.label else head]
+    for role, content in call.messages:
+        lines.append(f"[{role}]")
+        lines.extend(f"  {line}" for line in content.splitlines())
+    if call.raw:
+        lines.append("[raw output]")
+        lines.extend(f"  {line}" for line in call.raw.splitlines())
+    if call.error:
+        lines.append(f"[error] {call.error}")
+    return lines
+
+
+def _answer_lines(answer: Answer) -> list[str]:
+    lines = []
+    if answer.exact is not None:
+        lines.append(f"{EXACT_ANSWER} ({answer.qtype}): {answer.exact}")
+    if answer.ideal:
+        label = IDEAL_ANSWER if answer.exact is not None else f"{IDEAL_ANSWER} ({answer.qtype})"
+        lines.append(f"{label}: {answer.ideal}")
+    lines.append(f"{CONFIDENCE}: {answer.confidence}")
+    if answer.support is not None:
+        lines.append(f"{SUPPORT}: {answer.support}")
+    if answer.evidence is None:
+        pass  # a result from before cited evidence was kept: nothing to say either way
+    elif answer.evidence:
+        lines.append(f"{CITED_EVIDENCE}:")
+        for cited in answer.evidence:
+            lines.append(f"  [{cited.pmid}] {cited.title or '(no title)'}")
+            if cited.sentence:
+                lines.append(f'      "{cited.sentence}"')
+    else:
+        lines.append(f"{CITED_EVIDENCE}: {NO_EVIDENCE}")
+    if answer.documents:
+        lines.append(f"{RETRIEVED_DOCUMENTS} ({RETRIEVAL_ORDER}):")
+        for rank, document in enumerate(answer.documents, 1):
+            mark = " (cited)" if document.cited else ""
+            lines.append(f"  {rank}. [{document.pmid}] {document.title or '(no title)'}{mark}")
+        if answer.more:
+            lines.append(f"  … {answer.more} more")
+    return lines
 
 
 # The answer in the same words wherever it is shown: ask, chat, the page and the HTML export.
@@ -231,43 +291,34 @@ def support_text(result: dict[str, Any]) -> str | None:
     return f"carried by the cited passages; {verified}{why}"
 
 
+def answer_view(result: dict[str, Any], *, documents: int | None = None) -> Answer:
+    """Return the answer as a block: exact, ideal, confidence, support, evidence, retrieved.
+
+    Args:
+        result: The graph's final result.
+        documents: Keep at most this many retrieved documents (all when None).
+    """
+    retrieved = retrieved_documents(result)
+    shown = retrieved if documents is None else retrieved[:documents]
+    kept = "evidence" in result
+    return Answer(
+        qtype=result.get("type") or "?",
+        exact=exact_text(given_exact(result)),
+        ideal=result.get("ideal_answer") or "",
+        insufficient=bool(result.get("insufficient")),
+        confidence=confidence_text(result),
+        support=support_text(result),
+        evidence=tuple(Cited(**row) for row in cited_evidence(result)) if kept else None,
+        documents=tuple(Retrieved(**row) for row in shown),
+        more=len(retrieved) - len(shown),
+    )
+
+
 def answer_lines(result: dict[str, Any], *, documents: int | None = None) -> list[str]:
-    """Return the answer as plain lines: exact, ideal, confidence, cited evidence, retrieved.
+    """Return the answer as plain lines (ask, chat): `answer_view` as text.
 
     Args:
         result: The graph's final result.
         documents: Show at most this many retrieved documents (all when None).
     """
-    lines = []
-    exact = exact_text(given_exact(result))
-    qtype = result.get("type") or "?"
-    if exact is not None:
-        lines.append(f"{EXACT_ANSWER} ({qtype}): {exact}")
-    if result.get("ideal_answer"):
-        label = IDEAL_ANSWER if exact is not None else f"{IDEAL_ANSWER} ({qtype})"
-        lines.append(f"{label}: {result['ideal_answer']}")
-    lines.append(f"{CONFIDENCE}: {confidence_text(result)}")
-    if (said := support_text(result)) is not None:
-        lines.append(f"{SUPPORT}: {said}")
-    evidence = cited_evidence(result)
-    if "evidence" not in result:
-        pass  # a result from before cited evidence was kept: nothing to say either way
-    elif evidence:
-        lines.append(f"{CITED_EVIDENCE}:")
-        for row in evidence:
-            lines.append(f"  [{row['pmid']}] {row['title'] or '(no title)'}")
-            if row["sentence"]:
-                lines.append(f'      "{row["sentence"]}"')
-    else:
-        lines.append(f"{CITED_EVIDENCE}: {NO_EVIDENCE}")
-    retrieved = retrieved_documents(result)
-    if retrieved:
-        shown = retrieved if documents is None else retrieved[:documents]
-        more = len(retrieved) - len(shown)
-        lines.append(f"{RETRIEVED_DOCUMENTS} ({RETRIEVAL_ORDER}):")
-        for rank, row in enumerate(shown, 1):
-            mark = " (cited)" if row["cited"] else ""
-            lines.append(f"  {rank}. [{row['pmid']}] {row['title'] or '(no title)'}{mark}")
-        if more:
-            lines.append(f"  … {more} more")
-    return lines
+    return block_lines(answer_view(result, documents=documents))

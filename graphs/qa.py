@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TypedDict
+from typing import TypedDict, get_args, get_type_hints
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
@@ -102,12 +102,19 @@ def build_graph(
         add(given_evidence)
         builder.add_edge(START, "given_evidence")
         builder.add_edge("given_evidence", "organize")
-        # No fallback node: given_evidence's bounds allow no fallback round, so the router
-        # never asks for one (were it to, LangGraph would fail the run, not search).
-        builder.add_conditional_edges("synthesize", after_synthesis, ["synthesize", "finalize"])
-        return builder.compile(checkpointer=checkpointer, name="quorum-qa-phase-b")
-    add(fallback_search)
-    builder.add_edge("rerank", "organize")
-    builder.add_conditional_edges("synthesize", after_synthesis)
-    builder.add_conditional_edges("fallback_search", after_fallback)
-    return builder.compile(checkpointer=checkpointer, name="quorum-qa")
+    else:
+        add(fallback_search)
+        builder.add_edge("rerank", "organize")
+        builder.add_conditional_edges("fallback_search", after_fallback)
+    builder.add_conditional_edges("synthesize", after_synthesis, _ends(after_synthesis, builder))
+    name = "quorum-qa-phase-b" if phase == "B" else "quorum-qa"
+    return builder.compile(checkpointer=checkpointer, name=name)
+
+
+def _ends(router: Callable, builder: StateGraph) -> list[str]:
+    """Return the nodes a router may choose that this graph has.
+
+    Whether a phase may fall back is its bounds' to say (given_evidence allows phase B no
+    round), not the graph's: a router that chose a missing node would fail the run.
+    """
+    return [n for n in get_args(get_type_hints(router)["return"]) if n in builder.nodes]

@@ -5,7 +5,9 @@ ensemble's members and votes, synthesize's attempts) registers a `trace` functio
 description (`nodes.describing.NodeDescription`). That function returns these blocks, and
 nothing else decides what a trace shows: `graphs.describe.trace_lines` prints them for
 `quorum trace show`, chat's /trace and the page; `graphs.traces.export` turns the same blocks
-into HTML (tables, the relation graph as a picture).
+into HTML (tables, the relation graph as a picture). A run's answer (`Answer`) and each model
+call (`ModelCall`) are blocks too, so ask, chat and `trace show` print the same description the
+HTML export draws.
 """
 
 from __future__ import annotations
@@ -94,7 +96,71 @@ class RelationGraph:
         )
 
 
-Block = Facts | Lines | Table | RelationGraph
+EXACT_ANSWER = "Exact answer"
+IDEAL_ANSWER = "Ideal answer"
+CONFIDENCE = "Confidence"
+SUPPORT = "Support"
+CITED_EVIDENCE = "Cited evidence"
+"""The passages the answer rests on, each PMID with its title and supporting sentence."""
+RETRIEVED_DOCUMENTS = "Retrieved documents"
+"""The ranked list BioASQ scores in phase A: retrieval order, never re-ordered by citation."""
+RETRIEVAL_ORDER = "retrieval order"
+NO_EVIDENCE = "none: the answer cites no passage"
+
+
+@dataclass(frozen=True)
+class Cited:
+    """A passage the answer rests on."""
+
+    pmid: str
+    title: str
+    sentence: str
+    """The sentence of it that supports the answer ("" when none was found)."""
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """A retrieved document, in retrieval order."""
+
+    pmid: str
+    title: str
+    cited: bool
+    """Whether the answer cites it."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A run's answer: ask and chat print it, the HTML export draws it, in the same words."""
+
+    qtype: str
+    exact: str | None
+    """The exact answer as words; None for a summary, or when nothing was supported."""
+    ideal: str
+    insufficient: bool
+    confidence: str
+    support: str | None
+    """What the support check says of a given answer; None when it refused (or is older)."""
+    evidence: tuple[Cited, ...] | None
+    """None for a result kept from before cited evidence was: nothing to say either way."""
+    documents: tuple[Retrieved, ...]
+    more: int = 0
+    """Retrieved documents left out of `documents`."""
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One model call: what it was (model, kind, temperature, cost), its prompt and output."""
+
+    facts: tuple[str, ...]
+    messages: tuple[tuple[str, str], ...]
+    """(role, content) of each prompt message."""
+    raw: str
+    error: str
+    label: str = ""
+    """Where it stands among the step's calls ("call 2/5"), when shown among them."""
+
+
+Block = Facts | Lines | Table | RelationGraph | Answer | ModelCall
 
 
 def cell(value: Any) -> str:

@@ -94,7 +94,7 @@ def trace_show(
     ] = False,
 ) -> None:
     """Show a run's nodes in execution order with each node's state update."""
-    from graphs.describe import describe_call, node_names, trace_text
+    from graphs.describe import block_lines, call_view, node_names, trace_text
 
     if node is not None and node not in node_names():
         raise CliError(f"unknown node {node!r}; the graph's nodes: {', '.join(node_names())}")
@@ -125,8 +125,8 @@ def trace_show(
             continue
         calls = s["update"].get("calls") or []
         for number, call in enumerate(calls, 1):
-            first, *rest = describe_call(call)
-            out.print(f"    call {number}/{len(calls)}: {first}", style="bold", markup=False)
+            first, *rest = block_lines(call_view(call, label=f"call {number}/{len(calls)}"))
+            out.print(f"    {first}", style="bold", markup=False)
             for line in rest:
                 out.print(f"      {line}", markup=False, highlight=False)
 

@@ -1,7 +1,7 @@
-"""A node's trace blocks (`nodes.trace_view`) as HTML: facts, tables, the relation graph drawn.
+"""Trace blocks (`nodes.trace_view`) as HTML: facts, tables, the relation graph, answer, calls.
 
-The same blocks read as text in `quorum trace show` (`graphs.describe.block_lines`). Every value
-is untrusted (documents, prompts, model outputs) and is escaped wherever it lands.
+The same blocks read as text in `quorum trace show`, ask and chat (`graphs.describe.block_lines`).
+Every value is untrusted (documents, prompts, model outputs) and is escaped wherever it lands.
 """
 
 from __future__ import annotations
@@ -11,7 +11,23 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
-from nodes.trace_view import Block, Facts, Lines, RelationGraph, Table
+from nodes.trace_view import (
+    CITED_EVIDENCE,
+    CONFIDENCE,
+    EXACT_ANSWER,
+    IDEAL_ANSWER,
+    NO_EVIDENCE,
+    RETRIEVAL_ORDER,
+    RETRIEVED_DOCUMENTS,
+    SUPPORT,
+    Answer,
+    Block,
+    Facts,
+    Lines,
+    ModelCall,
+    RelationGraph,
+    Table,
+)
 
 LABEL_COLOURS = {
     "duplicated": "#6a3d9a",
@@ -41,6 +57,10 @@ def blocks_html(blocks: Iterable[Block]) -> str:
                 f"<h3>{e(block.title)}</h3>",
                 table(block.header, block.rows, numeric=block.numeric),
             ]
+        elif isinstance(block, Answer):
+            parts.append(_answer(block))
+        elif isinstance(block, ModelCall):
+            parts.append(_call(block))
         else:
             parts += ["<h3>Relation graph</h3>", _relation_graph(block)]
     return "\n".join(parts)
@@ -65,6 +85,61 @@ def table(
     head = "".join(f"<th>{e(h)}</th>" for h in header)
     body = "".join(row(r) for r in rows) + (row(total, "total") if total else "")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _answer(answer: Answer) -> str:
+    """The answer as a table of its parts; the parts it lacks as "-"."""
+    rows = [(f"{EXACT_ANSWER} ({answer.qtype})", e(answer.exact or "-"))]
+    ideal = e(answer.ideal or "-")
+    if answer.insufficient:
+        ideal += ' <span class="error">(insufficient evidence)</span>'
+    rows += [(IDEAL_ANSWER, ideal), (CONFIDENCE, e(answer.confidence))]
+    if answer.support is not None:
+        rows.append((SUPPORT, e(answer.support)))
+    if answer.evidence is not None:
+        evidence = "".join(
+            f"<li><code>{e(cited.pmid)}</code> {e(cited.title or '(no title)')}"
+            + (
+                f'<blockquote class="sentence">{e(cited.sentence)}</blockquote>'
+                if cited.sentence
+                else ""
+            )
+            + "</li>"
+            for cited in answer.evidence
+        )
+        rows.append(
+            (
+                CITED_EVIDENCE,
+                f'<ol class="docs evidence">{evidence}</ol>' if evidence else e(NO_EVIDENCE),
+            )
+        )
+    documents = "".join(
+        f"<li><code>{e(document.pmid)}</code> {e(document.title or '(no title)')}"
+        + (' <span class="cited">cited</span>' if document.cited else "")
+        + "</li>"
+        for document in answer.documents
+    )
+    if answer.more:
+        documents += f"<li>… {answer.more} more</li>"
+    listed = f'<ol class="docs">{documents}</ol>' if documents else "<p>-</p>"
+    rows.append((f"{RETRIEVED_DOCUMENTS} ({RETRIEVAL_ORDER})", listed))
+    body = "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+def _call(call: ModelCall) -> str:
+    """A model call folded: its facts as the summary, each prompt message and the raw output."""
+    summary = " · ".join(f for f in (call.label, *call.facts, "ERROR" if call.error else "") if f)
+    parts = [f'<details class="call"><summary>{e(summary)}</summary>']
+    for role, content in call.messages:
+        parts.append(f'<div class="role">{e(role)}</div>')
+        parts.append(f"<pre>{e(content)}</pre>")
+    parts.append('<div class="role">raw output</div>')
+    parts.append(f"<pre>{e(call.raw)}</pre>")
+    if call.error:
+        parts.append(f'<p class="error">{e(call.error)}</p>')
+    parts.append("</details>")
+    return "\n".join(parts)
 
 
 def _relation_graph(graph: RelationGraph) -> str:

@@ -10,21 +10,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from graphs.describe import (
-    CITED_EVIDENCE,
-    CONFIDENCE,
-    EXACT_ANSWER,
-    IDEAL_ANSWER,
-    NO_EVIDENCE,
-    RETRIEVAL_ORDER,
-    RETRIEVED_DOCUMENTS,
-    cited_evidence,
-    confidence_text,
-    exact_text,
-    given_exact,
-    retrieved_documents,
-    trace_blocks,
-)
+from graphs.describe import answer_view, call_view, trace_blocks
 from graphs.traces.blocks_html import blocks_html, table
 from graphs.traces.blocks_html import e as _e
 from graphs.traces.read import Step
@@ -133,39 +119,7 @@ def _answer(steps: list[Step]) -> str:
     result = next((s["update"]["result"] for s in reversed(steps) if s["update"].get("result")), {})
     if not result:
         return '<p class="meta">No final answer: the run did not finish.</p>'
-    exact = exact_text(given_exact(result))
-    rows = [(f"{EXACT_ANSWER} ({result.get('type') or '?'})", _e(exact or "-"))]
-    ideal = _e(result.get("ideal_answer") or "-")
-    if result.get("insufficient"):
-        ideal += ' <span class="error">(insufficient evidence)</span>'
-    rows += [(IDEAL_ANSWER, ideal), (CONFIDENCE, _e(confidence_text(result)))]
-    if "evidence" in result:
-        evidence = "".join(
-            f"<li><code>{_e(row['pmid'])}</code> {_e(row['title'] or '(no title)')}"
-            + (
-                f'<blockquote class="sentence">{_e(row["sentence"])}</blockquote>'
-                if row["sentence"]
-                else ""
-            )
-            + "</li>"
-            for row in cited_evidence(result)
-        )
-        rows.append(
-            (
-                CITED_EVIDENCE,
-                f'<ol class="docs evidence">{evidence}</ol>' if evidence else _e(NO_EVIDENCE),
-            )
-        )
-    documents = "".join(
-        f"<li><code>{_e(row['pmid'])}</code> {_e(row['title'] or '(no title)')}"
-        + (' <span class="cited">cited</span>' if row["cited"] else "")
-        + "</li>"
-        for row in retrieved_documents(result)
-    )
-    listed = f'<ol class="docs">{documents}</ol>' if documents else "<p>-</p>"
-    rows.append((f"{RETRIEVED_DOCUMENTS} ({RETRIEVAL_ORDER})", listed))
-    body = "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows)
-    return f"<h2>Answer</h2><table>{body}</table>"
+    return f"<h2>Answer</h2>{blocks_html([answer_view(result)])}"
 
 
 def _timeline(steps: list[Step]) -> str:
@@ -207,30 +161,7 @@ def _step_body(step: Step) -> str:
     parts.append(f"<details><summary>state update</summary><pre>{_json(rest)}</pre></details>")
     calls = _calls(step)
     for number, call in enumerate(calls, 1):
-        parts.append(_call(call, number, len(calls)))
-    return "\n".join(parts)
-
-
-def _call(call: Call, number: int, count: int) -> str:
-    temperature = call.get("temperature")
-    facts = [
-        f"call {number}/{count}",
-        str(call.get("model") or "?"),
-        f"kind {call['kind']}" if call.get("kind") else "",
-        f"t={temperature:g}" if isinstance(temperature, int | float) else "",
-        f"{call.get('latency_s') or 0:.2f}s",
-        f"{call.get('input_tokens') or 0} in + {call.get('output_tokens') or 0} out tokens",
-        "ERROR" if call.get("error") else "",
-    ]
-    parts = [f'<details class="call"><summary>{_e(" · ".join(f for f in facts if f))}</summary>']
-    for message in call.get("prompt") or []:
-        parts.append(f'<div class="role">{_e(message.get("role"))}</div>')
-        parts.append(f"<pre>{_e(message.get('content'))}</pre>")
-    parts.append('<div class="role">raw output</div>')
-    parts.append(f"<pre>{_e(call.get('raw') or '')}</pre>")
-    if call.get("error"):
-        parts.append(f'<p class="error">{_e(call["error"])}</p>')
-    parts.append("</details>")
+        parts.append(blocks_html([call_view(call, label=f"call {number}/{len(calls)}")]))
     return "\n".join(parts)
 
 

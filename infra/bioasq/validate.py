@@ -30,7 +30,7 @@ from infra.bioasq.contract import (
     is_insufficient,
 )
 from infra.bioasq.formats import FormatError
-from infra.bioasq.types import QUESTION_TYPES, check_phase
+from infra.bioasq.types import ANSWERING_PHASES, QUESTION_TYPES, check_phase
 from infra.bioasq.urls import PUBMED_URL, pubmed_url, written_form_problem
 
 MAX_DOCUMENTS = 10
@@ -265,7 +265,7 @@ class _Checker:
             for key in ("documents", "snippets"):
                 if item.get(key) is None:
                     self.add(where, f"phase A needs '{key}' (a list, possibly empty)")
-        elif self.phase in ("A+", "B"):
+        elif self.phase in ANSWERING_PHASES:
             if qtype is not None and qtype != "summary" and item.get("exact_answer") is None:
                 self.add(where, f"phase {self.phase} needs an exact_answer for a {qtype} question")
             if item.get("ideal_answer") is None:

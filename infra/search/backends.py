@@ -10,11 +10,12 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from infra.embeddings import Embedder
 from infra.errors import UserError
 from infra.ingest.corpus import DEMO_MODEL, IndexMissing, demo_documents, ensure_index
-from infra.search.base import Backend, IndexWriter, SearchBackend
+from infra.search.base import Backend, IndexShape, IndexWriter, SearchBackend
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_open import read_meta
 from infra.search.embedded_store import META, EmbeddedWriter
@@ -122,6 +123,11 @@ class Embedded:
             said.append(f"row codes for reranking: {codes.rows:,} rows")
         return "built " + "; ".join(said) if said else None
 
+    def shape(self, index: SearchBackend) -> IndexShape:
+        """Return the tantivy shards and segments a search walks, and its term counts."""
+        embedded = cast(EmbeddedIndex, index)  # what `open` returns
+        return IndexShape(embedded.shards, embedded.segments(), embedded.doc_freq)
+
 
 class Elasticsearch:
     """An Elasticsearch index at `search.elasticsearch_url`."""
@@ -184,6 +190,10 @@ class Elasticsearch:
 
         search.elasticsearch_vector_index chooses an exact scan or Elasticsearch's HNSW graph.
         """
+        return None
+
+    def shape(self, index: SearchBackend) -> None:
+        """Return nothing: the node reports its segments itself (the scale bench reads them)."""
         return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -121,6 +122,18 @@ class IndexWriter(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class IndexShape:
+    """How an opened index is built, as the scale bench reports it beside its timings."""
+
+    shards: int
+    """Shards a search runs on at once."""
+    segments: int
+    """Segments a search walks (each collects its own top hits)."""
+    doc_freq: Callable[[str], int]
+    """How many documents hold an index term: what BM25's time grows with."""
+
+
 class Backend(Protocol):
     """One kind of search engine, as `search.backend` names it: opens, writes and drops indexes."""
 
@@ -156,4 +169,8 @@ class Backend(Protocol):
         self, settings: Settings, on_progress: Callable[[int, int], None] | None = None
     ) -> str | None:
         """Bring the dense stage up to date after a load (building what it needs); say what."""
+        ...
+
+    def shape(self, index: SearchBackend) -> IndexShape | None:
+        """Return how `index` (opened by this backend) is built; None where the engine keeps it."""
         ...

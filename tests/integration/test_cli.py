@@ -1,7 +1,6 @@
 """The `quorum` command end to end on the embedded defaults: real index, real embedder, real model."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +10,7 @@ import pytest
 from graphs.cli.ask import ANSWER_KEYS
 from infra.ingest.corpus import DEMO_DOCS, read_jsonl
 from tests.support import offline
-from tests.support.cli import QUORUM, quorum_env, run_quorum, simulated_env
+from tests.support.cli import quorum, quorum_env, run_quorum, simulated_env
 from tests.support.data import ANSWERING_NODES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,10 +22,6 @@ QUESTION = (
 @pytest.fixture(scope="module")
 def home(quorum_home) -> Path:
     return quorum_home
-
-
-def quorum(home: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return run_quorum(quorum_env(home), *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -190,13 +185,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
 
 def test_invalid_setting_is_one_line_and_exit_2(tmp_path):
     env_home = tmp_path / "h"
-    proc = subprocess.run(
-        [QUORUM, "ask", "Is it?"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "QUORUM_HOME": str(env_home), "QUORUM_SEARCH__INDEX": "../etc"},
-    )
+    proc = quorum(env_home, "ask", "Is it?", timeout=120, QUORUM_SEARCH__INDEX="../etc")
     assert proc.returncode == 2
     assert proc.stderr.startswith("quorum: error: invalid setting search.index")
     assert "Traceback" not in proc.stderr
@@ -240,7 +229,7 @@ def test_a_data_directory_that_is_a_file_is_one_line_and_exit_1(tmp_path):
 
     home = tmp_path / "home"
     home.write_text("")
-    proc = run_quorum(quorum_env(home), "ask", "Is aspirin effective for colorectal cancer?")
+    proc = quorum(home, "ask", "Is aspirin effective for colorectal cancer?")
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.strip().splitlines()[-1] == (
         f"quorum: error: QUORUM_HOME {home} is a file, not a directory; set QUORUM_HOME to a "

@@ -1,7 +1,6 @@
 """`quorum bioasq validate` and `quorum bioasq run` from the command line."""
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -9,14 +8,10 @@ import pytest
 from graphs.bioasq.run import journal_path
 from graphs.describe import DEMO_NOTICE
 from infra.bioasq.validate import validate_submission
-from tests.support.cli import quorum_env, run_quorum, simulated_env
+from tests.support.cli import quorum, run_quorum, simulated_env
 from tests.support.data import GOLDEN
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bioasq_submissions"
-
-
-def quorum(home: Path, *args: str) -> subprocess.CompletedProcess:
-    return run_quorum(quorum_env(home), *args, timeout=300)
 
 
 def test_validate_prints_one_line_per_problem_and_exits_1(tmp_path):
@@ -228,9 +223,8 @@ def test_a_run_answered_by_the_demo_model_says_so_on_stderr_and_in_its_journal(t
     }
     testset.write_text(json.dumps({"questions": [question]}))
     out = tmp_path / "run" / "submission.json"
-    env = quorum_env(tmp_path / "home") | {"QUORUM_ENSEMBLE__STRATEGY": "single"}
     args = ["bioasq", "run", "--input", str(testset), "--output", str(out), "--phase", "B"]
-    proc = run_quorum(env, *args, timeout=600)
+    proc = quorum(tmp_path / "home", *args, QUORUM_ENSEMBLE__STRATEGY="single")
     assert "Traceback" not in proc.stderr
     notice = proc.stderr.index("SmolLM2-135M demo model")
     assert notice < proc.stderr.index("bioasq run:")  # said before the batch's progress

@@ -16,35 +16,31 @@ def simulated(quorum_home):
         yield endpoint, simulated_env(endpoint.base_url, quorum_home, QUORUM_MODELS__CACHE="off")
 
 
-def quorum(env, *args, stdin=None):
-    return run_quorum(env, *args, stdin=stdin, timeout=300)
-
-
 def test_replay_from_synthesize_makes_only_the_synthesis_call(simulated):
     endpoint, env = simulated
-    asked = quorum(env, "ask", QUESTION, "--json")
+    asked = run_quorum(env, "ask", QUESTION, "--json")
     assert asked.returncode == 0, asked.stderr
     thread = json.loads(asked.stdout)["thread_id"]
     before = endpoint.stats.calls
-    proc = quorum(env, "trace", "replay", thread, "--from", "synthesize", "--json")
+    proc = run_quorum(env, "trace", "replay", thread, "--from", "synthesize", "--json")
     assert proc.returncode == 0, proc.stderr
     replayed = json.loads(proc.stdout)
     assert replayed["replay_of"] == thread and replayed["thread_id"] != thread
     # No new query, organize or ensemble call: only synthesis's and the verifier's, as many as
     # the replayed thread's synthesize steps record (a refused answer is synthesized again).
-    steps = json.loads(quorum(env, "trace", "show", replayed["thread_id"], "--json").stdout)
+    steps = json.loads(run_quorum(env, "trace", "show", replayed["thread_id"], "--json").stdout)
     assert {s["node"] for s in steps} <= {"synthesize", "finalize"}
     made = [c["node"] for s in steps for c in (s.get("update") or {}).get("calls", [])]
     assert made and set(made) <= {"synthesize", "verify"}
     assert endpoint.stats.calls - before == len(made)
-    bad = quorum(env, "trace", "replay", thread, "--from", "nowhere")
+    bad = run_quorum(env, "trace", "replay", thread, "--from", "nowhere")
     assert bad.returncode == 2 and "unknown node 'nowhere'" in bad.stderr
 
 
 def test_step_continues_edits_and_skips(simulated):
     _, env = simulated
     keys = 'c\ne query="lace OR leaf OR plant"\nc\ns\n'
-    proc = quorum(env, "trace", "step", QUESTION, stdin=keys)
+    proc = run_quorum(env, "trace", "step", QUESTION, stdin=keys)
     assert proc.returncode == 0, proc.stderr
     assert "next: generate_query" in proc.stdout and "next: search" in proc.stdout
     assert 'query: "lace OR leaf OR plant"' in proc.stdout
@@ -54,7 +50,7 @@ def test_step_continues_edits_and_skips(simulated):
 def test_chat_two_turns_trace_open_and_quit(simulated):
     _, env = simulated
     lines = f"{QUESTION}\nAnd which organelle was that?\n/trace\n/open 21645374\n/quit\n"
-    proc = quorum(env, "chat", stdin=lines)
+    proc = run_quorum(env, "chat", stdin=lines)
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
     assert text.count("/trace for every step") == 2  # two answered turns

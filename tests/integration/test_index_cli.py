@@ -2,10 +2,8 @@
 
 import gzip
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,9 +12,8 @@ import pytest
 
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_layout import row_pmids
+from tests.support.cli import QUORUM, quorum, quorum_env, run_quorum
 from tests.support.data import CORPUS, PUBMED_FIXTURES
-
-QUORUM = str(Path(sys.executable).parent / "quorum")
 
 
 def corpus(tmp_path: Path, n: int, name="docs.jsonl.gz") -> Path:
@@ -36,26 +33,10 @@ def positions(journal: Path) -> dict[str, int]:
         return {}
 
 
-def env(home: Path, **extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
-    return base | {"QUORUM_HOME": str(home)} | extra
-
-
-def quorum(home: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [QUORUM, *args], capture_output=True, text=True, env=env(home), timeout=timeout
-    )
-
-
 def test_index_into_shards_then_a_new_shard_count_is_named_not_applied(tmp_path):
     def index(source: Path, shards: int) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [QUORUM, "index", str(source), "--index", "sharded", "--no-embeddings"],
-            capture_output=True,
-            text=True,
-            env=env(tmp_path, QUORUM_SEARCH__EMBEDDED_SHARDS=str(shards)),
-            timeout=300,
-        )
+        args = ["index", str(source), "--index", "sharded", "--no-embeddings"]
+        return quorum(tmp_path, *args, QUORUM_SEARCH__EMBEDDED_SHARDS=str(shards))
 
     first = index(corpus(tmp_path, 300), 2)
     assert first.returncode == 0, first.stderr
@@ -119,7 +100,7 @@ def test_killed_run_resumes_without_duplicates(tmp_path):
         "40",
     ]
     proc = subprocess.Popen(
-        args, env=env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        args, env=quorum_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     journal = tmp_path / "indexes" / "big" / "ingest-journal.json"
     deadline = time.monotonic() + 240
@@ -166,18 +147,13 @@ def test_bad_sources_are_one_line_errors(tmp_path, make, message):
 def test_index_into_elasticsearch_jsonl_and_xml(tmp_path, es_url, new_name):
     name = new_name()
     source = corpus(tmp_path, 300)
-    run_env = env(
-        tmp_path, QUORUM_SEARCH__BACKEND="elasticsearch", QUORUM_SEARCH__ELASTICSEARCH_URL=es_url
-    )
+    run_env = quorum_env(tmp_path) | {
+        "QUORUM_SEARCH__BACKEND": "elasticsearch",
+        "QUORUM_SEARCH__ELASTICSEARCH_URL": es_url,
+    }
 
     def run(*args):
-        return subprocess.run(
-            [QUORUM, "index", *args, "--index", name, "--no-embeddings"],
-            capture_output=True,
-            text=True,
-            env=run_env,
-            timeout=300,
-        )
+        return run_quorum(run_env, "index", *args, "--index", name, "--no-embeddings")
 
     first = run(str(source))
     assert first.returncode == 0, first.stderr
@@ -271,12 +247,9 @@ def test_reindexing_unchanged_files_loads_no_model(tmp_path):
     first = quorum(tmp_path, "index", str(source), "--index", "few")
     assert first.returncode == 0 and "indexed 5 documents" in first.stderr, first.stderr
     # A model that cannot load: the re-run succeeds only because it never tries.
-    again = subprocess.run(
-        [QUORUM, "index", str(source), "--index", "few"],
-        capture_output=True,
-        text=True,
-        env=env(tmp_path, QUORUM_EMBEDDINGS__PATH=str(tmp_path / "no-such-model")),
-        timeout=120,
+    no_model = str(tmp_path / "no-such-model")
+    again = quorum(
+        tmp_path, "index", str(source), "--index", "few", QUORUM_EMBEDDINGS__PATH=no_model
     )
     assert again.returncode == 0, again.stderr
     assert "indexed 0 documents" in again.stderr and "resumed past 5" in again.stderr
@@ -284,12 +257,8 @@ def test_reindexing_unchanged_files_loads_no_model(tmp_path):
 
 def test_an_index_with_enough_vectors_gets_its_ivf_index(tmp_path):
     source = corpus(tmp_path, 200)
-    run = subprocess.run(
-        [QUORUM, "index", str(source), "--index", "dense"],
-        capture_output=True,
-        text=True,
-        env=env(tmp_path, QUORUM_SEARCH__DENSE_ANN_ROWS="100"),
-        timeout=600,
+    run = quorum(
+        tmp_path, "index", str(source), "--index", "dense", QUORUM_SEARCH__DENSE_ANN_ROWS="100"
     )
     assert run.returncode == 0, run.stderr
     assert "built the dense stage's IVF index: 200 rows in 64 lists" in run.stderr

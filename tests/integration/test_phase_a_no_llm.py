@@ -1,36 +1,39 @@
 """`quorum bioasq run --phase A --no-llm`: a phase-A batch no model takes part in, then scored."""
 
 import json
-import subprocess
-from pathlib import Path
 
-from tests.support.cli import quorum_env, run_quorum
+from tests.support.cli import quorum
 from tests.support.data import GOLDEN
 
 # Every role points at a port nothing listens on: one model call would fail the question.
 DEAD = json.dumps({"provider": "openai", "model": "none", "base_url": "http://127.0.0.1:9/v1"})
-
-
-def quorum(home: Path, *args: str, **settings: str) -> subprocess.CompletedProcess:
-    env = quorum_env(home) | {
-        "QUORUM_MODELS__QUERY": DEAD,
-        "QUORUM_MODELS__ENSEMBLE": f"[{DEAD}]",
-        "QUORUM_FALLBACK__ENABLED": "false",
-        **settings,
-    }
-    return run_quorum(env, *args, timeout=300)
+NO_MODEL = {
+    "QUORUM_MODELS__QUERY": DEAD,
+    "QUORUM_MODELS__ENSEMBLE": f"[{DEAD}]",
+    "QUORUM_FALLBACK__ENABLED": "false",
+}
 
 
 def test_phase_a_without_a_model_answers_and_is_scored(tmp_path):
     out = tmp_path / "a.json"
     args = ["bioasq", "run", "--input", str(GOLDEN), "--output", str(out), "--phase", "A"]
-    proc = quorum(tmp_path, *args, "--limit", "2", "--no-llm", QUORUM_SEARCH__DENSE_CANDIDATES="50")
+    proc = quorum(
+        tmp_path,
+        *args,
+        "--limit",
+        "2",
+        "--no-llm",
+        QUORUM_SEARCH__DENSE_CANDIDATES="50",
+        **NO_MODEL,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "2 answered" in proc.stderr and "0 LLM calls" in proc.stderr
     questions = json.loads(out.read_text())["questions"]
     assert len(questions) == 2
     assert all(q["documents"] and q["snippets"] for q in questions)
-    assert quorum(tmp_path, "bioasq", "validate", str(out), "--phase", "A").returncode == 0
+    assert (
+        quorum(tmp_path, "bioasq", "validate", str(out), "--phase", "A", **NO_MODEL).returncode == 0
+    )
     scored = quorum(
         tmp_path,
         "bioasq",
@@ -42,6 +45,7 @@ def test_phase_a_without_a_model_answers_and_is_scored(tmp_path):
         "--phase",
         "A",
         "--json",
+        **NO_MODEL,
     )
     report = json.loads(scored.stdout)
     assert {"documents_map", "snippets_f1"} <= set(report) and report["snippets_f1"] is not None
@@ -51,7 +55,7 @@ def test_no_llm_is_refused_outside_phase_a(tmp_path):
     out = tmp_path / "b.json"
     for phase in ("A+", "B"):
         args = ["bioasq", "run", "--input", str(GOLDEN), "--output", str(out), "--phase", phase]
-        proc = quorum(tmp_path, *args, "--no-llm")
+        proc = quorum(tmp_path, *args, "--no-llm", **NO_MODEL)
         assert proc.returncode == 2 and "--no-llm runs phase A only" in proc.stderr
         assert "Traceback" not in proc.stderr and not out.exists()
 
@@ -60,7 +64,7 @@ def test_eval_snippets_scores_the_grid_as_bioasq_eval_scores_a_run(tmp_path):
     """The sweep's row for the settings' own values is the F-measure `bioasq eval` gives the run."""
     out = tmp_path / "a.json"
     args = ["bioasq", "run", "--input", str(GOLDEN), "--output", str(out), "--phase", "A"]
-    assert quorum(tmp_path, *args, "--limit", "3", "--no-llm").returncode == 0
+    assert quorum(tmp_path, *args, "--limit", "3", "--no-llm", **NO_MODEL).returncode == 0
     gold = tmp_path / "gold.json"
     gold.write_text(json.dumps({"questions": json.loads(GOLDEN.read_text())["questions"][:3]}))
     evaluated = quorum(
@@ -74,10 +78,13 @@ def test_eval_snippets_scores_the_grid_as_bioasq_eval_scores_a_run(tmp_path):
         "--phase",
         "A",
         "--json",
+        **NO_MODEL,
     )
     run_f1 = json.loads(evaluated.stdout)["snippets_f1"]
     grid = ["--documents", "1,5", "--per-document", "1,5", "--min-score", "none,0.3"]
-    proc = quorum(tmp_path, "eval", "snippets", "--questions", str(gold), *grid, "--json")
+    proc = quorum(
+        tmp_path, "eval", "snippets", "--questions", str(gold), *grid, "--json", **NO_MODEL
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     assert report["questions"] == 3 and report["scorer"] == "cosine"
@@ -101,7 +108,9 @@ def test_eval_snippets_scores_the_grid_as_bioasq_eval_scores_a_run(tmp_path):
 
 
 def test_eval_snippets_refuses_a_bad_grid_in_one_line(tmp_path):
-    proc = quorum(tmp_path, "eval", "snippets", "--questions", str(GOLDEN), "--documents", "3,x")
+    proc = quorum(
+        tmp_path, "eval", "snippets", "--questions", str(GOLDEN), "--documents", "3,x", **NO_MODEL
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "--documents: 'x' is not an integer" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -120,15 +129,17 @@ def test_bioasq_run_searches_the_index_it_is_given(tmp_path):
         )
     ]
     corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
-    made = quorum(tmp_path, "index", str(corpus), "--index", "mine")
+    made = quorum(tmp_path, "index", str(corpus), "--index", "mine", **NO_MODEL)
     assert made.returncode == 0, made.stderr[-2000:]
     out = tmp_path / "a.json"
     args = ["bioasq", "run", "--input", str(GOLDEN), "--output", str(out), "--phase", "A"]
-    proc = quorum(tmp_path, *args, "--limit", "1", "--no-llm", "--index", "mine")
+    proc = quorum(tmp_path, *args, "--limit", "1", "--no-llm", "--index", "mine", **NO_MODEL)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (question,) = json.loads(out.read_text())["questions"]
     found = {url.rsplit("/", 1)[1] for url in question["documents"]}
     assert found and found <= {d["pmid"] for d in docs}  # not the demo corpus
-    missing = quorum(tmp_path, *args, "--no-llm", "--index", "nosuch", "--backend", "embedded")
+    missing = quorum(
+        tmp_path, *args, "--no-llm", "--index", "nosuch", "--backend", "embedded", **NO_MODEL
+    )
     assert missing.returncode in (1, 2) and "nosuch" in missing.stderr.strip().splitlines()[-1]
     assert "Traceback" not in missing.stderr

@@ -1,13 +1,8 @@
 """`quorum trace list / show --node / export` over runs checkpointed with scripted models."""
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from html.parser import HTMLParser
-from pathlib import Path
-from subprocess import PIPE
 
 import pytest
 from typer.testing import CliRunner
@@ -17,13 +12,13 @@ from graphs.cli.trace import trace_app
 from graphs.runtime import run_question
 from graphs.traces.export import export_html
 from graphs.traces.read import list_threads, node_updates, thread_question
+from infra.lab.simulate.server import SimulatedEndpoint
 from infra.models import ModelPool
 from infra.settings import load_settings
-from infra.lab.simulate.server import SimulatedEndpoint
 from nodes.context import Context
+from tests.support.cli import quorum, quorum_env, run_quorums
 from tests.support.fakes import ScriptedChatModel, pmids_in, script
 
-QUORUM = str(Path(sys.executable).parent / "quorum")
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
 INJECTED = "<script>alert(1)</script>"
 FAKE_KEY = "sk-quorum-test-FAKE-9f3c2e7a41d64b0e"
@@ -70,28 +65,6 @@ def with_corg(settings):
 def cli(settings, *args):
     """Run a trace command in-process against the settings' data directory."""
     return CliRunner().invoke(trace_app, list(args), env={"QUORUM_HOME": str(settings.home)})
-
-
-def quorum(home: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess:
-    (proc,) = quorums(home, list(args), **extra_env)
-    return proc
-
-
-def quorums(
-    home: Path, *commands: list[str], **extra_env: str
-) -> list[subprocess.CompletedProcess]:
-    """Run `quorum` commands side by side (each pays the CLI's start-up) and wait for all."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_")}
-    env |= {"QUORUM_HOME": str(home), **extra_env}
-    running = [
-        (args, subprocess.Popen([QUORUM, *args], stdout=PIPE, stderr=PIPE, text=True, env=env))
-        for args in commands
-    ]
-    done = []
-    for args, proc in running:
-        stdout, stderr = proc.communicate(timeout=120)
-        done.append(subprocess.CompletedProcess(args, proc.returncode, stdout, stderr))
-    return done
 
 
 class Tags(HTMLParser):
@@ -257,8 +230,8 @@ async def test_export_of_a_corg_run_escapes_what_the_model_said(make_context, se
 
     target = tmp_path / "trace.html"
     missing = tmp_path / "missing.html"
-    proc, refused = quorums(
-        corg.home,
+    proc, refused = run_quorums(
+        quorum_env(corg.home),
         ["trace", "export", thread, "--html", str(target)],
         ["trace", "export", "no-such-thread", "--html", str(missing)],
     )

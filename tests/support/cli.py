@@ -1,4 +1,9 @@
-"""Run the installed `quorum` command as a user would, with a clean environment."""
+"""Run the installed `quorum` command as a user would, with a clean environment.
+
+The one way tests run it: `quorum(home, ...)` rooted at a data directory with the settings
+given, `run_quorum(env, ...)` with a whole environment (the simulated endpoint's), and
+`run_quorums` for commands side by side.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 QUORUM = str(Path(sys.executable).parent / "quorum")
@@ -31,10 +37,51 @@ def simulated_env(base_url: str, home: Path, **settings: str) -> dict[str, str]:
     }
 
 
+def run_quorums(
+    env: dict[str, str],
+    *commands: Sequence[str],
+    stdin: str | None = None,
+    timeout: int = 600,
+) -> list[subprocess.CompletedProcess]:
+    """Run `quorum` commands side by side (each pays the CLI's start-up), and wait for all.
+
+    Each gets `stdin` as its input; one still running after `timeout` seconds is killed, with
+    the others, and its subprocess.TimeoutExpired raised.
+    """
+    running = [
+        subprocess.Popen(
+            [QUORUM, *args],
+            stdin=subprocess.PIPE if stdin is not None else None,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for args in commands
+    ]
+    done = []
+    try:
+        for proc in running:
+            stdout, stderr = proc.communicate(stdin, timeout=timeout)
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
+    finally:
+        for proc in running:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return done
+
+
 def run_quorum(
     env: dict[str, str], *args: str, stdin: str | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess:
-    """Run `quorum` as a user would, capturing its output."""
-    return subprocess.run(
-        [QUORUM, *args], input=stdin, capture_output=True, text=True, env=env, timeout=timeout
-    )
+    """Run one `quorum` command in `env`, capturing its output."""
+    (proc,) = run_quorums(env, args, stdin=stdin, timeout=timeout)
+    return proc
+
+
+def quorum(
+    home: Path, *args: str, stdin: str | None = None, timeout: int = 600, **settings: str
+) -> subprocess.CompletedProcess:
+    """Run one `quorum` command rooted at `home`, with the QUORUM_* `settings` given."""
+    return run_quorum(quorum_env(home) | settings, *args, stdin=stdin, timeout=timeout)

@@ -103,3 +103,25 @@ def test_after_fallback_reranks_only_with_new_documents():
         after_fallback(state(fallbacks=[{"added": 0, "status": "fallback unavailable"}]))
         == "finalize"
     )
+
+
+async def test_phase_b_never_falls_back_as_given_evidence_bounds_it_and_its_graph_has_no_fallback(
+    tmp_path,
+):
+    from langgraph.runtime import Runtime
+
+    from graphs.qa import build_graph
+    from infra.settings import load_settings
+    from nodes.context import Context
+    from nodes.generate_query import limits
+    from nodes.given_evidence import given_evidence
+
+    searching = load_settings(home=tmp_path, fallback={"enabled": True, "email": "a@b.org"})
+    context = Context(settings=searching, search=None, embedder=None, models=None)
+    update = await given_evidence({"question": "Is it?", "given": {}}, Runtime(context=context))
+    insufficient = {"contexts": [], "answer": {"confidence": 0.0, "source": "insufficient"}}
+    assert after_synthesis({**insufficient, "limits": limits(context)}) == "fallback_search"
+    assert after_synthesis({**insufficient, "limits": update["limits"]}) == "finalize"
+    wired = build_graph(phase="B").get_graph()
+    assert "fallback_search" not in wired.nodes
+    assert {e.target for e in wired.edges if e.source == "synthesize"} == {"synthesize", "finalize"}

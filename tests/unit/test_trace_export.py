@@ -6,10 +6,11 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from graphs.describe import trace_blocks
+from graphs.describe import answer_lines, answer_view, block_lines, call_view, trace_blocks
+from graphs.traces.blocks_html import blocks_html
 from graphs.traces.export import export_html
 from infra.files import write_atomic
-from nodes.trace_view import Facts, Lines, Table
+from nodes.trace_view import CONFIDENCE, SUPPORT, Facts, Lines, Table
 
 EVIL = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -182,7 +183,7 @@ def test_timeline_has_one_expandable_row_per_step_with_its_calls():
     assert page.count('class="tick"') == 5  # one per call with a start time
     assert page.count('<details class="call">') == 5
     assert "You answer biomedical questions." in page and "raw output" in page
-    assert "kind loglikelihood" in page and "t=0.7" in page
+    assert "kind loglikelihood" in page and "temperature 0.7" in page
 
 
 def test_relation_graph_is_an_svg_with_coloured_and_dashed_edges():
@@ -299,3 +300,21 @@ def test_an_insufficient_answer_is_marked_and_cites_nothing():
     assert "Insufficient evidence: no ensemble member could answer" in page
     assert "(insufficient evidence)" in page
     assert "<th>Cited evidence</th><td>none: the answer cites no passage</td>" in page
+
+
+def test_the_answer_and_a_call_read_the_same_in_text_and_in_the_export():
+    """One description each (`answer_view`, `call_view`), drawn as HTML and printed as text."""
+    result = json.loads((ANSWERS / "cited.json").read_text())
+    result["support"] = {"verdict": "supported", "verified": "verified by m1"}
+    trace = steps()
+    trace[-1]["update"]["result"] = result
+    page = export_html(trace, thread_id="t", question="q")
+    answer = answer_view(result)
+    shown = answer_lines(result)  # ask and chat
+    for label, said in ((CONFIDENCE, answer.confidence), (SUPPORT, answer.support)):
+        assert f"{label}: {said}" in shown
+        assert f"<th>{label}</th><td>{html.escape(said)}</td>" in page
+    made = call_view(call("synthesize", None, 0.5, kind="loglikelihood"), label="call 1/1")
+    facts = ("m1", "kind loglikelihood", "temperature 0.7", "0.50s", "100 in + 20 out tokens")
+    assert block_lines(made)[0] == f"call 1/1: {', '.join(facts)}"  # trace show --node
+    assert f"<summary>call 1/1 · {' · '.join(facts)}</summary>" in blocks_html([made])

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from graphs.describe import describe_call
-from infra.settings import ModelSettings, ModelSpec, SettingsError, load_settings
+from graphs.describe import block_lines, call_view
 from infra.lab.simulate.verify import verify_reply
+from infra.settings import ModelSettings, ModelSpec, SettingsError, load_settings
 from infra.structured import parse_json_reply
 from nodes.synthesize.verify import (
     verification_lines,
@@ -181,7 +181,7 @@ async def test_one_call_reads_every_cited_passage(uncached):
     assert v["status"] == "supported"
     # The call is recorded with its prompt and raw output, and a trace shows it.
     assert call["node"] == "verify" and call["prompt"][-1]["content"] == prompt
-    shown = describe_call(call)
+    shown = block_lines(call_view(call))
     assert any("Invented." in line for line in shown)
 
 

@@ -24,7 +24,7 @@ from graphs.lab.bench.recall import K, judged, tie_aware_recall
 from graphs.lab.bench.scale_peers import fidelity, peer, percentile, real_docs
 from graphs.lab.bench.synthetic import SentencePool, postings_share
 from infra.search.ann import ANN_FILE, ANN_META
-from infra.search.backends import open_backend, open_writer, refresh_dense
+from infra.search.backends import backend_for, open_backend, open_writer, refresh_dense
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_layout import SCALES, VECTORS, mapped
 from infra.search.row_codes import CENTROIDS, CODES
@@ -190,16 +190,14 @@ def query(job: dict[str, Any]) -> dict[str, Any]:
         backend.nearest(vector, 100)
         dense.append((time.perf_counter() - started) * 1000)
     # what BM25's time grows with, to read against the real abstracts' (`reference_share`)
+    shape = backend_for(settings).shape(backend)
     postings = (
-        {"query_postings_share": postings_share(queries, backend.doc_freq, backend.count())}
-        if isinstance(backend, EmbeddedIndex)
+        {"query_postings_share": postings_share(queries, shape.doc_freq, backend.count())}
+        if shape is not None
         else {}
     )
-    segments = backend.segments() if hasattr(backend, "segments") else None
-    shards = backend.shards if isinstance(backend, EmbeddedIndex) else None
     return {
-        **({"segments": segments} if segments is not None else {}),
-        **({"shards": shards} if shards is not None else {}),
+        **({"segments": shape.segments, "shards": shape.shards} if shape is not None else {}),
         **({"evicted_mib": evicted} if evicted is not None else {}),
         "open_s": round(opened_s, 3),
         "open_rss_mib": round(after_open - before, 1),
