@@ -83,8 +83,8 @@ def eval_methods(
     """Each paper's method answering through the graph (phase B): each beside its controls."""
     from graphs.lab.eval.datasets import load_cases
     from graphs.lab.eval.methods import CORG, run_methods, table, write_rows
-    from infra.settings import ModelSpec
     from infra.lab.simulate.reader import CURVES, settings_from_pairs
+    from infra.settings import ModelSpec
 
     chosen = [s.strip() for s in strategies.split(",") if s.strip()]
     known = (*ENSEMBLE_STRATEGIES, CORG)

@@ -1,2 +1,5 @@
-"""The lab's infrastructure: the simulated reader (an OpenAI-compatible test endpoint, never a
-client) and Elasticsearch/JDK provisioning for tests and benches. Never imported by the product."""
+"""The lab's infrastructure, never imported by the product.
+
+The simulated reader (an OpenAI-compatible test endpoint, never a client) and the
+Elasticsearch/JDK provisioning that tests and benches start nodes with.
+"""

@@ -15,8 +15,8 @@ from graphs.bioasq.run import Journal, JournalMismatch, _answer, journal_path, r
 from graphs.runtime import Outcome
 from infra.bioasq.formats import Question
 from infra.bioasq.validate import validate_submission
-from infra.settings import BioasqSettings
 from infra.lab.simulate.server import SimulatedEndpoint
+from infra.settings import BioasqSettings
 from tests.support.cli import simulated_env
 from tests.support.fakes import pmids_in, script
 

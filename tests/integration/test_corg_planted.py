@@ -11,9 +11,9 @@ import pytest
 from langgraph.runtime import Runtime
 
 from graphs.lab.eval.organize import Case, evaluate_organize, load_cases
-from infra.settings import load_settings
 from infra.lab.simulate.reader import ReaderSettings
 from infra.lab.simulate.server import SimulatedEndpoint
+from infra.settings import load_settings
 from nodes.organize import organize
 from tests.support.data import CONFLICTQA
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from graphs.lab.bench import query, scale, scale_child, scale_peers, scale_report
-from graphs.lab.bench.synthetic import SYNTHETIC_PMID, SentencePool, postings_share
 from graphs.cli import app
 from graphs.cli.common import CliError
+from graphs.lab.bench import query, scale, scale_child, scale_peers, scale_report
+from graphs.lab.bench.synthetic import SYNTHETIC_PMID, SentencePool, postings_share
 from infra.bioasq.formats import Question
 from infra.errors import Unavailable
 from infra.ingest.sources import normalize

@@ -18,12 +18,12 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field, create_model
 
-from infra.models import ChatModel
-from infra.settings import ModelSpec
 from infra.lab.simulate.__main__ import main
 from infra.lab.simulate.planted import PlantError, Plants
 from infra.lab.simulate.reader import READER_HEADER, ReaderSettings
 from infra.lab.simulate.server import SimulatedEndpoint
+from infra.models import ChatModel
+from infra.settings import ModelSpec
 from nodes.passages import passages
 from nodes.synthesize import decision_lines
 from prompts import render

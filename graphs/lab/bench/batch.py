@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from graphs.bioasq.run import run_batch
 from graphs.lab.bench.faults import build_testset
 from graphs.lab.bench.pipeline import QUESTION, bench_settings, run_once
-from graphs.bioasq.run import run_batch
 from graphs.runtime import build_context
+from infra.lab.simulate.server import SimulatedEndpoint
 from infra.models import endpoint_limit
 from infra.settings import Settings
-from infra.lab.simulate.server import SimulatedEndpoint
 
 
 def bench_batch(

@@ -151,9 +151,9 @@ def bench_embed_command(
     """
     import tempfile
 
-    from graphs.lab.bench.synthetic import SYNTHETIC_PMID
     from graphs.cli.embed import run_embed
     from graphs.cli.index import run_index
+    from graphs.lab.bench.synthetic import SYNTHETIC_PMID
     from infra.settings import Settings
 
     texts = read_texts(corpus, size, words)

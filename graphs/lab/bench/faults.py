@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from graphs.bioasq.run import journal_path
 from graphs.lab.bench.drill import Journal, Outage
 from graphs.lab.bench.fault_evidence import (
     absorbed_kill,
@@ -35,7 +36,6 @@ from graphs.lab.bench.fault_evidence import (
     outcome,
     read_threads,
 )
-from graphs.bioasq.run import journal_path
 from infra.lab.simulate.server import FaultPlan, SimulatedEndpoint
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from graphs.runtime import Progress, build_context, run_question
-from infra.settings import ModelSpec, Settings
 from infra.lab.simulate.server import SimulatedEndpoint
+from infra.settings import ModelSpec, Settings
 
 QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
 

@@ -29,7 +29,7 @@ class Row:
     """One run's answer to one case, as written to --rows."""
 
     strategy: str
-    """The run: a strategy, 'method/control' or 'method/ablation/...' (graphs/lab/eval/controls.py)."""
+    """The run: a strategy, 'method/control' or 'method/ablation/...' (lab/eval/controls.py)."""
     id: str
     answer: str
     gold: list[str]

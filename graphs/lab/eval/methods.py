@@ -68,10 +68,10 @@ from graphs.lab.eval.method_rows import Row, curve_spearman, score
 from graphs.lab.eval.organize import without_counterfactual
 from graphs.runtime import GraphRunner, check_models
 from infra.embeddings import BackgroundEmbedder, Embedder
-from infra.models import ModelPool
-from infra.settings import ModelSpec, Settings
 from infra.lab.simulate.reader import ReaderSettings, position_curve
 from infra.lab.simulate.server import SimulatedEndpoint
+from infra.models import ModelPool
+from infra.settings import ModelSpec, Settings
 from nodes.context import Context
 
 CONCURRENCY = 4
