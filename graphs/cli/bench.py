@@ -32,9 +32,10 @@ def bench_help_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """`quorum --help` and every command's --help, each in a fresh process, against 1 s."""
+    from graphs.cli import COMMANDS, load_command
     from graphs.lab.bench.help import bench_help
 
-    report = bench_help(repeat)
+    report = bench_help({name: load_command(name) for name in COMMANDS}, repeat)
     if as_json:
         write_json(report)
         return
@@ -80,9 +81,9 @@ def bench_embed_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """`quorum embed`'s encoder on real abstracts: docs/s, hours for PubMed's 26 M, memory."""
+    from graphs.cli.train import device_choice
     from graphs.lab.bench.embed import bench_embed, bench_embed_command
     from graphs.lab.bench.scale import default_inputs
-    from graphs.cli.train import device_choice
     from infra.corpus_encoder import workers_for
     from infra.embeddings import default_model_dir, resolve_device
 
@@ -144,9 +145,9 @@ def bench_train_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """One `quorum train` run timed here: whole run and steps, against the 45-minute epoch."""
+    from graphs.cli.train import base_model, checked_inputs, device_choice
     from graphs.lab.bench.scale import default_inputs
     from graphs.lab.bench.train import bench_train
-    from graphs.cli.train import base_model, checked_inputs, device_choice
     from infra.training.trainers import TrainOptions
 
     if kind not in ("retriever", "reranker"):

@@ -129,3 +129,19 @@ def test_the_lab_is_under_its_own_roof():
         and any(word in name.split(".") for word in ("bench", "simulate", "elasticsearch_server"))
     ]
     assert stray == []
+
+
+def test_nothing_below_the_cli_imports_it():
+    """`graphs/cli` parses, calls a use case and prints; the use cases live below it, never in it."""
+
+    def in_cli(name: str) -> bool:
+        return name == "graphs.cli" or name.startswith("graphs.cli.")
+
+    upward = [
+        f"{name} imports {target}"
+        for name, targets in GRAPH.items()
+        if not in_cli(name)
+        for target in sorted(targets)
+        if in_cli(target)
+    ]
+    assert upward == []
