@@ -1,4 +1,8 @@
-"""`quorum embed`: vectors for every document of an index that lacks them, resumable."""
+"""`quorum embed`: vectors for every document of an index that lacks them, resumable.
+
+The work is the ingest session's (infra/ingest/session.py); here the arguments, the progress
+shown and the summary line.
+"""
 
 from __future__ import annotations
 

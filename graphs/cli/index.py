@@ -1,4 +1,8 @@
-"""`quorum index`: corpus files into the configured search backend, resumable."""
+"""`quorum index`: corpus files into the configured search backend, resumable.
+
+The work is the ingest session's (infra/ingest/session.py); here the arguments, the progress
+shown (a bar on a terminal, heartbeat lines elsewhere) and the summary line.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""`quorum pubmed sync`: PubMed's baseline and daily update files into an index, kept in step."""
+"""`quorum pubmed sync`: PubMed's baseline and daily update files into an index, kept in step.
+
+The work is infra/pubmed/sync_job.py's (lock, state, mirror, and the ingest session each file
+goes through); here the arguments, the notes and progress shown, the summary and exit codes.
+"""
 
 from __future__ import annotations
 
