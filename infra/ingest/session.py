@@ -96,7 +96,7 @@ class IngestSession:
         self.journal = Journal(journal_path(self.settings, self.writer))
 
     def kept_shards(self) -> int | None:
-        """Return the shard count an existing embedded index keeps against the settings' other."""
+        """Return an existing embedded index's shard count where the settings ask another."""
         search = self.settings.search
         if self.writer is None or self.created or search.backend != "embedded":
             return None
