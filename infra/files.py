@@ -1,8 +1,12 @@
-"""Writing files users name: never over something that is not a regular file, never half-done."""
+"""Writing files users name: never over something that is not a regular file, never half-done.
+
+And a lock file held for the life of the process (one `quorum pubmed sync` per index).
+"""
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import stat
@@ -11,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import UnusableHome, UserError
+
+_HELD: list = []
+"""Lock files held open for the life of the process (the lock goes with the process)."""
 
 
 class UnsafeTarget(UserError):
@@ -119,3 +126,15 @@ def usable_home(home: Path) -> Path:
             f"QUORUM_HOME {home} cannot be written ({exc.strerror or exc}); {fix}"
         ) from None
     return home
+
+
+def hold_lock(path: Path) -> bool:
+    """Hold an exclusive lock on `path` until the process ends; False if another process has it."""
+    handle = open(path, "w")  # noqa: SIM115 - held for the life of the process
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return False
+    _HELD.append(handle)
+    return True

@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from graphs.chat.conversation import Conversations, Turn, run_turn
-from graphs.cli.live import LiveStatus
 from graphs.describe import LABELS, answer_lines, progress_line, trace_text
+from graphs.live import LiveStatus
 from graphs.traces.read import node_updates
 from infra.settings import Settings
 from nodes.context import Context

@@ -24,7 +24,7 @@ from graphs.cli.common import (
     write_json,
 )
 from graphs.cli.interrupts import Interrupts
-from graphs.cli.live import LiveStatus
+from graphs.live import LiveStatus
 
 if TYPE_CHECKING:
     from nodes.state import QAState

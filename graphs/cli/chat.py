@@ -15,7 +15,7 @@ from graphs.cli.common import (
     err,
     fail,
 )
-from graphs.cli.live import LiveStatus
+from graphs.live import LiveStatus
 
 
 def chat(

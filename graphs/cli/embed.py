@@ -1,4 +1,8 @@
-"""`quorum embed`: vectors for every document of an index that lacks them, resumable."""
+"""`quorum embed`: vectors for every document of an index that lacks them, resumable.
+
+The work is the ingest session's (infra/ingest/session.py); here the arguments, the progress
+shown and the summary line.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import typer
 from tqdm import tqdm
 
 from graphs.cli import common
-from graphs.cli.common import CliError, err, fail, settings_for
+from graphs.cli.common import err, fail, settings_for
 from infra.heartbeat import Heartbeat
 
 if TYPE_CHECKING:
@@ -44,7 +48,7 @@ def embed(
         overrides["embeddings"] = {"device": device}
     settings = settings_for(**overrides)
     try:
-        report = run_embed(settings, batch_size=batch_size, commit_every=commit_every)
+        report = _embedded(settings, batch_size=batch_size, commit_every=commit_every)
     except KeyboardInterrupt:
         fail("interrupted; run the same command again to resume from the last commit", 130)
     earlier = f" ({report.earlier:,} more by earlier runs)" if report.earlier else ""
@@ -58,31 +62,12 @@ def embed(
     refresh_dense_stage(settings)
 
 
-def run_embed(settings: Settings, *, batch_size: int, commit_every: int) -> EmbedReport:
-    """Embed the configured index's documents that lack vectors; a re-run resumes."""
-    from infra.embeddings import HuggingFaceEmbedder
-    from infra.ingest.embed_job import EmbedJournal, embed_missing
-    from infra.search.backends import index_exists, journal_path, open_writer
+def _embedded(settings: Settings, *, batch_size: int, commit_every: int) -> EmbedReport:
+    """Embed through an ingest session: a bar on a terminal, heartbeat lines elsewhere."""
+    from infra.ingest.session import IngestSession
 
-    index = settings.search.index
-    if not index_exists(settings):
-        raise CliError(
-            f"index {index!r} does not exist; build it with "
-            f"`quorum index FILE... --index {index} --no-embeddings`, then embed it"
-        )
-    embedder = HuggingFaceEmbedder(settings.embeddings)
-    writer = open_writer(settings, None)  # documents as they are: only vectors are added
-    ingest = journal_path(settings, writer)
-    journal = EmbedJournal(ingest.with_name(f"embed-{ingest.name}"), embedder.name)
-    try:
-        stored = writer.vectors_model()
-        if stored and stored != embedder.name:
-            err.print(
-                f"index {index!r} holds {stored} vectors: computing {embedder.name}'s beside "
-                "them (searches use the old ones until every document has a new one)",
-                markup=False,
-            )
-        total = writer.count_unembedded()
+    with IngestSession(settings) as session:
+        total = session.open_vectors(on_note=lambda line: err.print(line, markup=False))
         bar = tqdm(total=total, unit=" docs", file=sys.stderr, dynamic_ncols=True, disable=None)
         done = [0]
 
@@ -95,17 +80,8 @@ def run_embed(settings: Settings, *, batch_size: int, commit_every: int) -> Embe
 
         try:
             with Heartbeat(describe):
-                return embed_missing(
-                    writer,
-                    embedder,
-                    journal,
-                    batch_size=batch_size,
-                    commit_every=commit_every,
-                    on_progress=progress,
+                return session.embed(
+                    batch_size=batch_size, commit_every=commit_every, on_progress=progress
                 )
-        except ValueError as exc:  # vectors Elasticsearch did not store
-            raise CliError(f"{exc}; run the same command again to retry them") from None
         finally:
             bar.close()
-    finally:
-        writer.close()

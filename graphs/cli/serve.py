@@ -19,7 +19,7 @@ from graphs.cli.common import (
     demo_notice,
     err,
 )
-from graphs.cli.live import LiveStatus
+from graphs.live import LiveStatus
 
 
 def serve(

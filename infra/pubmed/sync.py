@@ -27,7 +27,7 @@ class UnknownFile(UserError):
 
 @dataclass
 class Applied:
-    """What applying one file did (the apply callback's answer)."""
+    """What applying one file did (`apply`'s answer: sync_job.Applier's, or a test's)."""
 
     records: int = 0
     deleted: int = 0
@@ -153,8 +153,9 @@ def sync(
 
     A failure (a mismatch, a 404, a stalled mirror) stops the sync at that file: the files before
     it stay applied and recorded, the error propagates, and nothing of the file is indexed.
-    Applied files are deleted from `folder` unless `keep`. `apply` reports its own records to
-    `progress` as it goes; the sync counts files and bytes.
+    Applied files are deleted from `folder` unless `keep`. `apply` (sync_job.Applier: the
+    ingest session) reports its own records to `progress` as it goes; the sync counts files and
+    bytes.
     """
     progress = progress or SyncProgress()
     progress.total = len(todo)

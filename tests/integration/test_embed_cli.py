@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphs.cli.common import CliError
-from graphs.cli.embed import embed, run_embed
+from graphs.cli.embed import embed
+from infra.ingest.corpus import IndexMissing
+from infra.ingest.session import IngestSession
 from infra.ingest.sources import normalize
 from infra.search.elastic import ElasticIndex
 from infra.search.embedded import EmbeddedIndex
@@ -40,6 +41,13 @@ def runs(journal: Path) -> list[int]:
         return json.loads(journal.read_text())["runs"]
     except (OSError, ValueError, KeyError):
         return []
+
+
+def embedded(settings, *, batch_size: int, commit_every: int, notes: list[str] | None = None):
+    """Embed the configured index through the ingest session `quorum embed` runs."""
+    with IngestSession(settings) as session:
+        session.open_vectors(on_note=(notes if notes is not None else []).append)
+        return session.embed(batch_size=batch_size, commit_every=commit_every)
 
 
 def test_a_killed_embed_resumes_and_fills_every_vector(tmp_path, tiny_model, monkeypatch, capsys):
@@ -88,22 +96,25 @@ def test_embed_on_elasticsearch_through_the_command(tmp_path, tiny_model, es_url
         search={"backend": "elasticsearch", "elasticsearch_url": es_url, "index": name},
         embeddings={"path": tiny_model, "name": "tiny"},
     )
-    report = run_embed(settings, batch_size=50, commit_every=50)
+    report = embedded(settings, batch_size=50, commit_every=50)
     assert report.embedded == 120 and report.earlier == 0
     index = ElasticIndex(es_url, name)
     assert index.dims == 32 and index.count_unembedded() == 0
-    assert run_embed(settings, batch_size=50, commit_every=50).embedded == 0
+    assert embedded(settings, batch_size=50, commit_every=50).embedded == 0
 
 
 def test_a_missing_index_is_named_before_any_model_loads(tmp_path):
     settings = load_settings(
         home=tmp_path, search={"index": "nowhere"}, embeddings={"path": tmp_path / "no-model"}
     )
-    with pytest.raises(CliError, match=r"index 'nowhere' does not exist.*--no-embeddings"):
-        run_embed(settings, batch_size=10, commit_every=10)
+    with (
+        pytest.raises(IndexMissing, match=r"index 'nowhere' does not exist.*--no-embeddings"),
+        IngestSession(settings) as session,
+    ):
+        session.embed(batch_size=10, commit_every=10)
 
 
-def test_an_index_is_embedded_again_for_a_newly_configured_model(tmp_path, tiny_model, capsys):
+def test_an_index_is_embedded_again_for_a_newly_configured_model(tmp_path, tiny_model):
     trained = write_tiny_sentence_transformer(tmp_path / "trained", seed=3, dim=16)
     old = load_settings(
         home=tmp_path, search={"index": "kb"}, embeddings={"path": tiny_model, "name": "tiny"}
@@ -114,12 +125,12 @@ def test_an_index_is_embedded_again_for_a_newly_configured_model(tmp_path, tiny_
     new = load_settings(
         home=tmp_path, search={"index": "kb"}, embeddings={"path": trained, "name": "trained"}
     )
-    report = run_embed(new, batch_size=25, commit_every=25)
+    notes: list[str] = []
+    report = embedded(new, batch_size=25, commit_every=25, notes=notes)
     assert report.embedded == 60
     index = EmbeddedIndex(new.index_dir)
     assert (index.meta["embedding_model"], index.meta["dims"]) == ("trained", 16)
     vectors = index.vectors(row_pmids(new.index_dir))
     assert vectors.shape == (60, 16) and np.all(np.any(vectors, axis=1))
-    assert run_embed(new, batch_size=25, commit_every=25).embedded == 0
-    said = capsys.readouterr().err
-    assert "holds tiny vectors: computing trained's beside them" in said
+    assert "holds tiny vectors: computing trained's beside them" in notes[0]
+    assert embedded(new, batch_size=25, commit_every=25).embedded == 0

@@ -40,9 +40,9 @@ def test_a_command_s_help_imports_its_module_and_no_engine_or_model_library():
 
 
 def test_every_command_loads_under_its_name_and_the_benchmark_times_them_all():
-    for name in COMMANDS:
-        assert load_command(name).name == name
-    lines = help_lines(COMMANDS)
+    commands = {name: load_command(name) for name in COMMANDS}
+    assert all(command.name == name for name, command in commands.items())
+    lines = help_lines(commands)
     assert lines[0] == ["--help"] and ["bioasq", "run", "--help"] in lines
     assert {line[0] for line in lines[1:]} == set(COMMANDS)
 

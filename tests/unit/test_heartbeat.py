@@ -1,6 +1,7 @@
 """Long work off a terminal: a progress line at least every `every` seconds, none on a terminal."""
 
 import io
+import os
 import re
 import time
 
@@ -56,11 +57,10 @@ def test_quorum_index_off_a_terminal_says_how_far_it_got(tmp_path, monkeypatch, 
     import json
 
     import infra.heartbeat
-    from infra.ingest import pipeline
-    from infra.settings import load_settings
+    from infra.ingest import session
 
     monkeypatch.setattr(infra.heartbeat, "EVERY_S", 0.05)
-    real = pipeline.ingest
+    real = session.ingest
 
     def slow_ingest(*args, on_progress, **kwargs):  # each batch takes a while, as at scale
         def progress(docs, deletions):
@@ -70,7 +70,7 @@ def test_quorum_index_off_a_terminal_says_how_far_it_got(tmp_path, monkeypatch, 
         return real(*args, on_progress=progress, **kwargs)
 
     module = importlib.import_module("graphs.cli.index")  # graphs.cli.index is also a function
-    monkeypatch.setattr(pipeline, "ingest", slow_ingest)
+    monkeypatch.setattr(session, "ingest", slow_ingest)
     corpus = tmp_path / "c.jsonl"
     corpus.write_text(
         "".join(
@@ -78,10 +78,13 @@ def test_quorum_index_off_a_terminal_says_how_far_it_got(tmp_path, monkeypatch, 
             for i in range(1, 41)
         )
     )
-    settings = load_settings(home=tmp_path / "home", search={"index": "beat"})
-    report = module.run_index(settings, [corpus], embeddings=False, batch_size=10, commit_every=10)
-    assert report.upserted == 40
-    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("quorum: indexing")]
+    for key in [k for k in os.environ if k.startswith("QUORUM_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("QUORUM_HOME", str(tmp_path / "home"))
+    module.index([corpus], name="beat", embeddings=False, batch_size=10, commit_every=10)
+    said = capsys.readouterr().err
+    assert "indexed 40 documents" in said
+    lines = [x for x in said.splitlines() if x.startswith("quorum: indexing")]
     assert lines and re.fullmatch(
         r"quorum: indexing: \d+ documents, 0 deleted \(\d+ s\)", lines[-1]
     )

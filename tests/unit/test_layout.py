@@ -181,3 +181,19 @@ def test_no_private_name_crosses_a_module():
     """A name with a leading underscore is its module's own: another module that needs it gets
     it public (or the use moves into the owner); a dependency is used by its public API only."""
     assert [line for name in sorted(MODULES) for line in _private_crossings(name)] == []
+
+
+def test_nothing_below_the_cli_imports_it():
+    """`graphs/cli` parses, calls a use case and prints; the use cases live below it, never in it."""
+
+    def in_cli(name: str) -> bool:
+        return name == "graphs.cli" or name.startswith("graphs.cli.")
+
+    upward = [
+        f"{name} imports {target}"
+        for name, targets in GRAPH.items()
+        if not in_cli(name)
+        for target in sorted(targets)
+        if in_cli(target)
+    ]
+    assert upward == []

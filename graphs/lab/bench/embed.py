@@ -5,12 +5,13 @@ function `quorum embed` uses, `infra.corpus_encoder.encode_corpus`, on the devic
 for each worker count given (0: sentence-transformers' own `encode`, no tokenizing workers), each
 after a warm-up batch. Reported: docs/s, the hours 26 M abstracts would take (PubMed's
 abstracts, issue 31), tokens per text after the model's truncation, and peak memory. Writing the
-vectors into an index is timed only with `--end-to-end`: the command itself, `quorum index
---no-embeddings` then `quorum embed`, over the same texts in a scratch index.
+vectors into an index is timed only with `--end-to-end`: what `quorum index --no-embeddings` then
+`quorum embed` run (their ingest session, infra/ingest/session.py), over the same texts in a
+scratch index.
 
 Runs as `python -m graphs.lab.bench.embed` too, so a GPU machine needs only torch and
 sentence-transformers (not the CLI's dependencies) to measure the encoder; `--end-to-end` runs
-quorum's own commands and needs its dependencies.
+quorum's own ingestion and needs its dependencies.
 """
 
 from __future__ import annotations
@@ -144,16 +145,16 @@ def bench_embed_command(
 ) -> dict[str, Any]:
     """Run `quorum index --no-embeddings` then `quorum embed` over `size` texts, and time both.
 
-    The same texts as `bench_embed`, written as a .jsonl file into a scratch home, indexed as
-    the command indexes them and embedded by the command's own function (`run_embed`: reading
-    the index a batch at a time, the encoder, the int8 vectors written in place, a commit every
-    8,192): what a user's `quorum embed` gets, against what its encoder alone does.
+    The same texts as `bench_embed`, written as a .jsonl file into a scratch home, indexed and
+    embedded through the ingest session the commands use (`IngestSession.index`, then
+    `IngestSession.embed`: reading the index a batch at a time, the encoder, the int8 vectors
+    written in place, a commit every 8,192): what a user's `quorum embed` gets, against what its
+    encoder alone does.
     """
     import tempfile
 
-    from graphs.cli.embed import run_embed
-    from graphs.cli.index import run_index
     from graphs.lab.bench.synthetic import SYNTHETIC_PMID
+    from infra.ingest.session import IngestSession
     from infra.settings import Settings
 
     texts = read_texts(corpus, size, words)
@@ -168,10 +169,12 @@ def bench_embed_command(
             embeddings={"path": model_dir, "device": device},
         )
         started = time.perf_counter()
-        indexed = run_index(settings, [source], embeddings=False, batch_size=batch_size)
+        with IngestSession(settings, embeddings=False) as session:
+            indexed = session.index([source], batch_size=batch_size)
         index_s = time.perf_counter() - started
         started = time.perf_counter()
-        report = run_embed(settings, batch_size=batch_size, commit_every=8192)
+        with IngestSession(settings) as session:
+            report = session.embed(batch_size=batch_size, commit_every=8192)
         wall = time.perf_counter() - started
     rate = report.docs_per_s
     return {

@@ -2,8 +2,9 @@
 
 Each help runs in a fresh process; the target is ≤ 1 s on these 2 cores (issue 29).
 
-Each command's module is imported only when it runs (graphs/cli/__init__.py's COMMANDS), so a
-help text costs the interpreter, typer, rich and that one module — not the pipeline.
+Each command's module is imported only when it runs (graphs/cli/__init__.py's COMMANDS, which
+`quorum bench help` loads and hands in), so a help text costs the interpreter, typer, rich and
+that one module — not the pipeline.
 """
 
 from __future__ import annotations
@@ -20,25 +21,24 @@ TARGET_S = 1.0
 
 
 def help_lines(commands: dict[str, Any]) -> list[list[str]]:
-    """Return the argument lists timed: --help, then each command's and each subcommand's."""
-    from graphs.cli import load_command
+    """Return the argument lists timed: --help, then each command's and each subcommand's.
 
+    `commands` maps each command's name to its loaded click command (`graphs.cli.load_command`):
+    the CLI hands them in, since nothing below it imports it.
+    """
     found = [["--help"]]
-    for name in commands:
+    for name, command in commands.items():
         found.append([name, "--help"])
-        command = load_command(name)
         for sub in getattr(command, "commands", {}):
             found.append([name, sub, "--help"])
     return found
 
 
-def bench_help(repeat: int = 3) -> dict[str, Any]:
+def bench_help(commands: dict[str, Any], repeat: int = 3) -> dict[str, Any]:
     """Time each help `repeat` times in a fresh `quorum` process; report medians and the worst."""
-    from graphs.cli import COMMANDS
-
     quorum = str(Path(sys.executable).parent / "quorum")
     rows = []
-    for args in help_lines(COMMANDS):
+    for args in help_lines(commands):
         times = []
         for _ in range(repeat):
             started = time.perf_counter()

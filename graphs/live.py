@@ -1,4 +1,7 @@
-"""A status line for long work: a spinner, what is being done now, and the time it has taken."""
+"""A status line for long work: a spinner, what is being done now, and the time it has taken.
+
+The commands (ask, serve) and the terminal chat both show it, so it sits below graphs/cli.
+"""
 
 from __future__ import annotations
 
