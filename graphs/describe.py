@@ -11,6 +11,7 @@ never copied: a node added to graphs/qa.py needs a label here and nothing else.
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from typing import Any
 
@@ -143,6 +144,20 @@ def trace_text(node: str, update: QAState) -> tuple[list[str], frozenset[str]]:
     """
     blocks, covers = trace_blocks(node, update)
     return [line for block in blocks for line in block_lines(block)], covers
+
+
+def step_lines(node: str, update: QAState, *, width: int, skip: tuple[str, ...] = ()) -> list[str]:
+    """Return one step of a trace as lines (`trace show` and chat's /trace).
+
+    The node's blocks first, then every key they do not cover as `key: JSON`, cut at `width`.
+    """
+    lines, shown = trace_text(node, update)
+    for key, value in update.items():
+        if key in shown or key in skip:
+            continue
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        lines.append(f"{key}: {text if len(text) <= width else text[:width] + '…'}")
+    return lines
 
 
 def block_lines(block: Block) -> list[str]:

@@ -11,7 +11,6 @@ cancels that turn and keeps the conversation.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from graphs.chat.conversation import Conversations, Turn, run_turn
-from graphs.describe import LABELS, answer_lines, progress_line, trace_text
+from graphs.describe import LABELS, answer_lines, progress_line, step_lines
 from graphs.live import LiveStatus
 from graphs.traces.read import node_updates
 from infra.settings import Settings
@@ -184,15 +183,8 @@ class Chat:
         for step in node_updates(self.settings, self.last.thread_id):
             took = f" {step['seconds']:.2f}s" if step["seconds"] is not None else ""
             self.console.print(f"[bold]{step['node']}[/bold][dim]{took}[/dim]")
-            lines, shown = trace_text(step["node"], step["update"])
-            for line in lines:
+            for line in step_lines(step["node"], step["update"], width=160, skip=("calls",)):
                 self.console.print(f"    {line}", markup=False, highlight=False)
-            for key, value in step["update"].items():
-                if key in shown or key in ("calls",):
-                    continue
-                text = json.dumps(value, ensure_ascii=False, default=str)
-                shown_text = text if len(text) <= 160 else text[:160] + "…"
-                self.console.print(f"    {key}: {shown_text}", markup=False, highlight=False)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

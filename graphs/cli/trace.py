@@ -94,7 +94,7 @@ def trace_show(
     ] = False,
 ) -> None:
     """Show a run's nodes in execution order with each node's state update."""
-    from graphs.describe import block_lines, call_view, node_names, trace_text
+    from graphs.describe import block_lines, call_view, node_names, step_lines
 
     if node is not None and node not in node_names():
         raise CliError(f"unknown node {node!r}; the graph's nodes: {', '.join(node_names())}")
@@ -112,15 +112,9 @@ def trace_show(
     for s in steps:
         took = f" {s['seconds']:.2f}s" if s["seconds"] is not None else ""
         out.print(f"[bold]{s['step']:>2} {s['node']}[/bold][dim]{took}[/dim]")
-        lines, shown = trace_text(s["node"], s["update"])
-        for line in lines:
+        skip = ("calls",) if node is not None else ()
+        for line in step_lines(s["node"], s["update"], width=300, skip=skip):
             out.print(f"    {line}", markup=False, highlight=False)
-        for key, value in s["update"].items():
-            if key in shown or (node is not None and key == "calls"):
-                continue
-            text = json.dumps(value, ensure_ascii=False, default=str)
-            text = text if len(text) <= 300 else text[:300] + "…"
-            out.print(f"    {key}: {text}", markup=False, highlight=False)
         if node is None:
             continue
         calls = s["update"].get("calls") or []
