@@ -24,6 +24,7 @@ from graphs.live import LiveStatus
 from graphs.traces.read import node_updates
 from infra.settings import Settings
 from nodes.context import Context
+from nodes.finalize import model_failed
 from nodes.state import QAState
 
 HELP = "commands: /open PMID · /trace · /new · /quit (Ctrl-C cancels a running turn)"
@@ -154,6 +155,11 @@ class Chat:
         result = turn.result
         if turn.question != turn.asked:
             self.console.print(f"[dim]read as: {escape(turn.question)}[/dim]")
+        if model_failed(result):  # as `ask` exits 1: an error, never printed as an answer
+            reason = result.get("insufficient_reason") or "no model gave a usable answer"
+            self.console.print(f"[red]no answer: {escape(reason)}[/red]")
+            self.console.print(f"[dim]/trace for every step · thread {turn.thread_id}[/dim]")
+            return
         for line in answer_lines(result, documents=5):
             self.console.print(line, markup=False, highlight=False)
         self.console.print(

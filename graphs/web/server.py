@@ -54,6 +54,7 @@ from graphs.runtime import InputProblem, build_context, check_question
 from graphs.traces.read import Step, UnknownThread, node_updates
 from infra.settings import Settings, SettingsError, secret_from_env
 from nodes.context import Context
+from nodes.finalize import model_failed
 from nodes.describing import confidence_text
 from nodes.state import QAState
 
@@ -318,7 +319,11 @@ async def _run(
             on_progress=lambda p: emit("progress", p),
             on_token=on_token,
         )
-        emit("answer", _answer(turn))
+        if model_failed(turn.result):  # as `ask` exits 1: an error, never shown as an answer
+            reason = turn.result.get("insufficient_reason") or "no model gave a usable answer"
+            emit("error", {"message": f"no answer: {reason} (thread {turn.thread_id})"})
+        else:
+            emit("answer", _answer(turn))
     except (InputProblem, SettingsError) as exc:
         emit("error", {"message": str(exc)})
     except Exception as exc:

@@ -122,3 +122,14 @@ def test_ideal_answer_streams_out_of_partial_json():
         ' early.", "conf',
     ]
     assert "".join(stream.feed(p) for p in pieces) == 'Mitochondria "act" early.'
+
+
+def test_a_model_failure_is_shown_as_an_error_not_an_answer(settings):
+    """As `ask` exits 1 when no model gave anything usable, chat says so, and prints no answer."""
+    screen = console()
+    chat = Chat(settings, None, screen)
+    result = json.loads((ANSWERS / "insufficient.json").read_text()) | {"failed": True}
+    chat.show_answer(Turn(1, "Which?", "Which?", "t-3", result))
+    text = screen.export_text()
+    assert text.startswith("no answer: no ensemble member could answer this question")
+    assert "Ideal answer" not in text and "thread t-3" in text

@@ -132,6 +132,25 @@ async def test_a_turn_streams_started_then_nodes_then_the_answer_with_its_eviden
         assert set(cited) == {"pmid", "title", "sentence"} and cited["sentence"]
 
 
+async def test_a_model_failure_ends_the_turn_with_an_error_not_an_answer(make_context, settings):
+    """As `ask` exits 1 when no model gives anything usable, the page gets one error event."""
+    junk = script(
+        standalone={"question": STANDALONE},
+        query="][{",
+        organize="][{",
+        ensemble="][{",
+        synthesize="][{",
+    )
+    async with client_for(create_app(settings, make_context(junk))) as client:
+        conversation = await new_conversation(client)
+        events = await ask(client, conversation, "Do mitochondria matter in lace plants?")
+    names = [name for name, _ in events]
+    assert names[-1] == "error" and "answer" not in names
+    message = events[-1][1]["message"]
+    assert message.startswith("no answer: ") and "returned '][{'" in message
+    assert "\n" not in message
+
+
 def test_the_answer_event_keeps_cited_evidence_apart_from_retrieval_order():
     result = json.loads((ANSWERS / "cited.json").read_text())
     answer = _answer(Turn(1, "Q?", "Q?", "t-1", result))
