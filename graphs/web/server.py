@@ -54,8 +54,8 @@ from graphs.runtime import InputProblem, build_context, check_question
 from graphs.traces.read import Step, UnknownThread, node_updates
 from infra.settings import Settings, SettingsError, secret_from_env
 from nodes.context import Context
-from nodes.finalize import model_failed
 from nodes.describing import confidence_text
+from nodes.finalize import model_failed
 from nodes.state import QAState
 
 WEB = Path(__file__).parent
