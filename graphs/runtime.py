@@ -7,23 +7,22 @@ import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphs.inputs import InputProblem, check_question
 from graphs.qa import build_graph
 from infra.checkpoints import async_saver, thread_exists
-from infra.embeddings import BackgroundEmbedder
-from infra.models import ModelPool, provider_for
-from infra.preflight import check_endpoints
-from infra.pubmed import PubMedClient
-from infra.rerankers import load_reranker
-from infra.search.backends import open_backend
 from infra.settings import Settings, SettingsError, secret_from_env
-from infra.snippets import load_scorer
-from nodes.context import Context
-from nodes.ensemble.strategies.registry import strategy_named
 from nodes.records import call_tokens
 from nodes.state import Call
+
+# NOTE: the models, the engine and the embedder are imported where they are used: `trace list`
+# and `trace show` import this module for read_config, and pay for none of them. The graph is
+# imported here: importing it registers every node's description (graphs/describe.py's labels).
+if TYPE_CHECKING:
+    from infra.models import ModelPool
+    from infra.pubmed import PubMedClient
+    from nodes.context import Context
 
 
 def check_models(settings: Settings, *, probe: bool = True) -> None:
@@ -31,6 +30,10 @@ def check_models(settings: Settings, *, probe: bool = True) -> None:
 
     No URL, its key unset, or (with `probe`) nothing answering there (infra/preflight.py).
     """
+    from infra.models import provider_for
+    from infra.preflight import check_endpoints
+    from nodes.ensemble.strategies.registry import strategy_named
+
     strategy = strategy_named(settings.ensemble.strategy)
     if (why := strategy.refusal(settings)) is not None:
         raise SettingsError(why)  # refused now, not after query, search and rerank ran
@@ -50,6 +53,8 @@ def pubmed_client(settings: Settings) -> PubMedClient | None:
     fallback = settings.fallback
     if not (fallback.enabled and fallback.email):
         return None
+    from infra.pubmed import PubMedClient
+
     key = secret_from_env(fallback.api_key_env)
     return PubMedClient(
         base_url=fallback.base_url,
@@ -67,6 +72,13 @@ def build_context(
     `questions_in_flight`: how many questions share these models at once (a batch's
     concurrency); it sizes each endpoint's bound on calls in flight (`endpoint_limit`).
     """
+    from infra.embeddings import BackgroundEmbedder
+    from infra.models import ModelPool
+    from infra.rerankers import load_reranker
+    from infra.search.backends import open_backend
+    from infra.snippets import load_scorer
+    from nodes.context import Context
+
     if models is None:
         check_models(settings)
     embedder = BackgroundEmbedder(settings.embeddings)

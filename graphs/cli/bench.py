@@ -1,4 +1,4 @@
-"""`quorum bench …`: speed and memory benchmarks — help, embed, train, pipeline, batch, faults.
+"""`quorum bench …`: speed and memory — help, first-hour, embed, train, pipeline, batch, faults.
 
 The search engines' benches (retrieval, scale, dense) are graphs/cli/bench_search.py, which adds
 them to this group when graphs/cli assembles the command line.
@@ -15,6 +15,7 @@ import typer
 from graphs.cli.common import (
     CliError,
     backend_names,
+    err,
     out,
     print_report,
     settings_for,
@@ -44,6 +45,54 @@ def bench_help_cmd(
     out.print(
         f"slowest {report['slowest']['median_s']:.2f} s (quorum {report['slowest']['args']}); "
         f"target ≤ {report['target_s']:.0f} s: {'met' if report['met'] else 'NOT met'}"
+    )
+
+
+@bench_app.command("first-hour")
+def bench_first_hour_cmd(
+    only: Annotated[
+        str | None,
+        typer.Option(
+            "--only",
+            help="Comma-separated cases to run (default: all): cold_ask, warm_ask, "
+            "a_plus_question, trace_list, missing_index.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Also write the JSON report to this file.")
+    ] = None,
+) -> None:
+    """A new user's first five commands, each a fresh `quorum` on the demo, against targets.
+
+    ask from an empty data directory and again, one A+ question, trace list, a missing index.
+    """
+    from graphs.lab.bench.first_hour import CASES, bench_first_hour
+    from infra.files import check_target, write_json_atomic
+
+    chosen = [c.strip() for c in only.split(",") if c.strip()] if only else list(CASES)
+    if unknown := [c for c in chosen if c not in CASES]:
+        raise CliError(f"--only {unknown[0]!r}: no such case; choose from {', '.join(CASES)}")
+    if not chosen:
+        raise CliError(f"--only names no case; choose from {', '.join(CASES)}")
+    if out_file is not None:
+        check_target(out_file, what="--out", create_parent=True)  # before minutes of runs
+    report = bench_first_hour(chosen, say=lambda line: err.print(line, markup=False))
+    if out_file is not None:
+        write_json_atomic(out_file, report, what="--out")
+    if as_json:
+        write_json(report)
+        return
+    for row in report["cases"]:
+        verdict = "met" if row["passed"] else f"MISSED: {row['why']}"
+        out.print(
+            f"{row['seconds']:>7.2f} s  ≤ {row['target_s']:>4} s  {verdict:<5}  {row['command']}",
+            markup=False,
+        )
+    load = ", ".join(f"{x:.2f}" for x in report["loadavg"])
+    out.print(
+        f"load average at the start {load} on {report['cpus']} CPUs; "
+        f"{'every target met' if report['passed'] else 'a target NOT met'}"
     )
 
 
