@@ -29,6 +29,9 @@ QUESTION = (
     "Do mitochondria play a role in remodelling lace plant leaves during programmed cell death?"
 )
 """The README's first question (its document is in the demo corpus: PMID 21645374)."""
+A_PLUS_QUESTION = "Is adjustment for reporting heterogeneity necessary in sleep disorders?"
+"""The A+ case's question: another of the demo corpus's (PMID 26852225), so that none of its
+model calls comes from the reply cache the asks before it filled."""
 
 TARGETS_S: dict[str, float] = {
     "cold_ask": 60.0,
@@ -108,7 +111,7 @@ def cases(work: Path) -> dict[str, Case]:
 
 
 def _testset(path: Path) -> None:
-    question = {"id": "first-hour-1", "type": "yesno", "body": QUESTION}
+    question = {"id": "first-hour-1", "type": "yesno", "body": A_PLUS_QUESTION}
     path.write_text(json.dumps({"questions": [question]}))
 
 
