@@ -10,6 +10,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TOPS = ("graphs/", "nodes/", "infra/", "prompts/", "tests/", "docs/", ".ci/")
+MADE_BY_RUNS = (".ci/work/",)
+"""Folders a run makes (`.ci/run` provisions Elasticsearch there): named, never committed."""
 QUOTED = re.compile(r"`([^`\s]+)`")
 
 
@@ -18,7 +20,11 @@ def _named_paths(text: str) -> set[str]:
     found = set()
     for token in QUOTED.findall(text):
         token = token.rstrip(".,;:)").split("::")[0]
-        if token.startswith(TOPS) and not re.search(r"[<>*{}…]|\.\.\.", token):
+        if (
+            token.startswith(TOPS)
+            and not token.startswith(MADE_BY_RUNS)
+            and not re.search(r"[<>*{}…]|\.\.\.", token)
+        ):
             found.add(token)
     return found
 
