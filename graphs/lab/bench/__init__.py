@@ -1,3 +1,5 @@
-"""The benches: `quorum bench …`, each timing or straining one part of quorum and writing its
-figures (docs/measured.md names the command under each).
+"""The benches: `quorum bench …`.
+
+Each times or strains one part of quorum and writes its figures (docs/measured.md names the
+command under each).
 """
