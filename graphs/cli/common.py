@@ -163,7 +163,9 @@ def model_options(model: str | None, api_key_env: str | None) -> dict[str, dict[
 
 PresetOption = Annotated[
     str | None,
-    typer.Option("--preset", help="A named set of settings from the config file's [presets]."),
+    typer.Option(
+        "--preset", help="A named set of settings from the config file's \\[presets] table."
+    ),
 ]
 
 

@@ -57,3 +57,13 @@ def test_help_shows_a_type_beside_an_option_that_takes_a_value_and_none_beside_a
         lines = {line.split()[1]: line for line in shown.splitlines() if line.startswith("│ --")}
         assert "<" not in lines[flag] and "<" not in lines["--help"], shown
         assert valued is None or "<str>" in lines[valued], shown
+
+
+def test_a_bracketed_table_name_in_help_is_shown_not_read_as_markup():
+    from typer.testing import CliRunner
+
+    from graphs.cli import app
+
+    shown = CliRunner().invoke(app, ["ask", "--help"]).output
+    words = " ".join(shown.replace("│", " ").split())  # the help box wraps lines
+    assert "from the config file's [presets] table" in words, shown
