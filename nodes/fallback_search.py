@@ -13,6 +13,7 @@ from nodes.context import Context
 from nodes.describing import NodeDescription, Outcome, describes, plural
 from nodes.passages import bounded
 from nodes.state import QAState
+from nodes.trace_view import Block, Table
 
 
 async def fallback_search(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -82,7 +83,22 @@ def _fallback_outcome(update: dict[str, Any]) -> Outcome:
     return "done"
 
 
+def fallback_trace(update: dict[str, Any]) -> list[Block]:
+    """Return each fallback round: where it asked, what, and what came of it."""
+    rows = tuple(
+        (f.get("source", ""), f.get("query", ""), str(f.get("added", 0)), f.get("status", ""))
+        for f in update.get("fallbacks") or []
+    )
+    return [Table("fallback rounds", ("source", "query", "added", "status"), rows, frozenset({2}))]
+
+
 describes(
     "fallback_search",
-    NodeDescription("searching PubMed", done=_fallback_done, outcome=_fallback_outcome),
+    NodeDescription(
+        "searching PubMed",
+        done=_fallback_done,
+        outcome=_fallback_outcome,
+        trace=fallback_trace,
+        covers=frozenset({"fallbacks"}),
+    ),
 )

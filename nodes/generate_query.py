@@ -13,6 +13,7 @@ from infra.search.query import QueryError
 from nodes.context import Context
 from nodes.describing import NodeDescription, Outcome, describes
 from nodes.state import Call, Exchange, Limits, QAState, Query
+from nodes.trace_view import Block, Facts, Table
 from prompts import render
 
 
@@ -186,6 +187,27 @@ def _query_outcome(update: dict[str, Any]) -> Outcome:
     return "failed" if failed else "done"
 
 
+def query_trace(update: dict[str, Any]) -> list[Block]:
+    """Return every query proposed, where it came from and why it was refused, then the one used."""
+
+    def verdict(proposed: Query) -> str:
+        if proposed.get("error"):
+            return f"refused: {proposed['error']}"
+        return "used" if proposed.get("query") == update.get("query") else ""
+
+    rows = tuple(
+        (str(i), q.get("source", ""), q.get("query", ""), verdict(q))
+        for i, q in enumerate(update.get("queries") or [], 1)
+    )
+    blocks: list[Block] = []
+    if rows:
+        header = ("#", "source", "query", "verdict")
+        blocks.append(Table("queries proposed", header, rows, frozenset({0})))
+    if "query" in update:
+        blocks.append(Facts(f"searching: {update['query']}"))
+    return blocks
+
+
 describes(
     "generate_query",
     NodeDescription(
@@ -193,5 +215,7 @@ describes(
         done=_query_done,
         summary=_query_summary,
         outcome=_query_outcome,
+        trace=query_trace,
+        covers=frozenset({"queries", "query"}),
     ),
 )

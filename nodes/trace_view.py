@@ -1,7 +1,9 @@
 """What a node's update shows in a trace, as blocks that the text and the HTML views both render.
 
-A node that has more to show than its raw update (organize's relation graph and groups, the
-ensemble's members and votes, synthesize's attempts) registers a `trace` function with its
+A node that has more to show than its raw update (the queries proposed and refused, the hits and
+their BM25 scores, the reranked documents and which became contexts, organize's relation graph
+and groups, the ensemble's members and votes, synthesize's attempts, the fallback's rounds)
+registers a `trace` function with its
 description (`nodes.describing.NodeDescription`). That function returns these blocks, and
 nothing else decides what a trace shows: `graphs.describe.trace_lines` prints them for
 `quorum trace show`, chat's /trace and the page; `graphs.traces.export` turns the same blocks

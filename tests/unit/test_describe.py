@@ -105,3 +105,43 @@ def test_a_failed_or_skipped_step_is_never_marked_done():
     assert progress_line("fallback_search", found) == "✓ searched PubMed: 2 documents added"
     keywords = {"queries": [{"source": "model", "error": "copied"}, {"source": "keywords"}]}
     assert progress_line("generate_query", keywords).startswith("✗ the model's query failed")
+
+
+def test_the_retrieval_steps_show_their_queries_hits_and_scores_not_raw_lists():
+    """generate_query, search, rerank and fallback_search read as tables in a trace (text and
+    HTML draw the same blocks); what the tables show is left out of the raw keys after them."""
+    from graphs.describe import step_lines
+
+    proposed = {
+        "query": "mitochondria OR lace",
+        "queries": [
+            {"query": "Do mitochondria matter?", "source": "model", "error": "copied"},
+            {"query": "mitochondria OR lace", "source": "keywords", "error": None},
+        ],
+        "refinements": 0,
+    }
+    lines = step_lines("generate_query", proposed, width=300)
+    assert any("model" in line and "refused: copied" in line for line in lines)
+    assert any("keywords" in line and line.rstrip().endswith("used") for line in lines)
+    assert not any(line.startswith(("queries:", "query:")) for line in lines)
+    assert "refinements: 0" in lines
+
+    searched = {
+        "hits": 3,
+        "candidates": [["11", 9.5], ["12", 4.25], ["13", 1.0]],
+        "searches": [{"query": "q", "hits": 3, "ms": 1.5, "backend": "embedded"}],
+    }
+    lines = step_lines("search", searched, width=300)
+    assert lines[0] == "q → 3 hits in 1.5 ms on embedded"
+    assert any(line.split() == ["1", "11", "9.500"] for line in lines)
+    assert not any(line.startswith(("candidates:", "hits:")) for line in lines)
+
+    ranked = {"ranked": [["12", 0.9], ["11", 0.2]], "contexts": [{"pmid": "12"}]}
+    lines = step_lines("rerank", ranked, width=300)
+    assert any(line.split() == ["1", "12", "0.900", "context"] for line in lines)
+    assert any(line.split() == ["2", "11", "0.200"] for line in lines)
+
+    asked = {"fallbacks": [{"source": "pubmed-eutils", "query": "q", "added": 0, "status": "off"}]}
+    lines = step_lines("fallback_search", asked, width=300)
+    assert any(line.split() == ["pubmed-eutils", "q", "0", "off"] for line in lines)
+    assert not any(line.startswith("fallbacks:") for line in lines)
