@@ -11,6 +11,7 @@ from infra.bioasq import exact_answer_shape
 from infra.bioasq.contract import answer_problem, insufficient_answer
 from infra.embeddings import Embedder
 from infra.snippets import best_snippets, supporting_sentences
+from nodes.answer_view import answer_view
 from nodes.context import Context
 from nodes.describing import NodeDescription, describes
 from nodes.records import Answer, Call, Result
@@ -208,5 +209,8 @@ describes(
             if (result := update.get("result"))
             else []
         ),
+        # The answer as ask prints it; the first ten retrieved documents (`--json`: all).
+        trace=lambda update: [answer_view(update["result"], documents=10)],
+        covers=frozenset({"result"}),
     ),
 )

@@ -10,10 +10,11 @@ import json
 from datetime import datetime
 from typing import Any
 
-from graphs.describe import answer_view, call_view, trace_blocks
+from graphs.describe import call_view, trace_blocks
 from graphs.traces.blocks_html import blocks_html, table
 from graphs.traces.blocks_html import e as _e
 from graphs.traces.read import Step
+from nodes.answer_view import answer_view
 from nodes.state import Call, call_tokens
 
 CSS = """

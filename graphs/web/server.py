@@ -40,19 +40,21 @@ from graphs.chat.conversation import Conversations, Turn, run_turn
 from graphs.describe import (
     DEMO_NOTICE,
     LABELS,
-    cited_evidence,
     done_line,
-    exact_text,
-    given_exact,
-    retrieved_documents,
     step_mark,
     summarize,
-    support_text,
     trace_text,
 )
 from graphs.runtime import InputProblem, build_context, check_question
 from graphs.traces.read import Step, UnknownThread, node_updates
 from infra.settings import Settings, SettingsError, secret_from_env
+from nodes.answer_view import (
+    cited_evidence,
+    exact_text,
+    given_exact,
+    retrieved_documents,
+    support_text,
+)
 from nodes.context import Context
 from nodes.describing import confidence_text
 from nodes.finalize import model_failed

@@ -4,12 +4,8 @@ import json
 from pathlib import Path
 
 from graphs.cli.ask import ANSWER_KEYS, answer_json
-from graphs.describe import (
-    answer_lines,
-    cited_evidence,
-    exact_text,
-    retrieved_documents,
-)
+from graphs.describe import answer_lines
+from nodes.answer_view import cited_evidence, exact_text, retrieved_documents
 from nodes.describing import confidence_text
 
 ANSWERS = Path(__file__).resolve().parents[1] / "fixtures" / "answers"

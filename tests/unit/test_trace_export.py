@@ -6,11 +6,12 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from graphs.describe import answer_lines, answer_view, block_lines, call_view, trace_blocks
+from graphs.describe import answer_lines, block_lines, call_view, trace_blocks
 from graphs.traces.blocks_html import blocks_html
 from graphs.traces.export import export_html
 from infra.files import write_atomic
-from nodes.trace_view import CONFIDENCE, SUPPORT, Facts, Lines, Table
+from nodes.answer_view import answer_view
+from nodes.trace_view import CONFIDENCE, SUPPORT, Answer, Facts, Lines, Table
 
 EVIL = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -225,6 +226,9 @@ def test_the_page_shows_the_blocks_the_text_view_prints():
                 texts = [block.title, *block.header, *(c for row in block.rows for c in row)]
             elif isinstance(block, Lines):
                 texts = list(block.lines)
+            elif isinstance(block, Answer):  # finalize's: the answer as ask prints it
+                texts = [t for t in (block.exact, block.ideal, block.confidence) if t]
+                texts += [cited.pmid for cited in block.evidence or ()]
             else:
                 texts = [block.summary(), *(block.how(edge) for edge in block.edges)]
             for text in texts:

@@ -1,0 +1,88 @@
+"""The answer as a block, in the same words wherever it is shown.
+
+ask, chat, the page, `trace show` (finalize's trace) and the HTML export all read it from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodes.describing import confidence_text
+from nodes.trace_view import Answer, Cited, Retrieved
+
+
+def exact_text(exact: Any) -> str | None:
+    """Return an exact answer as words ("yes"; "TNF; IL-6"), or None for a summary."""
+    if exact is None:
+        return None
+    if isinstance(exact, list):
+        names = [item[0] if isinstance(item, list) and item else item for item in exact]
+        return "; ".join(str(n) for n in names if n) or "(none)"
+    return str(exact)
+
+
+def given_exact(result: dict[str, Any]) -> Any:
+    """Return the exact answer a result gives: None when nothing was supported (insufficient).
+
+    finalize gives none then; a result kept from before it did may hold an empty answer shaped
+    as "no", which is no answer either.
+    """
+    return None if result.get("insufficient") else result.get("exact_answer")
+
+
+def cited_evidence(result: dict[str, Any]) -> list[dict[str, str]]:
+    """Return the passages the answer rests on: pmid, title and the sentence that supports it."""
+    titles = result.get("titles") or {}
+    rows = []
+    for item in result.get("evidence") or []:
+        if not isinstance(item, dict) or not item.get("pmid"):
+            continue
+        pmid = str(item["pmid"])
+        title = item.get("title") or titles.get(pmid) or ""
+        rows.append({"pmid": pmid, "title": title, "sentence": item.get("sentence") or ""})
+    return rows
+
+
+def retrieved_documents(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return the retrieved documents in retrieval order: pmid, title, whether it is cited."""
+    titles = result.get("titles") or {}
+    cited = {row["pmid"] for row in cited_evidence(result)}
+    return [
+        {"pmid": str(p), "title": titles.get(p) or "", "cited": str(p) in cited}
+        for p in result.get("documents") or []
+    ]
+
+
+def support_text(result: dict[str, Any]) -> str | None:
+    """Return what the support check says of a given answer, or None (refused, or older)."""
+    support = result.get("support") or {}
+    if support.get("verdict") != "supported":
+        return None
+    verified = support.get("verified", "not verified")
+    why = f" ({support['why']})" if support.get("why") else ""
+    if "evidence" in result and not result["evidence"]:
+        return f"carried by the passages it was made from (it cites none); {verified}{why}"
+    return f"carried by the cited passages; {verified}{why}"
+
+
+def answer_view(result: dict[str, Any], *, documents: int | None = None) -> Answer:
+    """Return the answer as a block: exact, ideal, confidence, support, evidence, retrieved.
+
+    Args:
+        result: The graph's final result.
+        documents: Keep at most this many retrieved documents (all when None).
+    """
+    retrieved = retrieved_documents(result)
+    shown = retrieved if documents is None else retrieved[:documents]
+    kept = "evidence" in result
+    return Answer(
+        qtype=result.get("type") or "?",
+        exact=exact_text(given_exact(result)),
+        ideal=result.get("ideal_answer") or "",
+        insufficient=bool(result.get("insufficient")),
+        confidence=confidence_text(result),
+        support=support_text(result),
+        evidence=tuple(Cited(**row) for row in cited_evidence(result)) if kept else None,
+        documents=tuple(Retrieved(**row) for row in shown),
+        more=len(retrieved) - len(shown),
+    )
