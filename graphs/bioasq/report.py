@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from graphs.bioasq.run import journal_path
+from graphs.bioasq.journal import journal_path
 from graphs.describe import measure_text
 from infra.bioasq.formats import FormatError
 from infra.bioasq.measures import challenge_version, evaluate_phase_a, evaluate_phase_b

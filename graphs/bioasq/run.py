@@ -21,9 +21,6 @@ hold a yes/no exact answer: an unanswered yes/no question is written with
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
-import os
 import sys
 import time
 import uuid
@@ -34,24 +31,18 @@ from typing import Any
 
 from tqdm import tqdm
 
+from graphs.bioasq.journal import Journal, fingerprint, journal_path
 from graphs.inputs import load_testset
 from graphs.runtime import GraphRunner
-from infra.bioasq.contract import SUBMISSION_MIN_WORDS, answer_problem, insufficient_answer
+from infra.bioasq.contract import answer_problem, insufficient_answer
 from infra.bioasq.formats import Question
-from infra.bioasq.types import ANSWERING_PHASES, QUESTION_TYPES, RETRIEVING_PHASES
+from infra.bioasq.types import ANSWERING_PHASES, RETRIEVING_PHASES
 from infra.bioasq.urls import pubmed_url
 from infra.bioasq.validate import SNIPPET_KEYS
-from infra.errors import UserError
 from infra.files import write_json_atomic
 from infra.heartbeat import Heartbeat
 from nodes.context import Context
 from nodes.finalize import model_failed
-
-JOURNAL_VERSION = 1
-
-
-class JournalMismatch(UserError):
-    """The journal beside the output belongs to another input or phase."""
 
 
 @dataclass
@@ -73,106 +64,6 @@ class BatchReport:
     tokens: int = 0
     seconds: float = 0.0
     output: Path | None = None
-
-
-def journal_path(output: Path) -> Path:
-    """Return the journal file kept beside a submission."""
-    return output.with_name(output.name + ".journal.jsonl")
-
-
-def _fingerprint(input_path: Path, phase: str) -> dict[str, Any]:
-    digest = hashlib.sha256(input_path.read_bytes()).hexdigest()
-    return {"journal": JOURNAL_VERSION, "input_sha256": digest, "phase": phase}
-
-
-class Journal:
-    """Append-only JSON lines: a header, then one record per finished (or failed) question.
-
-    A record's status is "ok" (answered), "insufficient" (an honest insufficient-evidence
-    answer, with its entry) or "failed" (an error; when no model gave a usable answer, with the
-    honest entry too). An unanswered yes/no entry's exact answer is a guess: `"guessed": true`.
-    """
-
-    def __init__(self, path: Path, header: dict[str, Any]):
-        self.path = path
-        self.answering = header.get("phase") in ANSWERING_PHASES
-        self.done: dict[str, dict[str, Any]] = {}
-        self.insufficient: dict[str, dict[str, Any]] = {}
-        """Questions whose latest outcome is an insufficient-evidence answer: their records."""
-        self.failed: dict[str, str] = {}
-        self.guessed: set[str] = set()
-        """Questions whose stand-in entry holds a guessed yes/no exact answer."""
-        self.stand_ins: dict[str, dict[str, Any]] = {}
-        """Unanswered questions' explicit 'insufficient evidence' entries, kept in the file
-        until a later run answers them."""
-        if path.exists():
-            self._read(header)
-        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for the batch
-        if path.stat().st_size == 0:
-            self._append(header)
-        elif not path.read_bytes().endswith(b"\n"):
-            # A kill mid-write left half a line: end it, so the next record stands alone.
-            self._fh.write("\n")
-            self._fh.flush()
-
-    def _read(self, header: dict[str, Any]) -> None:
-        lines = self.path.read_text(encoding="utf-8").splitlines()
-        if not lines:
-            return
-        try:
-            first = json.loads(lines[0])
-        except json.JSONDecodeError:
-            first = {}
-        if {k: first.get(k) for k in header} != header:
-            raise JournalMismatch(
-                f"{self.path} belongs to another input or phase; choose another --output "
-                "or move that journal away"
-            )
-        for line in lines[1:]:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a kill: that question runs again
-            if isinstance(record, dict) and record.get("id"):
-                self._apply(record)
-
-    def _apply(self, record: dict[str, Any]) -> None:
-        qid, status = record["id"], record.get("status")
-        if status == "ok" and self.answering and (problem := _junk(record.get("entry") or {})):
-            # An older quorum journalled junk as ok ("][{"): run the question again.
-            record = {"status": "failed", "id": qid, "error": f"journalled answer: {problem}"}
-            status = "failed"
-        if status == "ok":
-            self.done[qid] = record
-            for held in (self.insufficient, self.failed, self.stand_ins):
-                held.pop(qid, None)
-            self.guessed.discard(qid)
-            return
-        if qid in self.done:
-            return
-        if status == "insufficient":
-            self.insufficient[qid] = record
-            self.failed.pop(qid, None)
-        elif status == "failed":
-            self.failed[qid] = record.get("error", "")
-            self.insufficient.pop(qid, None)  # the latest try failed: a re-run tries again
-        if record.get("entry"):  # its entry stands in, with a guessed yes/no or not
-            self.stand_ins[qid] = record["entry"]
-            (self.guessed.add if record.get("guessed") else self.guessed.discard)(qid)
-
-    def _append(self, record: dict[str, Any]) -> None:
-        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-
-    def record(self, record: dict[str, Any]) -> None:
-        """Durably append a question's outcome."""
-        self._append(record)
-        self._apply(record)
-
-    def close(self) -> None:
-        """Close the file."""
-        self._fh.close()
 
 
 def submission_entry(question: Question, phase: str, result: dict[str, Any]) -> dict[str, Any]:
@@ -236,7 +127,7 @@ async def run_batch(
     if questions is None:
         questions = load_testset(input_path, phase=phase, limit=limit)
     output.parent.mkdir(parents=True, exist_ok=True)
-    journal = Journal(journal_path(output), _fingerprint(input_path, phase))
+    journal = Journal(journal_path(output), fingerprint(input_path, phase))
 
     def kept(qid: str) -> bool:
         return qid in journal.done or (keep_insufficient and qid in journal.insufficient)
@@ -420,16 +311,3 @@ def _stand_in(entry: dict[str, Any], qtype: str, unanswered_yesno: str) -> bool:
         return True
     entry["exact_answer"] = []
     return False
-
-
-def _junk(entry: dict[str, Any]) -> str | None:
-    """Return how a journalled entry breaks the contract at a submission's one word, or None."""
-    qtype = entry.get("type")
-    if qtype not in QUESTION_TYPES:
-        return None  # nothing to judge the exact answer by
-    return answer_problem(
-        qtype,
-        entry.get("exact_answer"),
-        entry.get("ideal_answer"),
-        min_words=SUBMISSION_MIN_WORDS,
-    )

@@ -70,7 +70,7 @@ def bioasq_run(
         raise CliError(f"{input_path}: no such file")
     if output.resolve() == input_path.resolve():
         raise CliError("--output must not be the --input file")
-    from graphs.bioasq.run import journal_path
+    from graphs.bioasq.journal import journal_path
     from infra.files import check_target
     from infra.search.backends import check_index_named
 
@@ -86,7 +86,8 @@ def bioasq_run(
     # Read once, and refused now if bad: before any model loads.
     questions = load_testset(input_path, phase=phase, limit=limit)
 
-    from graphs.bioasq.run import BatchReport, JournalMismatch, run_batch
+    from graphs.bioasq.journal import JournalMismatch
+    from graphs.bioasq.run import BatchReport, run_batch
     from graphs.cli.interrupts import STOPPED_CODE, Interrupts
     from graphs.runtime import build_context
     from infra.models import ModelPool

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from graphs.bioasq.journal import Journal, JournalMismatch, journal_path
 from graphs.bioasq.report import load_run
-from graphs.bioasq.run import Journal, JournalMismatch, _answer, journal_path, run_batch
+from graphs.bioasq.run import _answer, run_batch
 from graphs.runtime import Outcome
 from infra.bioasq.formats import Question
 from infra.bioasq.validate import validate_submission

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from graphs.bioasq.run import journal_path
+from graphs.bioasq.journal import journal_path
 from graphs.describe import DEMO_NOTICE
 from infra.bioasq.validate import validate_submission
 from tests.support.cli import quorum, run_quorum, simulated_env

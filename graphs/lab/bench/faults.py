@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graphs.bioasq.run import journal_path
+from graphs.bioasq.journal import journal_path
 from graphs.lab.bench.drill import Journal, Outage
 from graphs.lab.bench.fault_evidence import (
     absorbed_kill,
