@@ -112,6 +112,16 @@ def test_the_product_imports_nothing_the_default_install_leaves_out():
     assert not (LAB_EXTRA | DEV) & {_name(d) for d in PROJECT["project"]["dependencies"]}
 
 
+def test_every_package_the_product_imports_by_name_is_declared():
+    """Not left to arrive with another library: a dependency that drops it would break quorum."""
+    undeclared = {
+        f"{module} ({', '.join(sorted(files))}): {', '.join(sorted(dists))}"
+        for module, files in _imports(PRODUCT, outside=LAB).items()
+        if not (dists := _distributions(module)) & DEFAULT
+    }
+    assert undeclared == set()
+
+
 def test_every_declared_dependency_is_imported_by_the_code_it_serves_or_has_a_reason():
     product = set().union(*map(_distributions, _imports(PRODUCT, outside=LAB)))
     lab = set().union(*map(_distributions, _imports(LAB)))
