@@ -10,7 +10,7 @@ from infra.search.keywords import relaxations
 from infra.search.query import QueryError, parse_query, to_text
 from nodes.context import Context
 from nodes.describing import NodeDescription, describes
-from nodes.generate_query import BooleanQuery
+from nodes.generate_query import BooleanQuery, query_trace
 from nodes.state import QAState, Query
 from prompts import render
 
@@ -77,5 +77,7 @@ describes(
         "relaxing the query",
         done=lambda update: "query relaxed",
         summary=lambda update: [f"query: {update['query']}"] if update.get("query") else [],
+        trace=query_trace,  # the same record as generate_query's: proposals, verdicts, the one used
+        covers=frozenset({"queries", "query"}),
     ),
 )

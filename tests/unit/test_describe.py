@@ -145,3 +145,16 @@ def test_the_retrieval_steps_show_their_queries_hits_and_scores_not_raw_lists():
     lines = step_lines("fallback_search", asked, width=300)
     assert any(line.split() == ["pubmed-eutils", "q", "0", "off"] for line in lines)
     assert not any(line.startswith("fallbacks:") for line in lines)
+
+
+def test_refine_query_shows_its_proposals_as_generate_query_does():
+    from graphs.describe import step_lines
+
+    relaxed = {
+        "query": "lace OR plant",
+        "queries": [{"query": "lace AND plant", "source": "refine", "error": "no hits"}],
+        "refinements": 1,
+    }
+    lines = step_lines("refine_query", relaxed, width=300)
+    assert any("refine" in line and "refused: no hits" in line for line in lines)
+    assert "searching: lace OR plant" in lines and "refinements: 1" in lines
