@@ -203,7 +203,13 @@ describes(
     "finalize",
     NodeDescription(
         "finalizing",
-        done=lambda update: "answer ready",
+        done=lambda update: (
+            "no model gave a usable answer"
+            if model_failed(update.get("result") or {})
+            else "answer ready"
+        ),
+        # A run no model answered is a failure (ask exits 1): never marked ✓ "answer ready".
+        outcome=lambda update: "failed" if model_failed(update.get("result") or {}) else "done",
         summary=lambda update: (
             [f"{len(result.get('documents') or [])} documents"]
             if (result := update.get("result"))

@@ -158,3 +158,12 @@ def test_refine_query_shows_its_proposals_as_generate_query_does():
     lines = step_lines("refine_query", relaxed, width=300)
     assert any("refine" in line and "refused: no hits" in line for line in lines)
     assert "searching: lace OR plant" in lines and "refinements: 1" in lines
+
+
+def test_a_run_no_model_answered_does_not_end_with_answer_ready():
+    from graphs.describe import progress_line
+
+    failed = {"result": {"failed": True, "insufficient": True, "insufficient_reason": "junk"}}
+    answered = {"result": {"failed": False, "insufficient": False}}
+    assert progress_line("finalize", failed) == "✗ no model gave a usable answer"
+    assert progress_line("finalize", answered) == "✓ answer ready"
