@@ -81,6 +81,8 @@ def build_context(
 
     if models is None:
         check_models(settings)
+        models = ModelPool(settings, questions_in_flight=questions_in_flight)
+    models.prepare()  # before the embedder's imports and the index: they leave a core free
     embedder = BackgroundEmbedder(settings.embeddings)
     search = open_backend(settings, embedder)
     pubmed = pubmed_client(settings)
@@ -90,7 +92,7 @@ def build_context(
         settings=settings,
         search=search,
         embedder=embedder,
-        models=models or ModelPool(settings, questions_in_flight=questions_in_flight),
+        models=models,
         pubmed=pubmed,
         reranker=reranker,
         snippet_scorer=snippet_scorer,

@@ -13,7 +13,7 @@ import numpy as np
 import infra.offline
 from infra.corpus_encoder import batch_size_for, encode_corpus, encode_stream, workers_for
 from infra.errors import UserError
-from infra.local_models import package_file
+from infra.local_weights import package_file
 from infra.settings import EmbeddingSettings
 
 RECENT_TEXTS = 20_000

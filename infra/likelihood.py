@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from infra.local_models import ModelError
+from infra.local_weights import ModelError
 from infra.settings import ModelSpec, secret_from_env
 
 PROBE_PROMPT = "Question: What organ pumps blood through the human body?\nAnswer: The"

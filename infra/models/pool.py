@@ -55,6 +55,17 @@ class ModelPool:
         """Return the single model of a one-model role."""
         return self.role(role)[0]
 
+    def prepare(self) -> None:
+        """Start what every configured model needs before its first call, in the background.
+
+        The demo model's one-time de-quantization runs in a child process while the run imports
+        its libraries and opens its index (infra/local_weights.py).
+        """
+        for role in MODEL_ROLES:
+            if role not in self._overrides:
+                for spec in self._settings.models.for_role(role):
+                    provider_for(spec).prepare(spec, self._settings)
+
     def warm(self) -> None:
         """Build every role's models now (a local model loads here, not on a node's first call).
 

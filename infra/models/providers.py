@@ -20,7 +20,8 @@ from typing_extensions import override
 
 from infra.embeddings import resolve_device
 from infra.likelihood import EchoedLikelihood, LikelihoodUnavailable
-from infra.local_models import LocalChatModel, ModelError, load_local_chat
+from infra.local_models import LocalChatModel, load_local_chat
+from infra.local_weights import ModelError, start_materializing, weights_of
 from infra.negotiation import (
     NEXT_METHOD,
     negotiated_method,
@@ -71,6 +72,9 @@ class Provider(ABC):
         """Return what in the spec cannot work, in one line, or None."""
         return None
 
+    def prepare(self, spec: ModelSpec, settings: Settings) -> None:  # noqa: B027 (most need none)
+        """Start, in the background, what the model needs before its first call (if anything)."""
+
     def endpoint(self, spec: ModelSpec) -> str | None:
         """Return the URL checked before the first question (infra/preflight.py), or None."""
         return None
@@ -111,6 +115,11 @@ class Local(Provider):
     def make(self, spec: ModelSpec, settings: Settings) -> BaseChatModel:
         device = resolve_device(settings.embeddings.device)
         return load_local_chat(spec, settings.home / "models", device)
+
+    @override
+    def prepare(self, spec: ModelSpec, settings: Settings) -> None:
+        # A GGUF not yet de-quantized is converted beside the run's start-up, not after it.
+        start_materializing(weights_of(spec), settings.home / "models")
 
     @override
     def owns(self, llm: BaseChatModel) -> bool:

@@ -145,7 +145,7 @@ class EmbeddingSettings(Group):
     batch_size: int | None = Field(
         None,
         ge=1,
-        description="Documents per embedding batch; default by device: 64 on a CPU, 128 on MPS, "
+        description="Documents per embedding batch; default by device: 16 on a CPU, 128 on MPS, "
         "512 on a CUDA GPU.",
     )
     tokenize_workers: int | None = Field(

