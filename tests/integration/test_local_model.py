@@ -218,3 +218,29 @@ def test_a_failed_early_conversion_is_done_again_where_its_error_is_raised(tmp_p
     with pytest.raises(ValueError, match="broken.gguf does not start with the GGUF magic"):
         materialize(bad, tmp_path / "models")
     assert child.returncode == 1  # the child failed quietly; the error came from here
+
+
+@pytest.mark.slow
+def test_on_a_cpu_decoding_steps_take_the_packed_attention_to_the_same_tokens(pool, quorum_home):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from infra.local_models import CPU_ATTENTION
+
+    local = pool.first("synthesis").llm
+    model = local.llm.pipeline.model
+    assert model.config._attn_implementation == CPU_ATTENTION
+    (saved,) = (quorum_home / "models").glob("*/config.json")
+    plain = AutoModelForCausalLM.from_pretrained(str(saved.parent), dtype=model.dtype)
+    assert plain.config._attn_implementation == "sdpa"
+    ids = local.tokenizer(MESSAGES[1].content * 4, return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        ours = model.generate(ids, max_new_tokens=24, do_sample=False, pad_token_id=0)
+        theirs = plain.generate(ids, max_new_tokens=24, do_sample=False, pad_token_id=0)
+        # the decoding step itself: the same attention, to float rounding
+        past = plain(ids[:, :-1], use_cache=True).past_key_values
+        step = plain(ids[:, -1:], past_key_values=past).logits
+        past = model(ids[:, :-1], use_cache=True).past_key_values
+        packed = model(ids[:, -1:], past_key_values=past).logits
+    assert torch.equal(ours, theirs)
+    assert torch.allclose(packed.float(), step.float(), atol=0.05, rtol=0.01)
