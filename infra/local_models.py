@@ -220,7 +220,9 @@ def _sdpa_cpu_decode(module: Any, query: Any, key: Any, value: Any, attention_ma
     over 3; 37 against 6 ms a token over 2,000 cached tokens, 30 layers, 2 AVX512 cores), which
     transformers does itself whenever a mask is given. An all-true mask over the cached tokens —
     the same attention — takes that path: the demo model decodes in ~44 ms a token instead of
-    ~68 ms, the same tokens (tests/integration/test_local_model.py).
+    ~68 ms (tests/integration/test_local_model.py: the same logits to bfloat16's rounding, the
+    same greedy tokens on its prompt; like any other kernel's rounding, it can tip a choice
+    between two near-equal tokens elsewhere).
     """
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
