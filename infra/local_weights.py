@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import functools
 import importlib.util
 import io
@@ -103,6 +104,16 @@ def materialize(path: Path, cache_root: Path) -> Path:
         child.wait()
     if is_saved(target):
         return target
+    cache_root.mkdir(parents=True, exist_ok=True)
+    # Another process converting the same file (two first runs at once): wait, then use its.
+    with open(target.with_name(target.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not is_saved(target):
+            _convert(path, target)
+    return target
+
+
+def _convert(path: Path, target: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     infra.offline.quiet_transformers()
@@ -123,7 +134,6 @@ def materialize(path: Path, cache_root: Path) -> Path:
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
     partial.replace(target)
-    return target
 
 
 @contextlib.contextmanager

@@ -215,7 +215,7 @@ def test_a_failed_early_conversion_is_done_again_where_its_error_is_raised(tmp_p
     bad.write_bytes(b"not a gguf at all")
     start_materializing(bad, tmp_path / "models")
     child = _CONVERTING[saved_dir(bad, tmp_path / "models")]
-    with pytest.raises(ValueError, match="broken.gguf does not start with the GGUF magic"):
+    with pytest.raises(ValueError, match=r"broken\.gguf does not start with the GGUF magic"):
         materialize(bad, tmp_path / "models")
     assert child.returncode == 1  # the child failed quietly; the error came from here
 
@@ -244,3 +244,25 @@ def test_on_a_cpu_decoding_steps_take_the_packed_attention_to_the_same_tokens(po
         packed = model(ids[:, -1:], past_key_values=past).logits
     assert torch.equal(ours, theirs)
     assert torch.allclose(packed.float(), step.float(), atol=0.05, rtol=0.01)
+
+
+def test_a_conversion_under_way_in_another_process_is_waited_for_and_used(tmp_path):
+    # Two first runs at once: the second waits on the first's lock, then loads what it saved.
+    import fcntl
+    import threading
+
+    from infra.local_weights import materialize, saved_dir
+
+    gguf_file = default_gguf()
+    target = saved_dir(gguf_file, tmp_path)
+    returned: list = []
+    with open(target.with_name(target.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # "the other process", converting
+        waiting = threading.Thread(target=lambda: returned.append(materialize(gguf_file, tmp_path)))
+        waiting.start()
+        waiting.join(timeout=1.0)
+        assert waiting.is_alive() and not returned  # it waits, converting nothing meanwhile
+        target.mkdir()
+        (target / "config.json").write_text("{}")  # what the other process saved
+    waiting.join(timeout=30)
+    assert returned == [target] and sorted(p.name for p in target.iterdir()) == ["config.json"]
