@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import fcntl
 import functools
 import importlib.util
 import io
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -78,8 +81,9 @@ def start_materializing(path: Path, cache_root: Path) -> None:
         return
     cache_root.mkdir(parents=True, exist_ok=True)
     child = subprocess.Popen(
-        [sys.executable, "-m", "infra.local_weights", str(path), str(cache_root)],
+        [sys.executable, "-m", "infra.local_weights", str(path), str(cache_root), str(os.getpid())],
         stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,  # its one line goes to stderr, like the parent's progress
     )
     _CONVERTING[target] = child
     atexit.register(_stop, child)
@@ -159,11 +163,25 @@ def gguf_read_once() -> Iterator[None]:
             setattr(gguf, name, make)
 
 
+def _end_with(parent: int) -> bool:
+    """Have the kernel stop this process when `parent` ends; False if it has ended already.
+
+    A second Ctrl-C leaves with `os._exit`, which runs no exit handler: without this the child
+    would go on converting, and hold a pipe its parent wrote to open, after quorum had stopped.
+    Linux's PR_SET_PDEATHSIG; elsewhere the child is stopped by the parent's exit handler only.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    return os.getppid() == parent
+
+
 def _main(argv: list[str]) -> int:
-    """`python -m infra.local_weights GGUF CACHE_ROOT`: the child `start_materializing` runs.
+    """`python -m infra.local_weights GGUF CACHE_ROOT PARENT_PID`: what `start_materializing` runs.
 
     It says nothing when it fails: the parent converts again and raises the error itself.
     """
+    if len(argv) > 2 and not _end_with(int(argv[2])):
+        return 1
     try:
         materialize(Path(argv[0]), Path(argv[1]))
     except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: leave quietly

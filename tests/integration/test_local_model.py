@@ -266,3 +266,33 @@ def test_a_conversion_under_way_in_another_process_is_waited_for_and_used(tmp_pa
         (target / "config.json").write_text("{}")  # what the other process saved
     waiting.join(timeout=30)
     assert returned == [target] and sorted(p.name for p in target.iterdir()) == ["config.json"]
+
+
+def test_a_conversion_child_ends_with_its_parent(tmp_path):
+    # A second Ctrl-C leaves with os._exit, which runs no exit handler: the child must not go
+    # on converting (and holding its parent's pipes) after quorum has stopped.
+    import os
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import os, sys; from pathlib import Path; "
+        "from infra.local_weights import _CONVERTING, default_gguf, start_materializing; "
+        f"start_materializing(default_gguf(), Path({str(tmp_path)!r})); "
+        "print(next(iter(_CONVERTING.values())).pid, flush=True); "
+        "import time; time.sleep(4); os._exit(0)"  # the child is converting by then
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    child = int(done.stdout.strip())
+    deadline = time.monotonic() + 3  # converting takes ~10 s more: it would still be running
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{child}"):
+        with open(f"/proc/{child}/stat") as stat:
+            if stat.read().split(")")[-1].split()[0] == "Z":  # ended, not yet reaped
+                break
+        time.sleep(0.1)
+    else:
+        assert not os.path.exists(f"/proc/{child}"), "the conversion outlived its parent"
+    assert not any(tmp_path.glob("*/model.safetensors"))
