@@ -30,14 +30,15 @@ Shorter, and reading them again costs less than keeping track of them (~0.2 s on
 class PromptCache:
     """The keys and values of the last prompt the model read, for one that begins the same way.
 
-    Two of quorum's calls send a prompt that begins like the one before: synthesis, asked again
-    at temperature 0 after a refused answer, sends the prompt it has just read, and ensemble
-    members share their instructions. Reading a 2,000-token prompt is ~4.5 s of the demo model
-    on 2 cores (docs/measured.md); continuing from the shared prefix's cached keys and values
-    reads only the rest, the way llama.cpp's and vLLM's prompt caches do. Attention over a
-    prefix does not depend on what follows it, so these are the vectors the model would compute
-    (greedy replies unchanged: tests/integration/test_local_model.py). Only caches whose every
-    layer keeps every position are reused: a sliding window has forgotten the start.
+    Synthesis, asked again at temperature 0 after a refused answer, sends the prompt it has just
+    read; reading a 2,000-token prompt is 3-4.5 s of the demo model on 2 cores (docs/measured.md).
+    Continuing from the cached keys and values of the prefix shared with the last prompt reads
+    only the rest, the way llama.cpp's and vLLM's prompt caches do. (Ensemble members share
+    less than SHARED_PREFIX_MIN tokens: their views differ from the first passage on.)
+    Attention over a prefix does not depend on what follows it, so these are the vectors the
+    model would compute (greedy replies unchanged: tests/integration/test_local_model.py). Only
+    caches whose every layer keeps every position are reused: a sliding window has forgotten
+    the start.
     """
 
     def __init__(self) -> None:
