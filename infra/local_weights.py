@@ -76,8 +76,10 @@ def start_materializing(path: Path, cache_root: Path) -> None:
     embedder hold one); `materialize` waits for it. A child still running when this process
     ends is stopped: its half-written directory is never taken for a model.
     """
+    if not path.is_file():  # a model directory needs no conversion; a missing file fails on load
+        return
     target = saved_dir(path, cache_root)
-    if path.is_dir() or is_saved(target) or target in _CONVERTING:
+    if is_saved(target) or target in _CONVERTING:
         return
     cache_root.mkdir(parents=True, exist_ok=True)
     child = subprocess.Popen(
@@ -100,8 +102,10 @@ def materialize(path: Path, cache_root: Path) -> Path:
     """Return a directory transformers loads fast, de-quantizing a GGUF once into the cache.
 
     A conversion started by `start_materializing` is waited for; if it failed, the conversion
-    runs here, where its error is raised.
+    runs here, where its error is raised. A directory is taken as it is.
     """
+    if path.is_dir():
+        return path
     target = saved_dir(path, cache_root)
     child = _CONVERTING.pop(target, None)
     if child is not None:

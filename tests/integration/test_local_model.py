@@ -296,3 +296,15 @@ def test_a_conversion_child_ends_with_its_parent(tmp_path):
     else:
         assert not os.path.exists(f"/proc/{child}"), "the conversion outlived its parent"
     assert not any(tmp_path.glob("*/model.safetensors"))
+
+
+def test_a_model_directory_or_a_missing_file_starts_no_conversion(tmp_path):
+    from infra.local_weights import _CONVERTING, materialize, start_materializing
+
+    given = tmp_path / "my-model"
+    given.mkdir()
+    start_materializing(given, tmp_path / "models")
+    start_materializing(tmp_path / "nosuch.gguf", tmp_path / "models")
+    assert not _CONVERTING and not (tmp_path / "models").exists()
+    assert materialize(given, tmp_path / "models") == given  # taken as it is, no lock beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my-model"]
