@@ -13,11 +13,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_huggingface import ChatHuggingFace, HuggingFacePipeline
 
 import infra.offline
+from infra.local_decoding import Decoding, decode
 from infra.local_weights import materialize, weights_of
 from infra.settings import ModelSpec
 
@@ -117,44 +118,32 @@ class LocalChatModel(ChatHuggingFace):
         run_manager: Any = None,
         **kwargs: Any,
     ) -> ChatResult:
-        import xgrammar
-
-        schema_json = kwargs.pop("json_schema", None)
+        defaults = self.llm.pipeline_kwargs or {}
         temperature = kwargs.pop("temperature", None)
-        max_tokens = kwargs.pop("max_tokens", None)
-        generation = dict(self.llm.pipeline_kwargs or {})
-        generation.update(kwargs.pop("pipeline_kwargs", {}))
-        if max_tokens:
-            generation["max_new_tokens"] = max_tokens
-        if temperature is not None:
-            generation["do_sample"] = temperature > 0
-            if temperature > 0:
-                generation["temperature"] = temperature
-        if schema_json:
-            generation["logits_processor"] = [
-                xgrammar.contrib.hf.LogitsProcessor(self._grammar(schema_json))
-            ]
+        if temperature is None:
+            temperature = 1.0 if defaults.get("do_sample") else 0.0
+        schema_json = kwargs.pop("json_schema", None)
+        how = Decoding(
+            max_new_tokens=kwargs.pop("max_tokens", None) or defaults["max_new_tokens"],
+            temperature=temperature,
+            grammar=self._grammar(schema_json) if schema_json else None,
+        )
         prompt = self._to_chat_prompt(_merge_system(messages))
-        # The ids the pipeline reads: it tokenizes a text prompt without special tokens.
+        # The chat template's text already holds the special tokens the model expects.
         ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         with self._lock:
             cache, reused = self._prompts.take(ids)
-            generation["past_key_values"] = cache
-            result = self.llm._generate([prompt], stop=stop, pipeline_kwargs=generation)
+            produced = decode(self.llm.pipeline.model, self.tokenizer, ids, cache, reused, how)
             self._prompts.keep(ids, cache)
-        chat = self._to_chat_result(result)
-        tokens_in = len(ids)
-        for gen in chat.generations:
-            text = gen.message.content
-            tokens_out = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-            gen.message.usage_metadata = {
-                "input_tokens": tokens_in,
-                "output_tokens": tokens_out,
-                "total_tokens": tokens_in + tokens_out,
-                # LangChain's field for a provider's prompt cache (OpenAI's cached_tokens).
-                "input_token_details": {"cache_read": reused},
-            }
-        return chat
+        message = AIMessage(content=self.tokenizer.decode(produced, skip_special_tokens=True))
+        message.usage_metadata = {
+            "input_tokens": len(ids),
+            "output_tokens": len(produced),
+            "total_tokens": len(ids) + len(produced),
+            # LangChain's field for a provider's prompt cache (OpenAI's cached_tokens).
+            "input_token_details": {"cache_read": reused},
+        }
+        return ChatResult(generations=[ChatGeneration(message=message)])
 
     def loglikelihood(self, context: str, continuation: str) -> tuple[float, int]:
         """Return log P(continuation | context) summed over its tokens, and the tokens read."""

