@@ -43,8 +43,11 @@ class Decoding:
 
 def decode(
     model: Any, tokenizer: Any, ids: list[int], cache: Any, read: int, how: Decoding
-) -> list[int]:
-    """Generate after the prompt `ids` and return the new tokens (the stop token left out).
+) -> tuple[list[int], str]:
+    """Generate after the prompt `ids`: the new tokens (the stop token left out), and why.
+
+    Why they end: "stop" (the model or the grammar ended the reply) or "length" (the reply
+    reached max_new_tokens).
 
     `cache` already holds the keys and values of the first `read` prompt tokens (a PromptCache's
     shared prefix); on return it holds at least the whole prompt's.
@@ -75,17 +78,21 @@ def decode(
                 produced.append(token)
                 matcher.accept_token(token)
                 if len(produced) == how.max_new_tokens:
-                    return produced
+                    return produced, _ending(matcher, bitmask, stops)
             if row < len(draft):  # the model chose otherwise: forget what it read after
                 cache.crop(row - len(draft))
             if token in stops:
-                return produced
+                return produced, "stop"
             produced.append(token)
             if matcher is not None:
                 matcher.accept_token(token)
             if len(produced) == how.max_new_tokens or _complete(matcher, bitmask, stops):
-                return produced
+                return produced, _ending(matcher, bitmask, stops)
             pending = [token]
+
+
+def _ending(matcher: Any, bitmask: Any, stops: set[int]) -> str:
+    return "stop" if _complete(matcher, bitmask, stops) else "length"
 
 
 def _draft(matcher: Any, tokenizer: Any, how: Decoding) -> list[int]:

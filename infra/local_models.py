@@ -138,9 +138,14 @@ class LocalChatModel(ChatHuggingFace):
         ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         with self._lock:
             cache, reused = self._prompts.take(ids)
-            produced = decode(self.llm.pipeline.model, self.tokenizer, ids, cache, reused, how)
+            produced, ending = decode(
+                self.llm.pipeline.model, self.tokenizer, ids, cache, reused, how
+            )
             self._prompts.keep(ids, cache)
-        message = AIMessage(content=self.tokenizer.decode(produced, skip_special_tokens=True))
+        message = AIMessage(
+            content=self.tokenizer.decode(produced, skip_special_tokens=True),
+            response_metadata={"finish_reason": ending},  # as OpenAI's: "stop" or "length"
+        )
         message.usage_metadata = {
             "input_tokens": len(ids),
             "output_tokens": len(produced),

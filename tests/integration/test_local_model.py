@@ -326,13 +326,20 @@ def _schema_call(local, schema, messages):
     return grammar, local.tokenizer(prompt, add_special_tokens=False)["input_ids"]
 
 
+def _decode(local, ids, how):
+    from transformers import DynamicCache
+
+    from infra.local_decoding import decode
+
+    return decode(local.llm.pipeline.model, local.tokenizer, ids, DynamicCache(), 0, how)
+
+
 @pytest.mark.slow
 def test_decoding_a_token_a_pass_is_transformers_generate_token_for_token(pool):
     import torch
     import xgrammar
-    from transformers import DynamicCache
 
-    from infra.local_decoding import Decoding, decode
+    from infra.local_decoding import Decoding
 
     local = pool.first("synthesis").llm
     model = local.llm.pipeline.model
@@ -344,27 +351,14 @@ def test_decoding_a_token_a_pass_is_transformers_generate_token_for_token(pool):
             max_new_tokens=150,
             do_sample=False,
         )[0, len(ids) :].tolist()
-    ours = decode(
-        model,
-        local.tokenizer,
-        ids,
-        DynamicCache(),
-        0,
-        Decoding(150, 0.0, grammar, jump_forward=False),
-    )
+    ours, ending = _decode(local, ids, Decoding(150, 0.0, grammar, jump_forward=False))
     eos = model.generation_config.eos_token_id
     assert theirs[-1] == eos and ours == theirs[:-1]  # theirs ends on the stop token
     Verdict.model_validate_json(local.tokenizer.decode(ours))
     # The negative control: a reply cut short is not theirs.
-    cut = decode(
-        model,
-        local.tokenizer,
-        ids,
-        DynamicCache(),
-        0,
-        Decoding(5, 0.0, grammar, jump_forward=False),
-    )
+    cut, cut_ending = _decode(local, ids, Decoding(5, 0.0, grammar, jump_forward=False))
     assert cut == theirs[:5] and cut != theirs[:-1]
+    assert (ending, cut_ending) == ("stop", "length")
 
 
 @pytest.mark.slow
@@ -372,7 +366,7 @@ def test_a_forced_run_is_read_in_one_pass_to_the_same_logits(pool):
     import torch
     from transformers import DynamicCache
 
-    from infra.local_decoding import Decoding, decode
+    from infra.local_decoding import Decoding
 
     local = pool.first("synthesis").llm
     model = local.llm.pipeline.model
@@ -380,11 +374,9 @@ def test_a_forced_run_is_read_in_one_pass_to_the_same_logits(pool):
     passes: list[int] = []
     hook = model.register_forward_hook(lambda *_: passes.append(1))
     try:
-        stepped = decode(
-            model, local.tokenizer, ids, DynamicCache(), 0, Decoding(150, 0.0, grammar, False)
-        )
+        stepped, _ = _decode(local, ids, Decoding(150, 0.0, grammar, jump_forward=False))
         steps, passes[:] = len(passes), []
-        jumped = decode(model, local.tokenizer, ids, DynamicCache(), 0, Decoding(150, 0.0, grammar))
+        jumped, _ = _decode(local, ids, Decoding(150, 0.0, grammar))
     finally:
         hook.remove()
     Cited.model_validate_json(local.tokenizer.decode(jumped))
