@@ -16,6 +16,7 @@ from graphs.traces.blocks_html import e as _e
 from graphs.traces.read import Step
 from nodes.answer_view import answer_view
 from nodes.state import Call, call_tokens
+from nodes.trace_view import Answer
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1100px;
@@ -86,11 +87,16 @@ def export_html(steps: list[Step], *, thread_id: str, question: str) -> str:
         '<button type="button" onclick="setAll(false)">collapse all</button></p>',
         _timeline(steps),
     ]
+    final = _result(steps)
     for step in steps:  # what each node's trace blocks show, as the text views show them
         blocks, _ = trace_blocks(step["node"], step["update"])
-        if blocks:
-            parts += [f"<h2>{_e(step['node'])} · step {_e(step.get('step'))}</h2>"]
-            parts.append(blocks_html(blocks))
+        pointer = ""
+        if final and step["update"].get("result") is final:  # finalize's: once, at the top
+            blocks = [b for b in blocks if not isinstance(b, Answer)]
+            pointer = '<p class="meta">The answer it made is at the top of this page.</p>'
+        if blocks or pointer:
+            parts += [f"<h2>{_e(step['node'])} · step {_e(step.get('step'))}</h2>", pointer]
+            parts.append(blocks_html(blocks) if blocks else "")
     parts += ["<h2>Costs</h2>", _costs(steps), "</body></html>"]
     return "\n".join(parts) + "\n"
 
@@ -116,8 +122,12 @@ def _span(steps: list[Step]) -> str:
     return f"started {first or '?'}, {wall:.2f}s in nodes"
 
 
+def _result(steps: list[Step]) -> dict[str, Any]:
+    return next((s["update"]["result"] for s in reversed(steps) if s["update"].get("result")), {})
+
+
 def _answer(steps: list[Step]) -> str:
-    result = next((s["update"]["result"] for s in reversed(steps) if s["update"].get("result")), {})
+    result = _result(steps)
     if not result:
         return '<p class="meta">No final answer: the run did not finish.</p>'
     return f"<h2>Answer</h2>{blocks_html([answer_view(result)])}"

@@ -297,6 +297,19 @@ def test_the_answer_shows_cited_evidence_with_sentences_apart_from_retrieval_ord
     assert "best first" not in page and EVIL not in page
 
 
+def test_the_answer_is_shown_once_at_the_top_and_finalize_points_to_it():
+    trace = steps()
+    trace[-1]["update"]["result"] = json.loads((ANSWERS / "cited.json").read_text())
+    page = export_html(trace, thread_id="t", question="q")
+    assert page.count("<th>Cited evidence</th>") == 1
+    assert page.index("<th>Cited evidence</th>") < page.index("<h2>Timeline</h2>")
+    finalize = page[page.index("<h2>finalize · step 3</h2>") :]
+    assert "The answer it made is at the top of this page." in finalize
+    # The negative control: a run that never finished has no answer at the top to point to.
+    unfinished = export_html(trace[:-1], thread_id="t", question="q")
+    assert "did not finish" in unfinished and "at the top of this page" not in unfinished
+
+
 def test_an_insufficient_answer_is_marked_and_cites_nothing():
     trace = steps()
     trace[-1]["update"]["result"] = json.loads((ANSWERS / "insufficient.json").read_text())
