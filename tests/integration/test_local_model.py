@@ -402,3 +402,41 @@ def test_a_forced_run_is_read_in_one_pass_to_the_same_logits(pool):
     assert float((together - apart).abs().max()) <= max(2 * baseline, 0.5)
     # The negative control: logits a position off, what a mis-placed draft would read.
     assert float((together[1:] - apart[:-1]).abs().max()) > max(2 * baseline, 0.5)
+
+
+@pytest.mark.slow
+async def test_a_model_directory_the_user_gives_loads_and_answers_under_the_schema(
+    pool, quorum_home, tmp_path
+):
+    # A tiny Llama of random weights, built here, with the demo's tokenizer and a generation
+    # config of its own (a repetition penalty and top-k, which sampling applies as generate).
+    from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    pool.first("synthesis")  # the demo, de-quantized: its tokenizer is the tiny model's
+    (saved,) = (quorum_home / "models").glob("*/config.json")
+    tokenizer = AutoTokenizer.from_pretrained(str(saved.parent))
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    )
+    tiny = tmp_path / "tiny-llama"
+    LlamaForCausalLM(config).save_pretrained(tiny)
+    tokenizer.save_pretrained(tiny)
+    GenerationConfig(
+        do_sample=True, repetition_penalty=1.3, top_k=5, eos_token_id=2
+    ).save_pretrained(tiny)
+
+    user = {"provider": "local", "model": "tiny", "path": str(tiny), "max_tokens": 48}
+    settings = load_settings(home=quorum_home, models={"synthesis": user, "cache": "off"})
+    model = ModelPool(settings).first("synthesis")
+    assert model.llm.llm.pipeline.model.config.num_hidden_layers == 2  # the user's, not the demo
+    for temperature in (0.0, 1.0):
+        reply = await model.structured(Cited, MESSAGES, temperature=temperature)
+        assert reply.error is None, reply.raw
+        assert set(reply.value.pmids) <= {"21645374", "12790890"}
+    assert not list(tiny.parent.glob("*.lock"))  # a directory is used as it is: nothing converted
