@@ -1,10 +1,12 @@
-"""Tiny BERT models built in tests (2 layers, hidden 32, a WordPiece vocab written here)."""
+"""Tiny models built in tests: BERTs (2 layers, hidden 32, a WordPiece vocab written here) and a
+causal Llama on a tokenizer given."""
 
 from __future__ import annotations
 
 import json
 import string
 from pathlib import Path
+from typing import Any
 
 WORDS = [
     "the",
@@ -96,4 +98,31 @@ def write_tiny_cross_encoder(path: Path, seed: int = 0) -> Path:
     bert = write_tiny_bert(path.with_name(path.name + "-bert"), seed)
     CrossEncoder(str(bert), num_labels=1, device="cpu").save(str(path))
     assert (path / "config.json").exists()
+    return path
+
+
+def write_tiny_llama(path: Path, tokenizer_dir: Path, seed: int = 0, **generation: Any) -> Path:
+    """Save a randomly initialised 2-layer Llama (hidden 64, grouped-query attention) at `path`.
+
+    Its tokenizer is the one in `tokenizer_dir` (a chat template the local model needs);
+    `generation` becomes its generation_config.json (what a user's model may ship with).
+    """
+    import torch
+    from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    )
+    LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    if generation:
+        GenerationConfig(**generation).save_pretrained(path)
     return path
