@@ -12,6 +12,7 @@ from infra.local_models import LocalChatModel
 from infra.local_weights import default_gguf
 from infra.models import ModelPool
 from infra.settings import load_settings
+from tests.support.tiny_models import write_tiny_llama
 
 
 class Verdict(BaseModel):
@@ -410,26 +411,16 @@ async def test_a_model_directory_the_user_gives_loads_and_answers_under_the_sche
 ):
     # A tiny Llama of random weights, built here, with the demo's tokenizer and a generation
     # config of its own (a repetition penalty and top-k, which sampling applies as generate).
-    from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
-
     pool.first("synthesis")  # the demo, de-quantized: its tokenizer is the tiny model's
     (saved,) = (quorum_home / "models").glob("*/config.json")
-    tokenizer = AutoTokenizer.from_pretrained(str(saved.parent))
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
+    tiny = write_tiny_llama(
+        tmp_path / "tiny-llama",
+        saved.parent,
+        do_sample=True,
+        repetition_penalty=1.3,
+        top_k=5,
+        eos_token_id=2,
     )
-    tiny = tmp_path / "tiny-llama"
-    LlamaForCausalLM(config).save_pretrained(tiny)
-    tokenizer.save_pretrained(tiny)
-    GenerationConfig(
-        do_sample=True, repetition_penalty=1.3, top_k=5, eos_token_id=2
-    ).save_pretrained(tiny)
 
     user = {"provider": "local", "model": "tiny", "path": str(tiny), "max_tokens": 48}
     settings = load_settings(home=quorum_home, models={"synthesis": user, "cache": "off"})
@@ -440,3 +431,34 @@ async def test_a_model_directory_the_user_gives_loads_and_answers_under_the_sche
         assert reply.error is None, reply.raw
         assert set(reply.value.pmids) <= {"21645374", "12790890"}
     assert not list(tiny.parent.glob("*.lock"))  # a directory is used as it is: nothing converted
+
+
+@pytest.mark.slow
+def test_compiled_grammars_are_kept_within_their_bound(pool, monkeypatch):
+    # A schema that carries a question's PMIDs is a new grammar per question (synthesis's:
+    # ~4.7 MB compiled); a long batch must not keep them all.
+    import infra.local_models
+    from nodes.synthesize.node import synthesis_schema
+
+    local = pool.first("synthesis").llm
+    schemas = [
+        json.dumps(
+            synthesis_schema(
+                "yesno", [str(30_000_000 + 97 * i + j) for j in range(3)]
+            ).model_json_schema()
+        )
+        for i in range(4)
+    ]
+
+    def kept(limit: int) -> int:
+        monkeypatch.setattr(infra.local_models, "GRAMMAR_CACHE_BYTES", limit)
+        local._compiler = None  # a compiler with this bound
+        for schema in schemas:
+            local._grammar(schema)
+        return local._compiler.get_cache_size_bytes()
+
+    bound = 6 * 1024 * 1024
+    assert kept(bound) <= bound * 1.2, local._compiler.get_cache_size_bytes()
+    unbounded = kept(-1)
+    assert unbounded > 2 * bound, unbounded  # the negative control: unbounded, all four kept
+    local._compiler = None  # later tests get the module's own bound
