@@ -86,8 +86,10 @@ def decode(
             produced.append(token)
             if matcher is not None:
                 matcher.accept_token(token)
-            if len(produced) == how.max_new_tokens or _complete(matcher, bitmask, stops):
-                return produced, _ending(matcher, bitmask, stops)
+            if _complete(matcher, bitmask, stops):
+                return produced, "stop"
+            if len(produced) == how.max_new_tokens:
+                return produced, "length"
             pending = [token]
 
 

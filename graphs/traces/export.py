@@ -90,13 +90,13 @@ def export_html(steps: list[Step], *, thread_id: str, question: str) -> str:
     final = _result(steps)
     for step in steps:  # what each node's trace blocks show, as the text views show them
         blocks, _ = trace_blocks(step["node"], step["update"])
-        pointer = ""
+        shown = blocks_html(blocks) if blocks else ""
         if final and step["update"].get("result") is final:  # finalize's: once, at the top
-            blocks = [b for b in blocks if not isinstance(b, Answer)]
-            pointer = '<p class="meta">The answer it made is at the top of this page.</p>'
-        if blocks or pointer:
-            parts += [f"<h2>{_e(step['node'])} · step {_e(step.get('step'))}</h2>", pointer]
-            parts.append(blocks_html(blocks) if blocks else "")
+            kept = [b for b in blocks if not isinstance(b, Answer)]
+            shown = '<p class="meta">The answer it made is at the top of this page.</p>'
+            shown += blocks_html(kept) if kept else ""
+        if shown:
+            parts += [f"<h2>{_e(step['node'])} · step {_e(step.get('step'))}</h2>", shown]
     parts += ["<h2>Costs</h2>", _costs(steps), "</body></html>"]
     return "\n".join(parts) + "\n"
 
