@@ -360,8 +360,13 @@ def test_the_page_answers_and_steps_through_the_trace(make_context, settings, tm
                 ".turn.running .progress li", "items => items.map(li => li.dataset.node)"
             )
             assert shown == ANSWERING_NODES[:4]
+            # The next node's "start" is its own event, a moment after organize's "node": wait
+            # for it (the gate holds the ensemble, so the status can only go on to it).
+            page.wait_for_function(
+                "() => document.querySelector('.turn.running .status')"
+                ".textContent.startsWith('ensemble answering')"
+            )
             before = page.inner_text(".turn.running .status")
-            assert before.startswith("ensemble answering")
             page.wait_for_timeout(1200)  # the step still runs: its clock must too
             after = page.inner_text(".turn.running .status")
             assert after.startswith("ensemble answering") and after != before
