@@ -39,6 +39,8 @@ class Decoding:
     """An xgrammar CompiledGrammar the reply must follow, or None for free text."""
     jump_forward: bool = True
     """Read a grammar's forced run of tokens in one pass (False: a token a pass, as `generate`)."""
+    stop: tuple[str, ...] = ()
+    """Texts that end the reply once it holds one (OpenAI's `stop`; the caller cuts the text)."""
 
 
 def decode(
@@ -46,8 +48,9 @@ def decode(
 ) -> tuple[list[int], str]:
     """Generate after the prompt `ids`: the new tokens (the stop token left out), and why.
 
-    Why they end: "stop" (the model or the grammar ended the reply) or "length" (the reply
-    reached max_new_tokens).
+    Why they end: "stop" (the model or the grammar ended the reply, or its text now holds one of
+    `how.stop`: the tokens end on the one that completed it) or "length" (the reply reached
+    max_new_tokens).
 
     `cache` already holds the keys and values of the first `read` prompt tokens (a PromptCache's
     shared prefix); on return it holds at least the whole prompt's.
@@ -77,6 +80,8 @@ def decode(
                     break
                 produced.append(token)
                 matcher.accept_token(token)
+                if _holds_stop(tokenizer, produced, how.stop):
+                    return produced, "stop"
                 if len(produced) == how.max_new_tokens:
                     return produced, _ending(matcher, bitmask, stops)
             if row < len(draft):  # the model chose otherwise: forget what it read after
@@ -86,11 +91,21 @@ def decode(
             produced.append(token)
             if matcher is not None:
                 matcher.accept_token(token)
-            if _complete(matcher, bitmask, stops):
+            if _complete(matcher, bitmask, stops) or _holds_stop(tokenizer, produced, how.stop):
                 return produced, "stop"
             if len(produced) == how.max_new_tokens:
                 return produced, "length"
             pending = [token]
+
+
+def _holds_stop(tokenizer: Any, produced: list[int], texts: tuple[str, ...]) -> bool:
+    """Whether the reply's end holds one of `texts` (checked after each token: the last made it)."""
+    if not texts:
+        return False
+    # A token holds at least one character (byte tokens aside: a few more cover those), so the
+    # last tokens as many as the longest text's characters hold any text the last one completed.
+    tail = tokenizer.decode(produced[-(max(map(len, texts)) + 4) :], skip_special_tokens=True)
+    return any(text in tail for text in texts)
 
 
 def _ending(matcher: Any, bitmask: Any, stops: set[int]) -> str:

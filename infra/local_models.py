@@ -135,6 +135,7 @@ class LocalChatModel(ChatHuggingFace):
             max_new_tokens=kwargs.pop("max_tokens", None) or defaults["max_new_tokens"],
             temperature=temperature,
             grammar=self._grammar(schema_json) if schema_json else None,
+            stop=tuple(text for text in stop or () if text),
         )
         prompt = self._to_chat_prompt(_merge_system(messages))
         # The chat template's text already holds the special tokens the model expects.
@@ -145,8 +146,9 @@ class LocalChatModel(ChatHuggingFace):
                 self.llm.pipeline.model, self.tokenizer, ids, cache, reused, how
             )
             self._prompts.keep(ids, cache)
+        text = self.tokenizer.decode(produced, skip_special_tokens=True)
         message = AIMessage(
-            content=self.tokenizer.decode(produced, skip_special_tokens=True),
+            content=_before_stop(text, how.stop),
             response_metadata={"finish_reason": ending},  # as OpenAI's: "stop" or "length"
         )
         message.usage_metadata = {
@@ -185,6 +187,12 @@ class LocalChatModel(ChatHuggingFace):
         # ChatHuggingFace refuses async over a local pipeline; a worker thread keeps the
         # event loop free while the lock serialises the 2 cores' worth of torch work.
         return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
+
+
+def _before_stop(text: str, stop: tuple[str, ...]) -> str:
+    """The text before the first stop text in it, as OpenAI's `stop` returns it (stop left out)."""
+    ends = [text.find(s) for s in stop if s in text]
+    return text[: min(ends)] if ends else text
 
 
 def _merge_system(messages: list[BaseMessage]) -> list[BaseMessage]:

@@ -462,3 +462,21 @@ def test_compiled_grammars_are_kept_within_their_bound(pool, monkeypatch):
     unbounded = kept(-1)
     assert unbounded > 2 * bound, unbounded  # the negative control: unbounded, all four kept
     local._compiler = None  # later tests get the module's own bound
+
+
+@pytest.mark.slow
+def test_a_stop_text_ends_the_reply_before_it_as_an_openai_server_does(pool):
+    local = pool.first("synthesis").llm
+    whole = local.invoke(MESSAGES, max_tokens=40, temperature=0.0)
+    words = whole.content.split()
+    assert len(words) >= 6, whole.content
+    stop = f" {words[4]}"  # a text the greedy reply holds, some way in
+    cut = whole.content.index(stop)
+    stopped = local.invoke(MESSAGES, max_tokens=40, temperature=0.0, stop=[stop, "\x00never"])
+    assert stopped.content == whole.content[:cut]
+    assert stopped.response_metadata["finish_reason"] == "stop"
+    assert stopped.usage_metadata["output_tokens"] < whole.usage_metadata["output_tokens"]
+    # The negative control: a stop text the reply never holds changes nothing.
+    unstopped = local.invoke(MESSAGES, max_tokens=40, temperature=0.0, stop=["\x00never"])
+    assert unstopped.content == whole.content
+    assert unstopped.response_metadata == whole.response_metadata
