@@ -275,6 +275,13 @@ def test_no_plan_injects_nothing():
     assert endpoint.fault_counts() == dict.fromkeys(FAULT_KINDS, 0)
 
 
+class Simulated(BaseModel):
+    """A schema the simulator answers with its minimal instance (strings "simulated")."""
+
+    answer: str = Field(max_length=40)
+    confidence: float = Field(ge=0, le=1)
+
+
 # langchain-openai (1.7.3 and 1.7.4) dumps the openai SDK's streamed chunk whose `parsed` is
 # typed None but holds the pydantic answer (langchain-ai/langchain#35538, fixed only where it
 # does not stream). quorum passes its schemas as dicts, which streams without it.
@@ -282,19 +289,15 @@ def test_no_plan_injects_nothing():
 async def test_streamed_chat_arrives_in_chunks_and_parses():
     from langchain_openai import ChatOpenAI
 
-    class Answer(BaseModel):
-        answer: str = Field(max_length=40)
-        confidence: float = Field(ge=0, le=1)
-
     with SimulatedEndpoint(0.0) as endpoint:
         llm = ChatOpenAI(model="m", base_url=endpoint.base_url, api_key="x", streaming=True)
         chunks = [c async for c in llm.astream("hi")]
         assert len(chunks) > 2 and "".join(c.content for c in chunks) == "simulated"
-        bound = llm.with_structured_output(Answer, method="json_schema")
+        bound = llm.with_structured_output(Simulated, method="json_schema")
         parsed = [p async for p in bound.astream("hi")]
-        assert parsed[-1] == Answer(answer="simulated", confidence=0.9)
-        tools = llm.with_structured_output(Answer, method="function_calling")
-        assert await tools.ainvoke("hi") == Answer(answer="simulated", confidence=0.9)
+        assert parsed[-1] == Simulated(answer="simulated", confidence=0.9)
+        tools = llm.with_structured_output(Simulated, method="function_calling")
+        assert await tools.ainvoke("hi") == Simulated(answer="simulated", confidence=0.9)
 
 
 async def test_quorums_streamed_structured_call_raises_no_serializer_warning():
@@ -302,14 +305,10 @@ async def test_quorums_streamed_structured_call_raises_no_serializer_warning():
 
     from infra.models.providers import _ask_structured
 
-    class Answer(BaseModel):
-        answer: str = Field(max_length=40)
-        confidence: float = Field(ge=0, le=1)
-
     with SimulatedEndpoint(0.0) as endpoint:
         llm = ChatOpenAI(model="m", base_url=endpoint.base_url, api_key="x", streaming=True)
         shown = []
-        for schema in (Answer.model_json_schema(), Answer):  # quorum's dict; the control
+        for schema in (Simulated.model_json_schema(), Simulated):  # quorum's dict; the control
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 reply = await _ask_structured(llm, schema, [HumanMessage("hi")], {}, "json_schema")
