@@ -213,7 +213,12 @@ def torch_dtype(name: str, device: str = "cpu") -> Any:
     if name != "auto":
         return getattr(torch, name)
     if device == "cpu":
-        native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+        # torch has no public check for native bfloat16 on a CPU; its private ones may go, and
+        # then float32 (slower, never wrong) is what a CPU gets.
+        native = any(
+            getattr(torch.cpu, check, lambda: False)()
+            for check in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+        )
         return torch.bfloat16 if native else torch.float32
     return torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float16
 

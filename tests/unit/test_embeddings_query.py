@@ -99,3 +99,19 @@ def test_local_chat_weights_take_a_half_type_on_an_accelerator(monkeypatch):
     assert torch_dtype("auto", "mps") == torch.float16
     assert torch_dtype("auto", "cpu") in (torch.bfloat16, torch.float32)  # as the CPU computes
     assert torch_dtype("float32", "cuda") == torch.float32  # a setting wins
+
+
+def test_a_cpu_gets_bfloat16_where_it_computes_it_and_float32_where_torch_cannot_say(monkeypatch):
+    import torch
+
+    from infra.local_models import torch_dtype
+
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
+    assert torch_dtype("auto", "cpu") == torch.bfloat16
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    assert torch_dtype("auto", "cpu") == torch.float32
+    # A torch without the private checks loads in float32 rather than failing.
+    monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
+    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")
+    assert torch_dtype("auto", "cpu") == torch.float32
