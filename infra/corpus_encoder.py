@@ -195,7 +195,7 @@ class _ThreadTokenizer:
         from tokenizers import Tokenizer
 
         processor = self._model[0].processor
-        rust = Tokenizer.from_str(processor._tokenizer.to_str())
+        rust = Tokenizer.from_str(processor.backend_tokenizer.to_str())
         rust.enable_truncation(max_length=int(self._model.max_seq_length))
         rust.enable_padding(
             pad_id=processor.pad_token_id,

@@ -62,7 +62,7 @@ def test_every_thread_tokenizes_with_its_own_tokenizer(model):
         t.start()
     for t in threads:
         t.join()
-    assert len({id(t) for t in seen}) == 3 and model[0].processor._tokenizer not in seen
+    assert len({id(t) for t in seen}) == 3 and model[0].processor.backend_tokenizer not in seen
 
 
 def test_batch_size_and_workers_follow_the_device_unless_set():
