@@ -18,6 +18,7 @@ from typing import Any
 
 from graphs.runtime import graph_nodes
 from infra.bioasq.types import PHASES
+from infra.text import clip
 from nodes.answer_view import answer_view
 from nodes.describing import DESCRIPTIONS, MARKS
 from nodes.state import Call, QAState
@@ -156,7 +157,7 @@ def step_lines(node: str, update: QAState, *, width: int, skip: tuple[str, ...] 
         if key in shown or key in skip:
             continue
         text = json.dumps(value, ensure_ascii=False, default=str)
-        lines.append(f"{key}: {text if len(text) <= width else text[:width] + '…'}")
+        lines.append(f"{key}: {clip(text, width)}")
     return lines
 
 
@@ -187,10 +188,7 @@ CELL_CHARS = 60
 
 
 def _aligned(table: Table) -> list[str]:
-    rows = [
-        tuple(v if len(v) <= CELL_CHARS else v[: CELL_CHARS - 1] + "…" for v in row)
-        for row in (table.header, *table.rows)
-    ]
+    rows = [tuple(clip(v, CELL_CHARS) for v in row) for row in (table.header, *table.rows)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(table.header))]
     last = len(widths) - 1
     return [

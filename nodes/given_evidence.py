@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 
 from infra.bioasq import detect_type
 from infra.bioasq.formats import pmid_of
+from infra.text import clip
 from nodes.context import Context
 from nodes.describing import NodeDescription, describes, plural
 from nodes.generate_query import limits
@@ -66,15 +67,11 @@ def given_evidence_trace(update: dict[str, Any]) -> list[Block]:
     if not contexts:
         return [Facts("no usable snippets were given: nothing to answer from")]
     rows = tuple(
-        (str(i), c["pmid"], f"{len(c['abstract']):,}", _start(c["abstract"]))
+        (str(i), c["pmid"], f"{len(c['abstract']):,}", clip(c["abstract"], SHOWN))
         for i, c in enumerate(contexts, 1)
     )
     title = f"{plural(len(contexts), 'context')} from the given snippets, in the order given"
     return [Table(title, ("rank", "PMID", "characters", "snippets"), rows, frozenset({0, 2}))]
-
-
-def _start(text: str) -> str:
-    return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
 
 
 describes(

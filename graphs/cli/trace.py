@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from graphs.cli.common import CliError, err, out, settings_for, write_json
+from infra.text import clip
 
 if TYPE_CHECKING:
     from graphs.traces.read import Step
@@ -27,8 +28,7 @@ def _steps(settings: Any, thread_id: str) -> list[Step]:
 
 
 def _clip(text: str | None, width: int) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return clip(" ".join((text or "").split()), width)
 
 
 @trace_app.command("list")

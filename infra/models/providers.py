@@ -31,6 +31,7 @@ from infra.negotiation import (
 )
 from infra.settings import ModelSpec, Settings, SettingsError, secret_from_env
 from infra.structured import UnparsedReply, json_instruction
+from infra.text import clip
 
 
 class ChatModel(Protocol):
@@ -320,8 +321,7 @@ async def _ask_structured(
 
 def whole_line(exc: BaseException, limit: int = 2000) -> str:
     """Return an error's whole message on one line (the server's own words reach the trace)."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(" ".join(str(exc).split()) or type(exc).__name__, limit)
 
 
 def first_line(exc: BaseException | str) -> str:

@@ -23,6 +23,7 @@ from tenacity import (
 )
 
 from infra.pubmed.xml import iter_pubmed_articles
+from infra.text import clip
 
 logger = logging.getLogger(__name__)
 
@@ -272,5 +273,4 @@ class PubMedClient:
         # NCBI echoes the API key in some error bodies ({"error": ..., "api-key": ...}).
         if self._api_key:
             text = text.replace(self._api_key, _REDACTED)
-        text = " ".join(text.split())
-        return text if len(text) <= limit else text[: limit - 1] + "…"
+        return clip(" ".join(text.split()), limit)

@@ -32,6 +32,7 @@ from infra.search.elastic_schema import (
 from infra.search.elastic_vectors import HIT_FIELDS, IDS_ONLY, PAGE, VectorSearch, hit_scores
 from infra.search.query import COMBINED, QueryError, parse_query
 from infra.settings import INDEX_NAME, INDEX_NAME_RULE
+from infra.text import clip
 
 MAX_HITS = 100_000  # search() pages at most MAX_HITS / PAGE times
 MAX_ERRORS_SHOWN = 5
@@ -395,4 +396,4 @@ def _short(text: str, limit: int = 300) -> str:
     text = re.sub(r"\[[^\]]*/[^\]]*\]\s*", "", text)
     text = re.sub(r"\b(?:[a-z_]\w*\.)+[A-Z]\w*(?:Exception|Error):\s*", "", text)
     text = "; ".join(dict.fromkeys(part.strip() for part in text.split(";") if part.strip()))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(text, limit)
