@@ -75,7 +75,7 @@ def decode(
                 if matcher is not None:
                     matcher.fill_next_token_bitmask(bitmask)
                     _mask(logits[row : row + 1], bitmask)
-                token = choose(ids + produced, logits[row : row + 1])
+                token = choose(ids, produced, logits[row : row + 1])
                 if token != guess:
                     break
                 produced.append(token)
@@ -169,7 +169,7 @@ def _stop_ids(model: Any, grammar: Any) -> set[int]:
 
 
 def _chooser(model: Any, temperature: float) -> Any:
-    """Return `choose(ids_so_far, logits) -> token`: greedy at 0, else sampled as `generate`."""
+    """Return `choose(prompt, produced, logits) -> token`: greedy at 0, else sampled."""
     import torch
     from transformers import (
         LogitsProcessorList,
@@ -192,9 +192,9 @@ def _chooser(model: Any, temperature: float) -> Any:
         if config.min_p is not None:
             steps.append(MinPLogitsWarper(config.min_p))
 
-    def choose(seen: list[int], logits: Any) -> int:
-        if steps:
-            logits = steps(torch.tensor([seen], device=logits.device), logits)
+    def choose(prompt: list[int], produced: list[int], logits: Any) -> int:
+        if steps:  # only these read the tokens so far (the repetition penalty)
+            logits = steps(torch.tensor([prompt + produced], device=logits.device), logits)
         if temperature <= 0:
             return int(torch.argmax(logits, dim=-1)[0])
         return int(torch.multinomial(torch.softmax(logits, dim=-1), num_samples=1)[0, 0])
