@@ -199,17 +199,26 @@ def _why_unanswered(
     return None
 
 
+READY = "answer ready"
+
+
+def _finalize_done(update: dict[str, Any]) -> str:
+    result = update.get("result") or {}
+    if model_failed(result):
+        return "no model gave a usable answer"
+    if result.get("insufficient"):
+        return "no answer: the evidence found does not carry one"
+    return READY
+
+
 describes(
     "finalize",
     NodeDescription(
         "finalizing",
-        done=lambda update: (
-            "no model gave a usable answer"
-            if model_failed(update.get("result") or {})
-            else "answer ready"
-        ),
-        # A run no model answered is a failure (ask exits 1): never marked ✓ "answer ready".
-        outcome=lambda update: "failed" if model_failed(update.get("result") or {}) else "done",
+        done=_finalize_done,
+        # A run no model answered (ask exits 1), or whose evidence carries no answer, is never
+        # marked ✓ "answer ready": quorum says it cannot answer.
+        outcome=lambda update: "failed" if _finalize_done(update) != READY else "done",
         summary=lambda update: (
             [f"{len(result.get('documents') or [])} documents"]
             if (result := update.get("result"))

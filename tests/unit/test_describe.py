@@ -45,9 +45,8 @@ def test_done_lines_count_in_the_right_number():
     assert done_line("organize", {"organized": [{}] * 4, "groups": [{}] * 1}) == (
         "organized 4 contexts into 1 group"
     )
-    assert done_line("ensemble", {"votes": {"members": 1, "agreement": 1.0}}) == (
-        "ensemble: 1 answer, agreement 1.00"
-    )
+    one = {"members": [{"error": None, "answer": ["yes"]}], "votes": {"members": 1, "agreement": 1}}
+    assert done_line("ensemble", one) == ("ensemble: 1 answer, agreement 1.00")
     assert done_line("fallback_search", {"fallbacks": [{"added": 3}]}) == (
         "searched PubMed: 3 documents added"
     )
@@ -167,3 +166,26 @@ def test_a_run_no_model_answered_does_not_end_with_answer_ready():
     answered = {"result": {"failed": False, "insufficient": False}}
     assert progress_line("finalize", failed) == "✗ no model gave a usable answer"
     assert progress_line("finalize", answered) == "✓ answer ready"
+
+
+def test_a_run_whose_evidence_carries_no_answer_does_not_end_with_answer_ready():
+    from graphs.describe import progress_line
+
+    thin = {"result": {"failed": False, "insufficient": True, "insufficient_reason": "refused"}}
+    assert progress_line("finalize", thin) == "✗ no answer: the evidence found does not carry one"
+
+
+def test_an_ensemble_no_member_answered_is_a_failed_step_not_zero_answers():
+    from graphs.describe import progress_line
+
+    member = {"error": None, "answer": ["yes"]}
+    failed = {"error": "unparseable output", "answer": []}
+    votes = {"members": 2, "agreement": 1.0}
+    answered = {"members": [member, member, failed], "votes": votes}
+    nobody = {"members": [failed, failed], "votes": {"members": 0, "agreement": 0.0}}
+    empty = {"members": [], "decision": {"why": "no contexts to answer from", "answers": []}}
+    assert progress_line("ensemble", answered) == "✓ ensemble: 2 answers, agreement 1.00"
+    assert progress_line("ensemble", nobody) == "✗ ensemble: none of 2 members gave an answer"
+    assert progress_line("ensemble", empty) == "– ensemble: no contexts to answer from"
+    groups = {"members": [], "decision": {"source": "organize", "answers": [{"answer": "yes"}]}}
+    assert progress_line("ensemble", groups) == "✓ ensemble: the group answers decide"
