@@ -35,10 +35,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Serve a local web page: chat with the corpus and step through each turn's nodes.",
     ),
     "trace": ("graphs.cli.trace", "trace_app", "Read runs back from their checkpoints."),
-    # eval_methods adds `eval methods` and `eval likelihoods` to graphs.cli.eval's group
-    "eval": ("graphs.cli.eval_methods", "eval_app", "Measure quorum on golden data."),
-    # bench_search adds `bench retrieval`, `scale` and `dense` to graphs.cli.bench's group
-    "bench": ("graphs.cli.bench_search", "bench_app", "Speed and memory benchmarks."),
+    "eval": ("graphs.cli.eval", "eval_app", "Measure quorum on golden data."),
+    "bench": ("lab.cli.bench", "bench_app", "Speed and memory benchmarks."),
     "bioasq": ("graphs.cli.bioasq", "bioasq_app", "BioASQ Task B: run, validate, evaluate."),
     "pubmed": (
         "graphs.cli.pubmed",
@@ -55,6 +53,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 A command's module is imported only when the command runs (or its own --help is asked): the
 top-level help needs none of them, and one command never pays for another's libraries."""
+
+JOINING: dict[str, tuple[str, ...]] = {
+    "eval": ("lab.cli.eval_methods",),
+    "bench": ("lab.cli.bench_search",),
+}
+"""The modules whose commands join a group, imported after the group's own when it loads.
+
+The lab's commands are registered here by module name, never imported by the product: lab/cli
+adds `eval organize`, `ensemble`, `methods` and `likelihoods` to the product's `eval`, and the
+search engines' benches (`bench retrieval`, `scale`, `dense`) to its own `bench`."""
 
 
 def _untyped(params: list[Any]) -> list[Any]:
@@ -107,6 +115,8 @@ def load_command(name: str) -> TyperCommand | TyperGroup:
     """Import the command's module and return the command (a group for trace, eval, …)."""
     module, attribute, _ = COMMANDS[name]
     found = getattr(importlib.import_module(module), attribute)
+    for joining in JOINING.get(name, ()):
+        importlib.import_module(joining)  # its commands register on `found` as they are defined
     if not isinstance(found, typer.Typer):
         single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
         single.command(name=name)(found)

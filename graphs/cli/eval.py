@@ -1,4 +1,8 @@
-"""`quorum eval …`: quorum measured on golden data (retrieval, organize, ensemble, support)."""
+"""`quorum eval …`: quorum measured on a user's own golden data (retrieval, snippets, support).
+
+The lab adds the methods' trials to this group (`eval organize`, `ensemble`, `methods`,
+`likelihoods`: lab/cli/eval_methods.py) when graphs/cli loads it.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +21,6 @@ from graphs.cli.common import (
     settings_for,
     write_json,
 )
-from infra.settings import EnsembleSettings, OrganizeSettings, choices
-
-ORGANIZE_STRATEGIES = choices(OrganizeSettings, "strategy")
-ENSEMBLE_STRATEGIES = choices(EnsembleSettings, "strategy")
 
 eval_app = typer.Typer(no_args_is_help=True, help="Measure quorum on golden data.")
 
@@ -252,104 +252,3 @@ def _grid(
     if not values:
         raise CliError(f"{flag}: give at least one value")
     return list(dict.fromkeys(values))
-
-
-@eval_app.command("organize")
-def eval_organize(
-    dataset: Annotated[
-        Path,
-        typer.Option(
-            "--dataset",
-            help="ConflictQA .jsonl (rebuilt into 4-passage cases) or BioASQ golden .json.",
-        ),
-    ],
-    strategy: Annotated[
-        str,
-        typer.Option(
-            "--strategy",
-            help=f"{', '.join(ORGANIZE_STRATEGIES[:-1])} or {ORGANIZE_STRATEGIES[-1]}.",
-        ),
-    ] = "corg",
-    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
-    min_snippets: Annotated[
-        int, typer.Option(min=0, help="BioASQ: only questions with at least N gold snippets.")
-    ] = 0,
-    match_corg: Annotated[
-        bool,
-        typer.Option(help="random/kmeans: use the group count CORG finds for each question."),
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
-) -> None:
-    """D-F1, recalls, split and collapse of planted conflicts, and relation calls of a strategy."""
-    from graphs.lab.eval.organize import evaluate_organize, load_cases
-    from graphs.runtime import build_context
-
-    if strategy not in ORGANIZE_STRATEGIES:
-        raise CliError(
-            f"unknown --strategy {strategy!r}; choose one of {', '.join(ORGANIZE_STRATEGIES)}"
-        )
-    if not dataset.is_file():
-        raise CliError(f"{dataset}: no such file")
-    cases = [c for c in load_cases(dataset) if c.snippets >= min_snippets][:limit]
-    settings = settings_for(organize={"strategy": strategy})
-    report = asyncio.run(evaluate_organize(build_context(settings), cases, match_corg=match_corg))
-    if as_json:
-        write_json(report)
-        return
-    print_report(report, 22)
-
-
-@eval_app.command("ensemble")
-def eval_ensemble(
-    dataset: Annotated[
-        Path,
-        typer.Option(
-            "--dataset", help="NaturalQuestions-open .jsonl(.gz) or BioASQ golden .json (yes/no)."
-        ),
-    ],
-    strategies: Annotated[
-        str,
-        typer.Option(
-            "--strategies",
-            help=f"Comma-separated: {', '.join(ENSEMBLE_STRATEGIES)} "
-            "(permute_vote always runs, as the reference).",
-        ),
-    ] = "single,permute_vote,cobag,ccv,moi",
-    models: Annotated[
-        int | None,
-        typer.Option(
-            "--models",
-            min=1,
-            help="Ensemble models: the configured list repeated or cut to N (one model "
-            "configured: N copies of it, each answering every view).",
-        ),
-    ] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
-    distractors: Annotated[
-        int, typer.Option(min=0, help="NaturalQuestions: BM25 distractors per gold passage.")
-    ] = 9,
-    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
-) -> None:
-    """Ensemble strategies on the same contexts: accuracy, cost, agreement, McNemar test."""
-    from graphs.lab.eval.ensemble import evaluate_ensemble, load_cases, table, with_models
-    from graphs.runtime import build_context
-
-    chosen = [s.strip() for s in strategies.split(",") if s.strip()]
-    if bad := [s for s in chosen if s not in ENSEMBLE_STRATEGIES]:
-        raise CliError(f"unknown strategy {bad[0]!r}; choose from {', '.join(ENSEMBLE_STRATEGIES)}")
-    if not dataset.is_file():
-        raise CliError(f"{dataset}: no such file")
-    settings = settings_for()
-    cases = load_cases(dataset, distractors=distractors, limit=limit, seed=settings.ensemble.seed)
-    if not cases:
-        raise CliError(f"{dataset}: no usable questions")
-    if models is not None:
-        settings = with_models(settings, models)
-    report = asyncio.run(
-        evaluate_ensemble(build_context(settings), cases, chosen, dataset=dataset.name)
-    )
-    if as_json:
-        write_json(report)
-        return
-    for line in table(report):
-        out.print(line, markup=False)

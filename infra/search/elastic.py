@@ -110,7 +110,7 @@ class ElasticIndex(VectorSearch, BulkLoading):
             reason = found.group(0).strip() if found else type(exc).__name__
             raise Unavailable(
                 f"Elasticsearch at {self.url} cannot be reached ({reason}); start a node with "
-                "`python -m infra.lab.elasticsearch_server start`, or point "
+                "`python -m lab.elasticsearch_server start`, or point "
                 "search.elasticsearch_url "
                 "(QUORUM_SEARCH__ELASTICSEARCH_URL) at a running one"
             ) from None

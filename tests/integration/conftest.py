@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from elasticsearch import Elasticsearch
 
-from infra.lab.elasticsearch_server import ensure_running
+from lab.elasticsearch_server import ensure_running
 
 # Fixtures are found by name: importing them here is what makes them available to these tests.
 from tests.support.fixtures import embedder, index, make_context  # noqa: F401

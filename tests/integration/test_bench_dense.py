@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs.lab.bench.dense import bench_dense
+from lab.bench.dense import bench_dense
 
 DIMS = 64  # bbq's smallest
 

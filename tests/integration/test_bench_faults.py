@@ -11,12 +11,12 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-from graphs.lab.bench import faults
-from graphs.lab.bench.fault_evidence import absorbed_llm
-from graphs.lab.bench.faults import bench_faults, build_testset
-from infra.lab.simulate.server import FAULT_KINDS, FaultPlan, SimulatedEndpoint, request_key
 from infra.models import ModelPool
 from infra.settings import ModelSpec, load_settings
+from lab.bench import faults
+from lab.bench.fault_evidence import absorbed_llm
+from lab.bench.faults import bench_faults, build_testset
+from lab.simulate.server import FAULT_KINDS, FaultPlan, SimulatedEndpoint, request_key
 from nodes.organize.strategies.dedupe import duplicates_schema
 from tests.support.data import GOLDEN
 

@@ -6,7 +6,7 @@ No figure is asserted: a target met or missed on a shared machine says nothing a
 import json
 import sys
 
-from graphs.lab.bench.first_hour import CASES, TARGETS_S, bench_first_hour
+from lab.bench.first_hour import CASES, TARGETS_S, bench_first_hour
 from tests.support.cli import quorum_env, run_quorum
 
 CASE_KEYS = {"name", "command", "seconds", "cpu_s", "target_s", "passed", "why"}

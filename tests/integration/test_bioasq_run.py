@@ -16,8 +16,8 @@ from graphs.bioasq.run import _answer, run_batch
 from graphs.runtime import Outcome
 from infra.bioasq.formats import Question
 from infra.bioasq.validate import validate_submission
-from infra.lab.simulate.server import SimulatedEndpoint
 from infra.settings import BioasqSettings
+from lab.simulate.server import SimulatedEndpoint
 from tests.support.cli import simulated_env
 from tests.support.fakes import pmids_in, script
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 from langgraph.runtime import Runtime
 
-from graphs.lab.eval.organize import Case, evaluate_organize, load_cases
-from infra.lab.simulate.reader import ReaderSettings
-from infra.lab.simulate.server import SimulatedEndpoint
 from infra.settings import load_settings
+from lab.simulate.reader import ReaderSettings
+from lab.simulate.server import SimulatedEndpoint
+from lab.trials.organize import Case, evaluate_organize, load_cases
 from nodes.organize import organize
 from tests.support.data import CONFLICTQA
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra.lab.elasticsearch_server import ServerError, ensure_running, main, status
 from infra.search.analysis import VERSION
 from infra.search.base import SearchResult
 from infra.search.elastic import PAGE, ElasticIndex
 from infra.search.embedded import EmbeddedIndex
 from infra.search.query import QueryError
+from lab.elasticsearch_server import ServerError, ensure_running, main, status
 from tests.support.servers import PORT, WORK
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,11 +11,11 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
-from graphs.lab.bench.batch import bench_batch
-from graphs.lab.bench.pipeline import bench_pipeline, chain_length
-from infra.lab.simulate.server import SimulatedEndpoint
 from infra.models import ModelPool, endpoint_limit
 from infra.settings import ModelSpec
+from lab.bench.batch import bench_batch
+from lab.bench.pipeline import bench_pipeline, chain_length
+from lab.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 from nodes.ensemble import StrategyUnavailable, ensemble
 

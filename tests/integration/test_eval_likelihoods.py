@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from graphs.lab.eval.likelihood_fits import MODELS
+from lab.trials.likelihood_fits import MODELS
 from tests.support.cli import quorum_env, run_quorum
 
 NQ = Path(__file__).resolve().parents[1] / "fixtures" / "eval_methods" / "nq_open_sample.jsonl.gz"

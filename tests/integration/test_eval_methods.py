@@ -1,6 +1,6 @@
 """`quorum eval methods` against the planted reader: the report, the controls, the wiring.
 
-The planted reader (infra/lab/simulate) answers by plants quorum wrote, so nothing here claims a
+The planted reader (lab/simulate) answers by plants quorum wrote, so nothing here claims a
 method helps: a gain under it is the simulator's assumptions read back. What it can show, and
 these tests check, is that each method is wired (its decision reaches the answer, at the K and
 m its settings name), that its controls run at the method's own K and m with only one knob
@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from scipy.stats import binomtest
 
-from graphs.lab.eval.controls import CCV_MEMBERS, CORG_BASELINES, MOI_PERMUTATIONS
-from graphs.lab.eval.datasets import DISTRACTORS, GOLD_WITHIN, HARD, load_cases, normalize
-from graphs.lab.eval.methods import run_methods, table
-from infra.lab.simulate.planted import Plants
-from infra.lab.simulate.reader import ReaderSettings
+from lab.simulate.planted import Plants
+from lab.simulate.reader import ReaderSettings
+from lab.trials.controls import CCV_MEMBERS, CORG_BASELINES, MOI_PERMUTATIONS
+from lab.trials.datasets import DISTRACTORS, GOLD_WITHIN, HARD, load_cases, normalize
+from lab.trials.methods import run_methods, table
 from tests.support.cli import quorum_env, run_quorum
 from tests.support.fakes import HashEmbedder
 

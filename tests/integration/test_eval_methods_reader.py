@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab.simulate.reader import ReaderSettings
 from infra.settings import ModelSpec
+from lab.simulate.reader import ReaderSettings
 from tests.support.cli import quorum_env, run_quorum
 
 NQ = Path(__file__).resolve().parents[1] / "fixtures" / "eval_methods" / "nq_open_sample.jsonl.gz"

@@ -8,7 +8,7 @@ import threading
 import time
 
 from graphs.bioasq.journal import journal_path
-from infra.lab.simulate.server import SimulatedEndpoint
+from lab.simulate.server import SimulatedEndpoint
 from tests.integration.test_bioasq_run import write_testset
 from tests.support.cli import QUORUM, run_quorum, simulated_env
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from infra.lab.simulate.server import SimulatedEndpoint
+from lab.simulate.server import SimulatedEndpoint
 from tests.support.cli import simulated_env
 
 ROOT = Path(__file__).resolve().parents[2]

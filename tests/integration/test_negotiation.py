@@ -6,9 +6,9 @@ import time
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field
 
-from infra.lab.simulate.server import SimulatedEndpoint
 from infra.models import ModelPool
 from infra.settings import ModelSpec, load_settings
+from lab.simulate.server import SimulatedEndpoint
 from tests.support.cli import run_quorum, simulated_env
 
 QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"

@@ -9,9 +9,9 @@ import pytest
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from infra.lab.simulate.server import SimulatedEndpoint
 from infra.models import ChatModel
 from infra.settings import ModelSpec
+from lab.simulate.server import SimulatedEndpoint
 from prompts import HERE, TEMPLATE_KEY, render, template_of, variables
 
 TEMPLATES = sorted(path.stem for path in HERE.glob("*.md"))

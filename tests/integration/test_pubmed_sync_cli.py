@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.lab.simulate.server import SimulatedEndpoint
 from infra.search.embedded import EmbeddedIndex
+from lab.simulate.server import SimulatedEndpoint
 from tests.support.cli import QUORUM, quorum_env, run_quorum, simulated_env
 from tests.support.pubmed_xml import article as xml_article
 from tests.support.pubmed_xml import pubmed_set

@@ -15,10 +15,10 @@ from graphs.qa import build_graph
 from graphs.runtime import run_question
 from graphs.traces.read import ThreadSummary, list_threads, node_updates
 from infra.checkpoints import async_saver, saver
-from infra.lab.simulate.server import SimulatedEndpoint
 from infra.models import ModelPool
 from infra.pubmed import PubMedClient
 from infra.settings import ModelSpec
+from lab.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 from nodes.ensemble import ensemble
 from nodes.state import Member, QAState, Votes

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra.lab.simulate.server import SimulatedEndpoint
+from lab.simulate.server import SimulatedEndpoint
 from tests.support.cli import simulated_env
 
 QUORUM = str(Path(sys.executable).parent / "quorum")

@@ -77,7 +77,7 @@ def test_eval_support_prints_one_json_object_by_type(quorum_home):
 def test_eval_support_with_a_verifier_reports_it_beside_the_model_free_check(quorum_home):
     # The simulated reader as the verifier (a wiring harness: it shows the verifier is asked
     # and counted, never how good a verifier is).
-    from infra.lab.simulate.server import SimulatedEndpoint
+    from lab.simulate.server import SimulatedEndpoint
     from tests.support.cli import simulated_env
 
     excerpt = "tests/fixtures/shared_excerpts/bioasq/11B1_excerpt.json"

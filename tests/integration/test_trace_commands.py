@@ -12,9 +12,9 @@ from graphs.cli.trace import trace_app
 from graphs.runtime import run_question
 from graphs.traces.export import export_html
 from graphs.traces.read import list_threads, node_updates, thread_question
-from infra.lab.simulate.server import SimulatedEndpoint
 from infra.models import ModelPool
 from infra.settings import load_settings
+from lab.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 from tests.support.cli import quorum, quorum_env, run_quorums
 from tests.support.fakes import ScriptedChatModel, pmids_in, script

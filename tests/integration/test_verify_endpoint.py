@@ -2,9 +2,9 @@
 
 import pytest
 
-from infra.lab.simulate.server import FaultPlan, SimulatedEndpoint
 from infra.models import ModelPool
 from infra.settings import ModelSpec, load_settings
+from lab.simulate.server import FaultPlan, SimulatedEndpoint
 from nodes.synthesize.verify import verifier_enabled, verify_answer
 
 QUESTION = "Is losartan effective against brain atrophy in Alzheimer's disease?"

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from infra.lab.simulate.verify import verify_reply
+from lab.simulate.verify import verify_reply
 from prompts import template_of
 
 
@@ -94,7 +94,7 @@ def script(**replies: Any) -> ScriptedChatModel:
     """Build a scripted model: each node's reply is a dict (sent as JSON), a string, or a callable.
 
     A `verify` call with no reply scripted is answered by the simulator's word rule
-    (infra/lab/simulate/verify.py).
+    (lab/simulate/verify.py).
     """
 
     def respond(messages: list[BaseMessage], kwargs: dict[str, Any]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.lab.simulate.reader import ReaderSettings
+from lab.simulate.reader import ReaderSettings
 
 EXACT_READER: dict[str, Any] = {
     "curve": "u",
@@ -20,7 +20,7 @@ EXACT_READER: dict[str, Any] = {
     "logprob_noise": 0.0,
 }
 """Every reader field a strategy check relies on, pinned: the calibrated defaults
-(infra/lab/simulate/calibration.py) add citation mistakes, sampling drift, overrides, an
+(lab/simulate/calibration.py) add citation mistakes, sampling drift, overrides, an
 interaction term and noise on log-likelihoods, which checks of exact readings pin off."""
 
 

@@ -120,7 +120,7 @@ def check_measures_on_11b1(shared: Path) -> str:
 
 def check_ensemble_cases(shared: Path) -> str:
     """NQ-open: 9 BM25 distractors without the answer for 28+ of the first 30; 11B1 yes/no: 24."""
-    from graphs.lab.eval.ensemble import load_cases
+    from lab.trials.ensemble import load_cases
 
     cases = load_cases(shared / "general" / "nq_open_oracle.jsonl.gz", limit=30)
     full = sum(len(c.contexts) == 10 for c in cases)
@@ -135,7 +135,7 @@ def check_ensemble_cases(shared: Path) -> str:
 
 def check_organize_cases(shared: Path) -> str:
     """ConflictQA: 1,356 cases, each memory with its evidence against the counter-memory with its."""
-    from graphs.lab.eval.organize import load_cases
+    from lab.trials.organize import load_cases
 
     cases = load_cases(shared / "general" / "conflictqa_strategyqa_gpt4.jsonl")
     assert len(cases) == 1356, f"{len(cases)} cases"

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from graphs.lab.bench.query import TOP_K, default_path
-from graphs.lab.bench.scale_peers import percentile
 from infra.search.backends import open_backend
 from infra.settings import load_settings
+from lab.bench.query import TOP_K, default_path
+from lab.bench.scale_peers import percentile
 
 
 def _open(home: Path) -> tuple[Any, Any, dict[str, Any]]:

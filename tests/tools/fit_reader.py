@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from graphs.lab.eval.datasets import load_cases  # noqa: E402
-from infra.lab.simulate.bias import ReaderSettings, position_curve  # noqa: E402
-from infra.lab.simulate.calibration import CCV_UNSTABLE, PERMUTE_VOTE_AGREEMENT  # noqa: E402
+from lab.simulate.bias import ReaderSettings, position_curve  # noqa: E402
+from lab.simulate.calibration import CCV_UNSTABLE, PERMUTE_VOTE_AGREEMENT  # noqa: E402
+from lab.trials.datasets import load_cases  # noqa: E402
 from nodes.ensemble.views import permuted_views  # noqa: E402
 
 GRID = [(0.05, 0.7), (0.01, 0.4), (0.01, 0.7), (0.005, 0.5), (0.005, 0.4), (0.003, 0.5)]

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from graphs.lab.bench.synthetic import query_terms
 from infra.search.embedded import EmbeddedIndex
 from infra.settings import load_settings
+from lab.bench.synthetic import query_terms
 
 
 def measure(index: EmbeddedIndex, queries: list[str], k: int, cuts: list[float]) -> dict:

@@ -34,13 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from graphs.lab.bench.query import peak_rss_mib
-from graphs.lab.bench.scale_peers import real_docs
-from graphs.lab.bench.synthetic import SentencePool, query_terms
 from infra.search.analysis import analyze
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_layout import decode
 from infra.settings import load_settings
+from lab.bench.query import peak_rss_mib
+from lab.bench.scale_peers import real_docs
+from lab.bench.synthetic import SentencePool, query_terms
 
 sys.path.insert(0, str(Path(__file__).parent))
 from measure_shards import _kept, _single_scores, step_parser

@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from graphs.lab.bench.recall import tie_aware_recall
 from infra.bioasq.formats import load_questions
 from infra.search.embedded import EmbeddedIndex
 from infra.search.fusion import fuse
@@ -40,6 +39,7 @@ from infra.search.keywords import keyword_query
 from infra.search.query import QueryError
 from infra.search.shortlist import fusion_cosines
 from infra.settings import load_settings
+from lab.bench.recall import tie_aware_recall
 
 TOP = 300
 

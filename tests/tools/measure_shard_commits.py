@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import infra.search.embedded_store as store
-from graphs.lab.bench.synthetic import SentencePool
 from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
 from infra.search.embedded_open import remove_index
+from lab.bench.synthetic import SentencePool
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared/data/corpus/pubmed_docs.jsonl.gz"
 

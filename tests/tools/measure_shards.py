@@ -31,15 +31,15 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from graphs.lab.bench.query import peak_rss_mib
-from graphs.lab.bench.recall import tie_aware_recall
-from graphs.lab.bench.scale_child import COMMIT_EVERY
-from graphs.lab.bench.scale_peers import real_docs
-from graphs.lab.bench.synthetic import SentencePool
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_layout import decode
 from infra.search.embedded_store import EmbeddedWriter
 from infra.settings import load_settings
+from lab.bench.query import peak_rss_mib
+from lab.bench.recall import tie_aware_recall
+from lab.bench.scale_child import COMMIT_EVERY
+from lab.bench.scale_peers import real_docs
+from lab.bench.synthetic import SentencePool
 
 LIMIT = 1000
 

@@ -7,8 +7,8 @@ from typer.testing import CliRunner
 
 from graphs.cli import app
 from graphs.cli.common import CliError
-from graphs.lab.bench.embed import PUBMED_ABSTRACTS, bench_embed, main, read_texts
 from infra.errors import UserError
+from lab.bench.embed import PUBMED_ABSTRACTS, bench_embed, main, read_texts
 from tests.support.data import CORPUS
 from tests.support.tiny_models import write_tiny_sentence_transformer
 

@@ -10,12 +10,12 @@ from typer.testing import CliRunner
 
 from graphs.cli import app
 from graphs.cli.common import CliError
-from graphs.lab.bench import query, scale, scale_child, scale_peers, scale_report
-from graphs.lab.bench.synthetic import SYNTHETIC_PMID, SentencePool, postings_share
 from infra.bioasq.formats import Question
 from infra.errors import Unavailable
 from infra.ingest.sources import normalize
 from infra.search.row_codes import RowCodes
+from lab.bench import query, scale, scale_child, scale_peers, scale_report
+from lab.bench.synthetic import SYNTHETIC_PMID, SentencePool, postings_share
 from tests.support.data import CORPUS
 from tests.support.fakes import HashEmbedder
 
@@ -731,7 +731,7 @@ def test_evicting_an_index_drops_its_files_from_the_page_cache(tmp_path):
 
 
 def test_pubmeds_length_percentiles_come_from_whole_abstracts_context_and_conclusion(tmp_path):
-    from graphs.lab.bench.synthetic import PUBMED_ABSTRACT_WORDS, abstract_word_percentiles
+    from lab.bench.synthetic import PUBMED_ABSTRACT_WORDS, abstract_word_percentiles
 
     records = {
         str(k): {"CONTEXTS": ["w " * k, "w " * k], "LONG_ANSWER": "w " * 10} for k in range(1, 101)

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from graphs.cli import COMMANDS, load_command
-from graphs.lab.bench.help import help_lines
+from lab.bench.help import help_lines
 
 PROBE = """
 import sys
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from graphs.cli import app
 result = CliRunner().invoke(app, sys.argv[1:])
 assert result.exit_code == 0, result.output
-loaded = sorted(m for m in sys.modules if m.startswith(("graphs.cli.", "nodes", "langgraph",
+loaded = sorted(m for m in sys.modules if m.startswith(("graphs.cli.", "lab", "nodes", "langgraph",
     "torch", "sentence_transformers", "langchain", "scipy", "tantivy")))
 print(" ".join(loaded))
 """
@@ -34,7 +34,7 @@ def test_the_top_level_help_lists_every_command_and_imports_none():
 def test_a_command_s_help_imports_its_module_and_no_engine_or_model_library():
     loaded = _loaded("ask", "--help")
     assert "graphs.cli.ask" in loaded
-    assert not {m for m in loaded if m.startswith(("graphs.cli.bench", "graphs.cli.eval"))}
+    assert not {m for m in loaded if m == "lab" or m.startswith(("lab.", "graphs.cli.eval"))}
     heavy = ("torch", "sentence_transformers", "langgraph", "langchain", "scipy", "tantivy")
     assert not {m for m in loaded if m.startswith(heavy)}, loaded
 
@@ -45,6 +45,20 @@ def test_every_command_loads_under_its_name_and_the_benchmark_times_them_all():
     lines = help_lines(commands)
     assert lines[0] == ["--help"] and ["bioasq", "run", "--help"] in lines
     assert {line[0] for line in lines[1:]} == set(COMMANDS)
+
+
+def test_the_lab_s_commands_join_their_groups_under_the_names_users_call():
+    """graphs/cli registers them by module name (JOINING): eval's are the product's and the lab's."""
+    evals = load_command("eval").commands
+    assert set(evals) == {
+        *("retrieval", "snippets", "support"),  # the product's: graphs/cli/eval.py
+        *("organize", "ensemble", "methods", "likelihoods"),  # the lab's: lab/cli/eval_methods.py
+    }
+    assert evals["methods"].callback.__module__ == "lab.cli.eval_methods"
+    assert evals["support"].callback.__module__ == "graphs.cli.eval"
+    assert {"retrieval", "scale", "dense", "pipeline", "help"} <= set(
+        load_command("bench").commands
+    )
 
 
 def test_help_shows_a_type_beside_an_option_that_takes_a_value_and_none_beside_a_flag():

@@ -6,9 +6,9 @@ import pytest
 from langgraph.runtime import Runtime
 
 from graphs.describe import trace_text
-from graphs.lab.eval.organize_measures import pair_outcomes
 from infra.models import ChatModel
 from infra.settings import ModelSpec
+from lab.trials.organize_measures import pair_outcomes
 from nodes.ensemble import ensemble
 from nodes.organize import organize
 from nodes.organize.aggregate import aggregate
@@ -51,7 +51,7 @@ def with_organize(settings, **changes):
 # size, swollen by the contexts the reranker deals in, carries nothing.
 
 GATE = 0.5
-"""synthesis.mode "vote" confidence a router takes as sure (graphs/lab/eval/organize_measures.py's gate)."""
+"""synthesis.mode "vote" confidence a router takes as sure (lab/trials/organize_measures.py's gate)."""
 
 
 def size_weighted_share(groups: list[dict]) -> float:

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 LOCK = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
 PRODUCT = ("graphs", "nodes", "infra", "prompts")
-LAB = ("graphs/lab", "infra/lab")
+LAB = ("lab",)
 
 NOT_IMPORTED = {
     "gguf": "transformers reads the local model's GGUF weights with it (infra/local_weights.py)",
@@ -67,18 +67,16 @@ def _third_party_imports(path: Path) -> set[str]:
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             found.add(node.module)
-    local = {*PRODUCT, "tests", "__future__"}
+    local = {*PRODUCT, *LAB, "tests", "__future__"}
     return {m for m in found if m.split(".")[0] not in (*sys.stdlib_module_names, *local)}
 
 
-def _imports(roots: tuple[str, ...], outside: tuple[str, ...] = ()) -> dict[str, set[str]]:
-    """Return each imported module and the files under `roots` (not `outside`) that import it."""
+def _imports(roots: tuple[str, ...]) -> dict[str, set[str]]:
+    """Return each imported module and the files under `roots` that import it."""
     found: dict[str, set[str]] = {}
     for root in roots:
         for path in (ROOT / root).rglob("*.py"):
             where = path.relative_to(ROOT).as_posix()
-            if where.startswith(outside):
-                continue
             for module in _third_party_imports(path):
                 found.setdefault(module, set()).add(where)
     return found
@@ -105,7 +103,7 @@ def test_the_product_imports_nothing_the_default_install_leaves_out():
     default = _installed_by_default()
     outside = {
         f"{module} ({', '.join(sorted(files))}): {', '.join(sorted(dists)) or 'not installed'}"
-        for module, files in _imports(PRODUCT, outside=LAB).items()
+        for module, files in _imports(PRODUCT).items()
         if not (dists := _distributions(module)) & default
     }
     assert outside == set()
@@ -116,14 +114,14 @@ def test_every_package_the_product_imports_by_name_is_declared():
     """Not left to arrive with another library: a dependency that drops it would break quorum."""
     undeclared = {
         f"{module} ({', '.join(sorted(files))}): {', '.join(sorted(dists))}"
-        for module, files in _imports(PRODUCT, outside=LAB).items()
+        for module, files in _imports(PRODUCT).items()
         if not (dists := _distributions(module)) & DEFAULT
     }
     assert undeclared == set()
 
 
 def test_every_declared_dependency_is_imported_by_the_code_it_serves_or_has_a_reason():
-    product = set().union(*map(_distributions, _imports(PRODUCT, outside=LAB)))
+    product = set().union(*map(_distributions, _imports(PRODUCT)))
     lab = set().union(*map(_distributions, _imports(LAB)))
     unused = sorted(DEFAULT - product - NOT_IMPORTED.keys())
     assert unused == [], f"{unused}: imported nowhere in the product; drop them or say why"
@@ -136,6 +134,19 @@ def test_the_lab_packages_the_cli_names_are_the_lab_extra():
     assert {_name(p) for p in LAB_PACKAGES} == LAB_EXTRA
     # `uv sync` (README's set-up) installs the dev group, and with it the lab.
     assert "quorum[lab]" in PROJECT["dependency-groups"]["dev"]
+
+
+def test_the_wheel_carries_every_package_a_command_is_registered_from():
+    """`pip install quorum` has `quorum bench` and `eval methods`: the lab's code ships, its
+    packages (the extra) do not."""
+    from graphs.cli import COMMANDS, JOINING
+
+    wheel = PROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
+    named = [module for module, _, _ in COMMANDS.values()] + [
+        module for modules in JOINING.values() for module in modules
+    ]
+    assert sorted({m.split(".")[0] for m in named} - set(wheel)) == []
+    assert set(wheel) == {*PRODUCT, *LAB}
 
 
 WITHOUT_LAB = """
@@ -151,7 +162,7 @@ main()
 @pytest.mark.parametrize(
     ("args", "missing"),
     [
-        # imports bm25s as it starts (graphs/lab/eval/datasets.py): caught in graphs/cli main
+        # imports bm25s as it starts (lab/trials/datasets.py): caught in graphs/cli main
         (["eval", "methods", "--dataset", "cases.jsonl"], "bm25s"),
         # its bm25s peer runs last, in a child process: refused before any work
         (["bench", "scale", "--sizes", "1000"], "bm25s"),

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-TOPS = ("graphs/", "nodes/", "infra/", "prompts/", "tests/", "docs/", ".ci/")
+TOPS = ("graphs/", "nodes/", "infra/", "prompts/", "lab/", "tests/", "docs/", ".ci/")
 MADE_BY_RUNS = (".ci/work/",)
 """Folders a run makes (`.ci/run` provisions Elasticsearch there): named, never committed."""
 QUOTED = re.compile(r"`([^`\s]+)`")
@@ -46,7 +46,7 @@ def test_every_module_the_layout_lists_is_a_file():
     tree = text.split("```")[1]
     files = {
         p.name
-        for top in ("graphs", "nodes", "infra", "prompts", "tests")
+        for top in ("graphs", "nodes", "infra", "prompts", "lab", "tests")
         for p in (ROOT / top).rglob("*.py")
     }
     listed = set(re.findall(r"\b(\w+\.py)\b", tree))

@@ -15,11 +15,11 @@ from langgraph.runtime import Runtime
 from scipy.stats import spearmanr
 
 from infra.bioasq import format_exact
-from infra.lab.simulate.protocol import token_logprob
-from infra.lab.simulate.reader import position_curve
-from infra.lab.simulate.server import SimulatedEndpoint
 from infra.models import ModelPool
 from infra.settings import ModelSpec
+from lab.simulate.protocol import token_logprob
+from lab.simulate.reader import position_curve
+from lab.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 from nodes.ensemble import StrategyUnavailable, ensemble
 from nodes.synthesize import synthesize

@@ -3,7 +3,7 @@
 import pytest
 from pydantic import BaseModel
 
-from graphs.lab.eval.controls import (
+from lab.trials.controls import (
     CCV_MEMBERS,
     CONTROLS,
     CORG_BASELINES,

@@ -2,9 +2,9 @@
 
 import pytest
 
-from graphs.lab.eval.datasets import MethodCase, Passage
-from graphs.lab.eval.method_rows import corg_measures
 from infra.stats import paired, wilson
+from lab.trials.datasets import MethodCase, Passage
+from lab.trials.method_rows import corg_measures
 
 
 def test_wilson_interval_holds_the_proportion_and_narrows_with_n():

@@ -4,14 +4,16 @@ from collections import Counter
 
 import pytest
 
-from graphs.lab.eval.answers import (
+from infra.bioasq.formats import FormatError
+from infra.stats import mcnemar
+from lab.trials.answers import (
     exact_match,
     normalize,
     substring_match,
     token_f1,
     wrong_concentration,
 )
-from graphs.lab.eval.ensemble import (
+from lab.trials.ensemble import (
     METRICS,
     Case,
     evaluate_ensemble,
@@ -20,8 +22,6 @@ from graphs.lab.eval.ensemble import (
     table,
     with_models,
 )
-from infra.bioasq.formats import FormatError
-from infra.stats import mcnemar
 from nodes.ensemble.views import permuted_views, view_seed
 from tests.support.data import GOLDEN, NQ
 from tests.support.fakes import pmids_in, script

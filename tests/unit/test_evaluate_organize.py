@@ -2,16 +2,17 @@ import json
 
 import pytest
 
-from graphs.lab.eval import datasets
-from graphs.lab.eval.datasets import MethodCase, Passage
-from graphs.lab.eval.organize import (
+from infra.bioasq.formats import FormatError
+from lab.trials import datasets
+from lab.trials.datasets import MethodCase, Passage
+from lab.trials.organize import (
     Case,
     evaluate_organize,
     load_cases,
     score_case,
     without_counterfactual,
 )
-from graphs.lab.eval.organize_measures import (
+from lab.trials.organize_measures import (
     GATE,
     answered_confidently,
     answered_plurally_or_below_gate,
@@ -20,7 +21,6 @@ from graphs.lab.eval.organize_measures import (
     span_f1,
     token_recall,
 )
-from infra.bioasq.formats import FormatError
 from nodes.organize.aggregate import aggregate
 from tests.support.data import CONFLICTQA, GOLDEN
 from tests.support.fakes import pmids_in, script

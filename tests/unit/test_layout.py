@@ -1,16 +1,15 @@
-"""The layout holds: imports go down (graphs → nodes → infra/prompts), no import circle (typing
-imports included), the lab (`graphs/lab`: benches and method evaluations; `infra/lab`: the
-simulated reader, Elasticsearch/JDK provisioning) is a room of its own that only the commands
-running it enter, and the answering path never reaches the lab or training. Read from the source
-with `ast`, imports inside functions too."""
+"""The layout holds: imports go down (lab → graphs → nodes → infra/prompts), no import circle
+(typing imports included), the lab (`lab/`: benches, the methods' trials, the simulated reader,
+Elasticsearch/JDK provisioning, their commands) is one folder that nothing outside it imports,
+and the answering path never reaches the lab or training. Read from the source with `ast`,
+imports inside functions too."""
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = {"graphs": 2, "nodes": 1, "infra": 0, "prompts": 0}
-LAB = ("graphs.lab", "infra.lab")
-HEAVY = (*LAB, "infra.training")
+LAYERS = {"lab": 3, "graphs": 2, "nodes": 1, "infra": 0, "prompts": 0}
+HEAVY = ("lab", "infra.training")
 """What the answering path never reaches: the lab, and training (a user's `quorum train`)."""
 ANSWERING = (
     "graphs.runtime",
@@ -89,24 +88,48 @@ def test_no_import_circle():
     assert circles == []
 
 
-LAB_COMMANDS = (
-    "graphs.cli.eval",
-    "graphs.cli.eval_methods",
-    "graphs.cli.bench",
-    "graphs.cli.bench_search",
-)
-"""The commands that run the lab: the only modules outside it that may import it."""
+def _within(name: str, *packages: str) -> bool:
+    """Return whether module `name` is one of `packages` or inside one."""
+    return any(name == p or name.startswith(f"{p}.") for p in packages)
 
 
-def test_nothing_in_the_product_imports_the_lab():
-    product = [m for m in MODULES if not m.startswith(LAB) and m not in LAB_COMMANDS]
+def test_nothing_outside_the_lab_imports_it():
+    """The product never enters the lab: graphs/cli registers the lab's commands by module name."""
     entering = [
         f"{name} imports {target}"
-        for name in product
+        for name in MODULES
+        if not _within(name, "lab")
         for target in sorted(GRAPH[name])
-        if target.startswith(LAB)
+        if _within(target, "lab")
     ]
     assert entering == []
+
+
+def test_the_commands_registered_by_name_exist():
+    """A module named in graphs/cli's COMMANDS or JOINING is a real module; the lab's are in lab.cli."""
+    from graphs.cli import COMMANDS, JOINING
+
+    named = {module for module, _, _ in COMMANDS.values()} | {
+        module for modules in JOINING.values() for module in modules
+    }
+    assert sorted(named - MODULES.keys()) == []
+    assert sorted(m for m in named if _within(m, "lab") and not _within(m, "lab.cli")) == []
+
+
+HARNESS = ("lab.simulate", "lab.elasticsearch_server", "lab.elasticsearch_dist", "lab.java_runtime")
+"""The lab's infrastructure: what tests and benches start (the simulated endpoint, an
+Elasticsearch node and its JDK). It stands on infra alone, as a client would."""
+
+
+def test_the_lab_s_infrastructure_stands_on_infra_alone():
+    above = [
+        f"{name} imports {target}"
+        for name in MODULES
+        if _within(name, *HARNESS)
+        for target in sorted(GRAPH[name])
+        if not _within(target, "infra", *HARNESS)
+    ]
+    assert above == []
 
 
 def test_the_answering_path_never_enters_the_lab():
@@ -116,17 +139,16 @@ def test_the_answering_path_never_enters_the_lab():
         if name not in reached:
             reached.add(name)
             todo.extend(GRAPH[name])
-    assert sorted(m for m in reached if m.startswith(HEAVY)) == []
+    assert sorted(m for m in reached if _within(m, *HEAVY)) == []
 
 
 def test_the_lab_is_under_its_own_roof():
-    """Everything that measures quorum sits in graphs/lab or infra/lab, never beside the product."""
+    """Everything that measures quorum sits in lab/, never beside the product."""
+    words = ("bench", "simulate", "trials", "elasticsearch_server", "eval_methods")
     stray = [
         name
         for name in MODULES
-        if not name.startswith(LAB)
-        and name not in LAB_COMMANDS
-        and any(word in name.split(".") for word in ("bench", "simulate", "elasticsearch_server"))
+        if not _within(name, "lab") and any(word in name.split(".") for word in words)
     ]
     assert stray == []
 
@@ -184,10 +206,10 @@ def test_no_private_name_crosses_a_module():
 
 
 def test_nothing_below_the_cli_imports_it():
-    """`graphs/cli` parses, calls a use case and prints; the use cases live below it, never in it."""
+    """`graphs/cli` and `lab/cli` parse, call a use case and print; the use cases live below."""
 
     def in_cli(name: str) -> bool:
-        return name == "graphs.cli" or name.startswith("graphs.cli.")
+        return _within(name, "graphs.cli", "lab.cli")
 
     upward = [
         f"{name} imports {target}"

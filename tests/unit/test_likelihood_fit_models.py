@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from graphs.lab.eval.likelihood_fits import (
+from lab.trials.likelihood_fits import (
     MODELS,
     best,
     fit_all,

@@ -10,9 +10,9 @@ import asyncio
 
 import pytest
 
-from infra.lab.simulate.server import SimulatedEndpoint
 from infra.likelihood import EchoedLikelihood, LikelihoodUnavailable, probe_echo
 from infra.settings import ModelSpec
+from lab.simulate.server import SimulatedEndpoint
 
 
 def spec(endpoint: SimulatedEndpoint, name: str = "reader") -> ModelSpec:

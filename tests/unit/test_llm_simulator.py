@@ -17,7 +17,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-from infra.lab.simulate.server import (
+from infra.structured import json_instruction
+from lab.simulate.server import (
     FAULT_KINDS,
     FaultPlan,
     SimulatedEndpoint,
@@ -25,7 +26,6 @@ from infra.lab.simulate.server import (
     schema_instance,
     token_logprob,
 )
-from infra.structured import json_instruction
 
 
 class Stance(StrEnum):

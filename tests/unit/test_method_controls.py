@@ -20,10 +20,10 @@ import math
 
 from langgraph.runtime import Runtime
 
-from infra.lab.simulate.reader import ReaderSettings, position_curve
-from infra.lab.simulate.server import SimulatedEndpoint
 from infra.models import ModelPool
 from infra.settings import ModelSpec
+from lab.simulate.reader import ReaderSettings, position_curve
+from lab.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 from nodes.ensemble import ensemble
 from nodes.ensemble.strategies import cobag_views

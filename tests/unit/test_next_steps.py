@@ -17,7 +17,7 @@ def test_an_elasticsearch_that_cannot_be_reached_is_named_with_how_to_start_one(
         ElasticIndex("http://127.0.0.1:9", "x").check_reachable()
     message = str(caught.value)
     assert "http://127.0.0.1:9" in message and "Connection refused" in message
-    assert "python -m infra.lab.elasticsearch_server start" in message
+    assert "python -m lab.elasticsearch_server start" in message
     assert "QUORUM_SEARCH__ELASTICSEARCH_URL" in message
 
 

@@ -18,19 +18,19 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field, create_model
 
-from infra.lab.simulate.__main__ import main
-from infra.lab.simulate.planted import PlantError, Plants
-from infra.lab.simulate.reader import READER_HEADER, ReaderSettings
-from infra.lab.simulate.server import SimulatedEndpoint
 from infra.models import ChatModel
 from infra.settings import ModelSpec
+from lab.simulate.__main__ import main
+from lab.simulate.planted import PlantError, Plants
+from lab.simulate.reader import READER_HEADER, ReaderSettings
+from lab.simulate.server import SimulatedEndpoint
 from nodes.passages import passages
 from nodes.synthesize import decision_lines
 from prompts import render
 
 OLD_UTILITIES = {"distractor_strength": 0.7, "irrelevant_utility": 0.05}
 """The utilities these checks' expected figures were worked out with (the defaults are now
-fitted to real models' reading diagnostics: infra/lab/simulate/calibration.py)."""
+fitted to real models' reading diagnostics: lab/simulate/calibration.py)."""
 
 QUESTION = "who got the first nobel prize in physics"
 GOLD = "Wilhelm Conrad Röntgen"
@@ -309,7 +309,7 @@ async def test_answer_logprobs_are_the_shown_weight_shares_and_rank_by_utility_t
 
 
 async def test_question_logprobs_follow_moi_model_and_prompt_tokens_keep_their_values():
-    from infra.lab.simulate.server import token_logprob
+    from lab.simulate.server import token_logprob
 
     # The negative control: with no interaction and no noise, MoI's model holds exactly.
     settings = ReaderSettings(

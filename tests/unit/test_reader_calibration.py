@@ -16,20 +16,20 @@ import numpy as np
 import pytest
 from pydantic import BaseModel, Field
 
-from infra.lab.simulate.calibration import LIU_ACCURACY, LIU_DEPTH, SELF_CONSISTENCY_AGREEMENT
-from infra.lab.simulate.planted import Plants
-from infra.lab.simulate.reader import (
+from lab.simulate.calibration import LIU_ACCURACY, LIU_DEPTH, SELF_CONSISTENCY_AGREEMENT
+from lab.simulate.planted import Plants
+from lab.simulate.reader import (
     PlantedReader,
     ReaderSettings,
     position_curve,
     settings_from_pairs,
 )
-from infra.lab.simulate.replies import chat_reply
+from lab.simulate.replies import chat_reply
 from nodes.passages import passages
 
 OLD_UTILITIES = {"distractor_strength": 0.7, "irrelevant_utility": 0.05}
 """The utilities these checks' expected figures were worked out with (the defaults are now
-fitted to real models' reading diagnostics: infra/lab/simulate/calibration.py)."""
+fitted to real models' reading diagnostics: lab/simulate/calibration.py)."""
 
 QUESTION = "who discovered the planted element"
 ANSWERS = {

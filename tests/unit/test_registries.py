@@ -7,8 +7,6 @@ from pathlib import Path
 import pytest
 from langgraph.runtime import Runtime
 
-from graphs.cli.bench import bench_faults_cmd
-from graphs.cli.bench_search import bench_retrieval_cmd
 from graphs.cli.common import CliError
 from graphs.cli.eval import eval_retrieval
 from graphs.cli.index import index as index_cmd
@@ -21,6 +19,8 @@ from infra.settings import (
     choices,
     load_settings,
 )
+from lab.cli.bench import bench_faults_cmd
+from lab.cli.bench_search import bench_retrieval_cmd
 from nodes.ensemble import ensemble
 from nodes.ensemble.strategies import registry as ensemble_registry
 from nodes.organize import organize

@@ -109,7 +109,7 @@ def test_moi_without_prompt_logprobs_is_refused_before_any_work(tmp_path):
 
 @pytest.mark.parametrize("shifted", [False, True])
 def test_moi_probes_the_endpoint_s_echoed_logprobs_before_any_work(tmp_path, shifted):
-    from infra.lab.simulate.server import SimulatedEndpoint
+    from lab.simulate.server import SimulatedEndpoint
 
     with SimulatedEndpoint(0.0, shift_echo=shifted) as endpoint:
         spec = {"provider": "openai", "model": "served", "base_url": endpoint.base_url}

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from graphs.describe import block_lines, call_view
-from infra.lab.simulate.verify import verify_reply
 from infra.settings import ModelSettings, ModelSpec, SettingsError, load_settings
 from infra.structured import parse_json_reply
+from lab.simulate.verify import verify_reply
 from nodes.synthesize.verify import (
     verification_lines,
     verifier_enabled,

@@ -1,1 +1,0 @@
-"""The method evaluations: each method against its paper's controls and ablations, on datasets."""

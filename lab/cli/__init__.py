@@ -1,0 +1,1 @@
+"""The lab's commands: graphs/cli registers them by module name (COMMANDS, JOINING)."""
