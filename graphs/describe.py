@@ -1,23 +1,23 @@
 """The QA graph described for people: node labels, summaries, trace lines, answer words.
 
+Each node's words are its description, registered by its module in nodes/descriptions/ with
+`describes(...)` (label, done line, summary, trace blocks, outcome) and read here by the node's
+name; this module holds no node-by-node chain. Importing it loads the descriptions, never the
+graph or a node's machinery, so reading a trace (`trace show`) needs neither.
+
 The answer is put in the same words wherever it is shown: ask, chat, the page and the HTML
 export. `answer_view` (nodes/answer_view.py, finalize's trace) and `call_view` describe a run's
 answer and a model call once, as `nodes.trace_view` blocks that `block_lines` prints and
 `graphs.traces.blocks_html` draws; the page reads the same parts (`confidence_text`,
 `cited_evidence`, `retrieved_documents`).
-
-The nodes and their order are read from the compiled graph (`graphs.runtime.graph_nodes`),
-never copied: a node added to graphs/qa.py needs a label here and nothing else.
 """
 
 from __future__ import annotations
 
 import json
-from functools import cache
 from typing import Any
 
-from graphs.runtime import graph_nodes
-from infra.bioasq.types import PHASES
+import nodes.descriptions  # noqa: F401  # registers every node's description
 from infra.text import clip
 from nodes.answer_view import answer_view
 from nodes.describing import DESCRIPTIONS, MARKS
@@ -48,16 +48,12 @@ DEMO_NOTICE = (
 """Said wherever the demo model answers (ask, chat, the page, bioasq run)."""
 
 
-@cache
-def nodes(phase: str = "A+") -> tuple[str, ...]:
-    """Return a phase's nodes in the order the graph adds them."""
-    return graph_nodes(phase)
-
-
-@cache
 def node_names() -> tuple[str, ...]:
-    """Return every node a QA graph of any phase can run, in the order they are added."""
-    return tuple(dict.fromkeys(n for phase in PHASES for n in nodes(phase)))
+    """Return every node a QA graph of any phase can run: the described ones, by name.
+
+    tests/unit/test_describe.py holds them equal to the compiled graphs' nodes.
+    """
+    return tuple(sorted(DESCRIPTIONS))
 
 
 NO_FIGURE = "–"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from nodes.state import QAState
-from nodes.synthesize import evidence_round
+from nodes.state import QAState, evidence_round
 
 
 def needs_refinement(state: QAState) -> Literal["refine_query", "rerank"]:

@@ -16,9 +16,9 @@ from infra.settings import Settings, SettingsError, secret_from_env
 from nodes.records import call_tokens
 from nodes.state import Call
 
-# NOTE: the models, the engine and the embedder are imported where they are used: `trace list`
-# and `trace show` import this module for read_config, and pay for none of them. The graph is
-# imported here: importing it registers every node's description (graphs/describe.py's labels).
+# NOTE: the models, the engine and the embedder are imported where they are used: a command
+# that only checks settings or endpoints pays for none of them. Reading a trace needs none of
+# this module (graphs/traces/read.py reads checkpoints without the graph).
 if TYPE_CHECKING:
     from infra.models import ModelPool
     from infra.pubmed import PubMedClient
@@ -107,25 +107,6 @@ def thread_config(thread_id: str, question: str, **tags: Any) -> dict[str, Any]:
     """
     metadata = {"question": question[:300], "host": socket.gethostname(), "pid": os.getpid()}
     return {"configurable": {"thread_id": thread_id}, "metadata": metadata | tags}
-
-
-def read_config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-    """Return the config that reads a thread's checkpoints (its latest, or `checkpoint_id`)."""
-    found: dict[str, Any] = {"thread_id": thread_id}
-    if checkpoint_id is not None:
-        found |= {"checkpoint_ns": "", "checkpoint_id": checkpoint_id}
-    return {"configurable": found}
-
-
-def state_history(checkpointer: Any, thread_id: str) -> list[Any]:
-    """Return a thread's state snapshots, newest first, read through its phase's graph.
-
-    A BioASQ batch records its phase; its graph is the one that can read (and replay) it.
-    """
-    config = read_config(thread_id)
-    latest = checkpointer.get_tuple(config)
-    phase = (latest.metadata or {}).get("phase", "A+") if latest else "A+"
-    return list(build_graph(checkpointer=checkpointer, phase=phase).get_state_history(config))
 
 
 def graph_nodes(phase: str = "A+") -> tuple[str, ...]:

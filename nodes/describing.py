@@ -1,11 +1,11 @@
 """How a node says what it is doing and what it did: one description per node, found by name.
 
-Each node module registers its own (`describes(...)` beside the node function): the label shown
-while it runs, the few words when it finishes (the same on the CLI, in chat and on the page),
-the parts of its one-line summary, and what its update shows in a trace (`nodes.trace_view`
-blocks, which the text and the HTML views both render). graphs/describe.py reads them from
-DESCRIPTIONS and holds no node-by-node chain, so adding a node is its module, its line in the
-graph and its prompt.
+Each node's description is its own module, named as the node, in nodes/descriptions/
+(`describes(...)` there): the label shown while it runs, the few words when it finishes (the
+same on the CLI, in chat and on the page), the parts of its one-line summary, and what its
+update shows in a trace (`nodes.trace_view` blocks, which the text and the HTML views both
+render). A description reads the update alone, so showing a run never loads the node itself.
+graphs/describe.py reads them from DESCRIPTIONS and holds no node-by-node chain.
 """
 
 from __future__ import annotations

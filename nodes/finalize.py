@@ -11,15 +11,11 @@ from infra.bioasq import exact_answer_shape
 from infra.bioasq.contract import answer_problem, insufficient_answer
 from infra.embeddings import Embedder
 from infra.snippets import best_snippets, supporting_sentences
-from nodes.answer_view import answer_view
 from nodes.context import Context
-from nodes.describing import NodeDescription, describes
-from nodes.records import Answer, Call, Result
+from nodes.records import ALL_FAILED, Answer, Call
 from nodes.state import Evidence, Passage, QAState
 
 MAX_DOCUMENTS = 10
-ALL_FAILED = "no model could answer this question from the evidence found"
-"""How the reason of a model failure begins (older traces' only mark of one)."""
 ANSWERING_ROLES = {"ensemble": "ensemble", "synthesize": "synthesis"}
 """The nodes whose calls answer the question, and the role each one's models play."""
 SHOWN_REPLY = 80
@@ -169,15 +165,6 @@ def model_failure(calls: list[Call]) -> str | None:
     return f"{ALL_FAILED}: {said}"
 
 
-def model_failed(result: Result | dict[str, Any]) -> bool:
-    """Return whether a run's result is a model failure (finalize's `failed`), not an answer."""
-    if "failed" in result:
-        return bool(result["failed"])
-    # A result from before `failed` was kept: its reason was the only mark.
-    reason = str(result.get("insufficient_reason") or "")
-    return bool(result.get("insufficient")) and reason.startswith(ALL_FAILED)
-
-
 def _why_unanswered(
     state: QAState, answer: Answer, qtype: str, exact: Any, ideal: str
 ) -> str | None:
@@ -197,35 +184,3 @@ def _why_unanswered(
         errors = [a["error"] for a in state.get("attempts", []) if a.get("error")]
         return f"{problem}{f' ({errors[-1]})' if errors else ''}"
     return None
-
-
-READY = "answer ready"
-
-
-def _finalize_done(update: dict[str, Any]) -> str:
-    result = update.get("result") or {}
-    if model_failed(result):
-        return "no model gave a usable answer"
-    if result.get("insufficient"):
-        return "no answer: the evidence found does not carry one"
-    return READY
-
-
-describes(
-    "finalize",
-    NodeDescription(
-        "finalizing",
-        done=_finalize_done,
-        # A run no model answered (ask exits 1), or whose evidence carries no answer, is never
-        # marked ✓ "answer ready": quorum says it cannot answer.
-        outcome=lambda update: "failed" if _finalize_done(update) != READY else "done",
-        summary=lambda update: (
-            [f"{len(result.get('documents') or [])} documents"]
-            if (result := update.get("result"))
-            else []
-        ),
-        # The answer as ask prints it; the first ten retrieved documents (`--json`: all).
-        trace=lambda update: [answer_view(update["result"], documents=10)],
-        covers=frozenset({"result"}),
-    ),
-)

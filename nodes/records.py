@@ -7,7 +7,7 @@ ensemble's records are in nodes/relations_and_votes.py.
 
 # NOTE: no `from __future__ import annotations`: under it, Python 3.11's TypedDict cannot
 # see NotRequired and counts every field as required.
-from typing import Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 
 class Exchange(TypedDict):
@@ -322,7 +322,7 @@ class Result(TypedDict):
     which endpoint returned what)."""
     failed: NotRequired[bool]
     """Whether no ensemble member and no synthesis call gave a parseable reply: a model
-    failure (the run failed), not thin evidence; read through nodes.finalize.model_failed."""
+    failure (the run failed), not thin evidence; read through `model_failed` (below)."""
     question: str
     """The question answered (a follow-up as rewritten)."""
     type: str
@@ -350,3 +350,16 @@ class Result(TypedDict):
     support: NotRequired[dict[str, str] | None]
     """The support check on the answer: verdict (supported/refused), verified (supported,
     refused or not verified) and why; None when nothing was to be answered."""
+
+
+ALL_FAILED = "no model could answer this question from the evidence found"
+"""How the reason of a model failure begins (finalize writes it, `model_failed` reads it)."""
+
+
+def model_failed(result: Result | dict[str, Any]) -> bool:
+    """Return whether a run's result is a model failure (finalize's `failed`), not an answer."""
+    if "failed" in result:
+        return bool(result["failed"])
+    # A result from before `failed` was kept: its reason was the only mark.
+    reason = str(result.get("insufficient_reason") or "")
+    return bool(result.get("insufficient")) and reason.startswith(ALL_FAILED)

@@ -9,8 +9,7 @@ from langgraph.runtime import Runtime
 from infra.search.keywords import relaxations
 from infra.search.query import QueryError, parse_query, to_text
 from nodes.context import Context
-from nodes.describing import NodeDescription, describes
-from nodes.generate_query import BooleanQuery, query_trace
+from nodes.generate_query import BooleanQuery
 from nodes.state import QAState, Query
 from prompts import render
 
@@ -69,15 +68,3 @@ def _canonical(query: str) -> str:
         return to_text(parse_query(query)).lower()
     except QueryError:
         return query.strip().lower()
-
-
-describes(
-    "refine_query",
-    NodeDescription(
-        "relaxing the query",
-        done=lambda update: "query relaxed",
-        summary=lambda update: [f"query: {update['query']}"] if update.get("query") else [],
-        trace=query_trace,  # the same record as generate_query's: proposals, verdicts, the one used
-        covers=frozenset({"queries", "query"}),
-    ),
-)

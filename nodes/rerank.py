@@ -12,10 +12,8 @@ from infra.embeddings import document_text
 from infra.search.fusion import blend, fuse
 from infra.search.shortlist import fusion_cosines
 from nodes.context import Context
-from nodes.describing import NodeDescription, describes, plural
 from nodes.passages import bounded
 from nodes.state import FirstStage, Passage, QAState
-from nodes.trace_view import Block, Facts, Table
 
 
 async def rerank(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -138,41 +136,3 @@ def _texts(ctx: Context, pool: dict[str, dict], pmids: list[str]) -> dict[str, d
     """Return the documents' text, from the fallback pool or the index."""
     stored = {d["pmid"]: d for d in ctx.search.fetch([p for p in pmids if p not in pool])}
     return {p: pool.get(p) or stored[p] for p in pmids if p in pool or p in stored}
-
-
-def _rerank_done(update: dict[str, Any]) -> str:
-    kept = f"reranked: {plural(len(update.get('contexts') or []), 'context')} kept"
-    added = (update.get("first_stage") or {}).get("dense_only", 0)
-    return kept + (f" ({plural(added, 'document')} found by vector alone)" if added else "")
-
-
-SHOWN = 10
-"""How many of the ranked documents a trace lists (the JSON trace keeps them all)."""
-
-
-def rerank_trace(update: dict[str, Any]) -> list[Block]:
-    """Return the ranked documents' best scores, and which became contexts."""
-    ranked = update.get("ranked") or []
-    if not ranked:
-        return [Facts("nothing to rank")]
-    kept = {c["pmid"] for c in update.get("contexts") or []}
-    rows = tuple(
-        (str(i), pmid, f"{score:.3f}", "context" if pmid in kept else "")
-        for i, (pmid, score) in enumerate(ranked[:SHOWN], 1)
-    )
-    title = f"best {len(rows)} of {plural(len(ranked), 'ranked document')}, {len(kept)} kept"
-    return [Table(title, ("rank", "PMID", "score", "kept as"), rows, frozenset({0, 2}))]
-
-
-describes(
-    "rerank",
-    NodeDescription(
-        "reranking",
-        done=_rerank_done,
-        summary=lambda update: (
-            [f"{len(update['contexts'])} contexts"] if "contexts" in update else []
-        ),
-        trace=rerank_trace,
-        covers=frozenset({"ranked"}),
-    ),
-)

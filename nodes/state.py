@@ -179,3 +179,8 @@ class OutputState(TypedDict, total=False):
     """What a caller gets back."""
 
     result: Result
+
+
+def evidence_round(state: QAState) -> int:
+    """Return the evidence round: 0 before any fallback search, +1 after each."""
+    return len(state.get("fallbacks", []))

@@ -12,7 +12,7 @@ A question quorum could not answer from the evidence is journalled with its hone
 told to keep it (`keep_insufficient`). The answer contract (infra/bioasq/contract.py) is applied
 here too, so an answer that breaks it (empty, debris, a contradiction) is never journalled ok,
 whatever a node let through: it is tried again, then journalled insufficient. A run in which no
-model gave a parseable answer (nodes/finalize.model_failed) is tried again, then journalled
+model gave a parseable answer (nodes/records.model_failed) is tried again, then journalled
 `"status": "failed"` with the same honest answer, and a re-run tries it again. A submission must
 hold a yes/no exact answer: an unanswered yes/no question is written with
 `bioasq.unanswered_yesno` and journalled `"guessed": true`, so a reader can count the guesses.
@@ -42,7 +42,7 @@ from infra.bioasq.validate import SNIPPET_KEYS
 from infra.files import write_json_atomic
 from infra.heartbeat import Heartbeat
 from nodes.context import Context
-from nodes.finalize import model_failed
+from nodes.records import model_failed
 
 
 @dataclass

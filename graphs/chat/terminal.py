@@ -24,7 +24,7 @@ from graphs.live import LiveStatus
 from graphs.traces.read import node_updates
 from infra.settings import Settings
 from nodes.context import Context
-from nodes.finalize import model_failed
+from nodes.records import model_failed
 from nodes.state import QAState
 
 HELP = "commands: /open PMID · /trace · /new · /quit (Ctrl-C cancels a running turn)"

@@ -84,7 +84,7 @@ def ask(
     # No model answering anything usable is an error (a server down, a key refused, junk):
     # nothing is printed as an answer, exit 1 naming the endpoint, the role and what it said.
     # Insufficient evidence is an honest answer: 0.
-    from nodes.finalize import model_failed
+    from nodes.records import model_failed
 
     if model_failed(result):
         fail(f"no answer: {result['insufficient_reason']} (thread {result['thread_id']})", 1)

@@ -14,8 +14,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, get_type_hints
 
-from graphs.runtime import GraphRunner, check_question, read_config, thread_config
-from infra.checkpoints import async_saver, thread_exists
+from graphs.runtime import GraphRunner, check_question, thread_config
+from infra.checkpoints import async_saver, read_config, thread_exists
 from infra.errors import UserError
 from infra.settings import Settings
 from nodes.context import Context

@@ -1,4 +1,9 @@
-"""Traces: a finished (or interrupted) run read back from its checkpoints, node by node."""
+"""Traces: a finished (or interrupted) run read back from its checkpoints, node by node.
+
+Read without the graph: checkpoints, records and what each node wrote are all a trace needs, so
+`trace list` and `trace show` load neither the graph nor a node's machinery
+(tests/unit/test_trace_reading.py).
+"""
 
 import os
 import socket
@@ -10,14 +15,18 @@ from typing import Any, TypedDict
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from graphs.runtime import read_config, state_history
-from infra.checkpoints import saver, thread_exists
+from infra.checkpoints import read_config, saver, task_nodes, thread_checkpoints, thread_exists
 from infra.settings import Settings
-from nodes.finalize import model_failed
+from nodes.records import model_failed
 from nodes.state import QAState, Result
 
 THREAD_TAGS = ("conversation", "turn", "bioasq_id", "phase")
 """Metadata some runs carry: chat turns (conversation, turn), BioASQ batches (bioasq_id, phase)."""
+STATE_KEYS = QAState.__required_keys__ | QAState.__optional_keys__
+"""The state's keys: a node's writes to them are its update (the rest are LangGraph's edges)."""
+NOT_OUTPUT = frozenset({"__error__", "__error_source_node__", "__interrupt__", "__resume__"})
+"""A task's writes that say what happened to it, not what it wrote: one with nothing else did not
+finish (it raised, or waits at an interrupt), and shows no update."""
 STALE_AFTER_S = 900.0
 """A run with no result whose last checkpoint is older than this is reported interrupted."""
 # Checkpoint ids are uuid6, so their text order is their time order (LangGraph relies on it too).
@@ -94,21 +103,27 @@ def node_updates(settings: Settings, thread_id: str) -> list[Step]:
     if not thread_exists(path, thread_id):
         raise UnknownThread(f"no run with thread id {thread_id!r} in {path}")
     with saver(path) as checkpointer:
-        history = state_history(checkpointer, thread_id)
-    history.reverse()
+        checkpoints = thread_checkpoints(checkpointer, thread_id)
+        nodes = task_nodes(checkpointer, thread_id)
     steps = []
-    for i, snapshot in enumerate(history):
-        finished = history[i + 1].created_at if i + 1 < len(history) else None
-        for task in snapshot.tasks:
-            if task.name.startswith("__") or task.result is None:
+    for i, saved in enumerate(checkpoints):
+        started = saved.checkpoint["ts"]
+        finished = checkpoints[i + 1].checkpoint["ts"] if i + 1 < len(checkpoints) else None
+        # A node's writes are kept with the checkpoint its step began from.
+        writes: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in saved.pending_writes or []:
+            if task_id in nodes and not nodes[task_id].startswith("__"):
+                writes.setdefault(task_id, []).append((channel, value))
+        for task_id, written in writes.items():
+            if all(channel in NOT_OUTPUT for channel, _ in written):
                 continue
             steps.append(
                 Step(
-                    node=task.name,
-                    step=snapshot.metadata.get("step"),
-                    started=snapshot.created_at,
-                    seconds=_seconds(snapshot.created_at, finished),
-                    update=task.result,
+                    node=nodes[task_id],
+                    step=(saved.metadata or {}).get("step"),
+                    started=started,
+                    seconds=_seconds(started, finished),
+                    update={k: v for k, v in written if k in STATE_KEYS},
                 )
             )
     return steps

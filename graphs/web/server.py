@@ -57,7 +57,7 @@ from nodes.answer_view import (
 )
 from nodes.context import Context
 from nodes.describing import confidence_text
-from nodes.finalize import model_failed
+from nodes.records import model_failed
 from nodes.state import QAState
 
 WEB = Path(__file__).parent

@@ -15,9 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from graphs.runtime import read_config
 from infra.bioasq.validate import validate_file
-from infra.checkpoints import saver
+from infra.checkpoints import read_config, saver
 from lab.bench.drill import Journal, Outage
 from lab.simulate.faults import FAULT_KINDS, request_key
 

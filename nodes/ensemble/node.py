@@ -23,9 +23,7 @@ from nodes.answer_fields import (
     pmid_type,
 )
 from nodes.context import Context
-from nodes.describing import NodeDescription, Outcome, describes, plural
 from nodes.ensemble.strategies import StrategyUnavailable, View, strategy_named
-from nodes.ensemble.trace import COVERS, ensemble_trace
 from nodes.ensemble.views import view_seed
 from nodes.ensemble.vote import vote
 from nodes.organize.aggregate import aggregate, answered
@@ -218,49 +216,3 @@ async def _member(
             list(value.pmids), [d["pmid"] for d in docs], f"ensemble member {view.number}"
         )
     return Asked(member, reply.record("ensemble"), notes)
-
-
-def _ensemble_outcome(update: dict[str, Any]) -> Outcome:
-    if (update.get("decision") or {}).get("source") == "organize":
-        return "done"  # organize's groups answered: no member was asked
-    members = update.get("members") or []
-    if not members:
-        return "skipped"  # no contexts to answer from
-    answered = any(m.get("error") is None and m.get("answer") for m in members)
-    return "done" if answered else "failed"
-
-
-def _ensemble_done(update: dict[str, Any]) -> str:
-    if (update.get("decision") or {}).get("source") == "organize":
-        return "ensemble: the group answers decide"
-    members = update.get("members") or []
-    if not members:
-        return f"ensemble: {(update.get('decision') or {}).get('why') or 'no member asked'}"
-    if _ensemble_outcome(update) == "failed":
-        return f"ensemble: none of {plural(len(members), 'member')} gave an answer"
-    votes = update.get("votes") or {}
-    answers = plural(votes.get("members", 0), "answer")
-    return f"ensemble: {answers}, agreement {votes.get('agreement', 0):.2f}"
-
-
-def _ensemble_summary(update: dict[str, Any]) -> list[str]:
-    if "votes" not in update:
-        return []
-    votes = update["votes"] or {}
-    return [
-        f"{len(update.get('members') or [])} member calls, "
-        f"agreement {votes.get('agreement', 0):.2f}"
-    ]
-
-
-describes(
-    "ensemble",
-    NodeDescription(
-        "ensemble answering",
-        done=_ensemble_done,
-        outcome=_ensemble_outcome,
-        summary=_ensemble_summary,
-        trace=ensemble_trace,
-        covers=COVERS,
-    ),
-)

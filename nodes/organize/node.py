@@ -7,15 +7,11 @@ as the decision instead of voting over all the contexts again.
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.runtime import Runtime
 
 from nodes.context import Context
-from nodes.describing import NodeDescription, describes, plural
 from nodes.organize.aggregate import aggregate, answered
 from nodes.organize.strategies import strategy_named
-from nodes.organize.trace import COVERS, organize_trace
 from nodes.state import Organized, QAState
 
 
@@ -37,29 +33,3 @@ async def organize(state: QAState, runtime: Runtime[Context]) -> Organized:
             groups, qtype, strategy=strategy.name, settings=strategy.settings(ctx, model)
         )
     return update
-
-
-def _organize_done(update: dict[str, Any]) -> str:
-    kept = plural(len(update.get("organized") or []), "context")
-    groups = update.get("groups") or []
-    return f"organized {kept}" + (f" into {plural(len(groups), 'group')}" if groups else "")
-
-
-def _organize_summary(update: dict[str, Any]) -> list[str]:
-    if update.get("groups"):
-        return [f"{len(update['groups'])} groups"]
-    if "organized" in update:
-        return [f"{len(update['organized'])} contexts kept"]
-    return []
-
-
-describes(
-    "organize",
-    NodeDescription(
-        "organizing contexts",
-        done=_organize_done,
-        summary=_organize_summary,
-        trace=organize_trace,
-        covers=COVERS,
-    ),
-)

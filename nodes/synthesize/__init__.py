@@ -1,5 +1,5 @@
 """synthesize: the strategy's decision made into an answer that keeps the answer contract."""
 
-from nodes.synthesize.node import decision_lines, evidence_round, synthesize
+from nodes.synthesize.node import decision_lines, synthesize
 
-__all__ = ["decision_lines", "evidence_round", "synthesize"]
+__all__ = ["decision_lines", "synthesize"]

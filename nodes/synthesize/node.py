@@ -28,13 +28,11 @@ from nodes.answer_fields import (
     pmid_type,
 )
 from nodes.context import Context
-from nodes.describing import NodeDescription, Outcome, confidence_text, describes
 from nodes.passages import passages
-from nodes.state import Answer, Attempt, Call, Decision, Passage, QAState
+from nodes.state import Answer, Attempt, Call, Decision, Passage, QAState, evidence_round
 from nodes.synthesize.confidence import earned_confidence
 from nodes.synthesize.rule import decided, insufficient, rule_answer, stated
 from nodes.synthesize.support import held_to_evidence, support_share
-from nodes.synthesize.trace import COVERS, synthesize_trace
 from prompts import render
 
 
@@ -67,11 +65,6 @@ def synthesis_schema(qtype: str, pmids: list[str]) -> type[BaseModel]:
         ),
     }
     return create_model("Synthesis", **fields)
-
-
-def evidence_round(state: QAState) -> int:
-    """Return the evidence round: 0 before any fallback search, +1 after each."""
-    return len(state.get("fallbacks", []))
 
 
 def evidence_for(state: QAState, decision: Decision | None, m: int) -> list[Passage]:
@@ -303,37 +296,3 @@ async def _standing_in(
             "support": answer["support"],
         }, calls
     return answer | _earned(state, answer, contexts, model=None), calls
-
-
-def _synthesis_done(update: dict[str, Any]) -> str:
-    answer = update.get("answer") or {}
-    confidence = confidence_text(answer)
-    if answer.get("failed"):
-        return f"synthesis failed, trying again: {answer['failed'][:120]}"
-    if answer.get("source") == "insufficient":
-        return f"insufficient evidence: {str(answer.get('insufficient', ''))[:120]}"
-    if answer.get("source") == "vote":
-        return f"synthesis failed again; the ensemble's decision stands in: {confidence}"
-    return f"synthesized: confidence {confidence}"
-
-
-def _synthesis_outcome(update: dict[str, Any]) -> Outcome:
-    answer = update.get("answer") or {}
-    if answer.get("failed") or answer.get("source") in ("vote", "insufficient"):
-        return "failed"  # tried again, stood in for, or no answer the evidence carries
-    return "done"
-
-
-describes(
-    "synthesize",
-    NodeDescription(
-        "synthesizing",
-        done=_synthesis_done,
-        outcome=_synthesis_outcome,
-        summary=lambda update: (
-            [f"confidence {confidence_text(answer)}"] if (answer := update.get("answer")) else []
-        ),
-        trace=synthesize_trace,
-        covers=COVERS,
-    ),
-)

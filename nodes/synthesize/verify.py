@@ -167,16 +167,6 @@ def counted(verdict: PassageVerdict) -> str:
     return verdict["verdict"] if verdict["quoted"] else "unrelated"
 
 
-def verification_lines(verification: Verification) -> list[str]:
-    """Return the verification as trace lines: the status, why, and each passage's verdict."""
-    lines = [f"verified: {verification['status']} ({verification['why']})"]
-    for v in verification["passages"]:
-        kept = "" if v["quoted"] or not v["quote"] else " (quote not in the passage: unrelated)"
-        quote = f': "{v["quote"]}"' if v["quote"] else ""
-        lines.append(f"  {v['pmid']} {v['verdict']}{kept}{quote}")
-    return lines
-
-
 def _decided(qtype: str, exact: list[str], verdicts: list[PassageVerdict]) -> Verification:
     supports = [v for v in verdicts if counted(v) == "supports"]
     contradicts = [v for v in verdicts if counted(v) == "contradicts"]

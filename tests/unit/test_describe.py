@@ -6,11 +6,11 @@ from graphs.describe import (
     LABELS,
     done_line,
     node_names,
-    nodes,
     summarize,
     trace_text,
 )
 from graphs.qa import build_graph
+from graphs.runtime import graph_nodes
 from infra.bioasq.types import PHASES
 from nodes.describing import plural
 
@@ -18,12 +18,13 @@ from nodes.describing import plural
 @pytest.mark.parametrize("phase", PHASES)
 def test_every_node_of_every_phase_has_a_label(phase):
     compiled = {n for n in build_graph(phase=phase).nodes if not n.startswith("__")}
-    assert set(nodes(phase)) == compiled
+    assert set(graph_nodes(phase)) == compiled
     assert compiled <= set(LABELS)
 
 
 def test_labels_name_exactly_the_graphs_nodes():
-    assert set(LABELS) == set(node_names())
+    every = {n for phase in PHASES for n in graph_nodes(phase)}
+    assert set(LABELS) == set(node_names()) == every
 
 
 @pytest.mark.parametrize("node", sorted(LABELS))
@@ -77,8 +78,6 @@ def test_a_measure_with_no_value_reads_the_same_whether_none_or_nan(capsys):
 
 
 def test_every_node_of_every_phase_describes_itself():
-    from graphs.runtime import graph_nodes
-    from infra.bioasq.types import PHASES
     from nodes.describing import DESCRIPTIONS
 
     for phase in PHASES:
@@ -189,3 +188,18 @@ def test_an_ensemble_no_member_answered_is_a_failed_step_not_zero_answers():
     assert progress_line("ensemble", empty) == "– ensemble: no contexts to answer from"
     groups = {"members": [], "decision": {"source": "organize", "answers": [{"answer": "yes"}]}}
     assert progress_line("ensemble", groups) == "✓ ensemble: the group answers decide"
+
+
+def test_a_node_s_description_is_its_own_module_in_nodes_descriptions_named_as_the_node():
+    """One place per node, light enough for a reader of traces: describes("x", …) in x.py."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    found = {}
+    for path in sorted((root / "nodes").rglob("*.py")):
+        for call in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "describes":
+                found[call.args[0].value] = path.relative_to(root).as_posix()
+    every = {n for phase in PHASES for n in graph_nodes(phase)}
+    assert found == {node: f"nodes/descriptions/{node}.py" for node in every}

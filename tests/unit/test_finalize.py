@@ -3,7 +3,8 @@
 import pytest
 from langgraph.runtime import Runtime
 
-from nodes.finalize import ALL_FAILED, finalize, model_failed
+from nodes.finalize import finalize
+from nodes.records import ALL_FAILED, model_failed
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
 

@@ -4,7 +4,7 @@ from graphs.cli.ask import answer_json
 from graphs.describe import EXACT_ANSWER, answer_lines
 from graphs.runtime import run_question
 from graphs.traces.read import list_threads
-from nodes.finalize import model_failed
+from nodes.records import model_failed
 from tests.support.fakes import pmids_in, script
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"

@@ -8,12 +8,8 @@ from graphs.describe import block_lines, call_view
 from infra.settings import ModelSettings, ModelSpec, SettingsError, load_settings
 from infra.structured import parse_json_reply
 from lab.simulate.verify import verify_reply
-from nodes.synthesize.verify import (
-    verification_lines,
-    verifier_enabled,
-    verify_answer,
-    verify_schema,
-)
+from nodes.descriptions.synthesize import verification_lines
+from nodes.synthesize.verify import verifier_enabled, verify_answer, verify_schema
 from tests.support.fakes import pmids_in, script
 
 QUESTION = "Is losartan effective against brain atrophy in Alzheimer's disease?"

@@ -1,9 +1,10 @@
-"""What the ensemble shows in a trace: its members, the vote, CCV and MoI, then the decision."""
+"""How the ensemble is described: its members, the vote, CCV and MoI, then the decision."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from nodes.describing import NodeDescription, Outcome, describes, plural
 from nodes.state import Member
 from nodes.trace_view import Block, Facts, Table, cell, decision_blocks
 
@@ -88,3 +89,49 @@ def _ccv(ccv: Any) -> list[Block]:
             frozenset({0, 1}),
         ),
     ]
+
+
+def _ensemble_outcome(update: dict[str, Any]) -> Outcome:
+    if (update.get("decision") or {}).get("source") == "organize":
+        return "done"  # organize's groups answered: no member was asked
+    members = update.get("members") or []
+    if not members:
+        return "skipped"  # no contexts to answer from
+    answered = any(m.get("error") is None and m.get("answer") for m in members)
+    return "done" if answered else "failed"
+
+
+def _ensemble_done(update: dict[str, Any]) -> str:
+    if (update.get("decision") or {}).get("source") == "organize":
+        return "ensemble: the group answers decide"
+    members = update.get("members") or []
+    if not members:
+        return f"ensemble: {(update.get('decision') or {}).get('why') or 'no member asked'}"
+    if _ensemble_outcome(update) == "failed":
+        return f"ensemble: none of {plural(len(members), 'member')} gave an answer"
+    votes = update.get("votes") or {}
+    answers = plural(votes.get("members", 0), "answer")
+    return f"ensemble: {answers}, agreement {votes.get('agreement', 0):.2f}"
+
+
+def _ensemble_summary(update: dict[str, Any]) -> list[str]:
+    if "votes" not in update:
+        return []
+    votes = update["votes"] or {}
+    return [
+        f"{len(update.get('members') or [])} member calls, "
+        f"agreement {votes.get('agreement', 0):.2f}"
+    ]
+
+
+describes(
+    "ensemble",
+    NodeDescription(
+        "ensemble answering",
+        done=_ensemble_done,
+        outcome=_ensemble_outcome,
+        summary=_ensemble_summary,
+        trace=ensemble_trace,
+        covers=COVERS,
+    ),
+)

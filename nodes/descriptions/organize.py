@@ -1,9 +1,10 @@
-"""What organize shows in a trace: the relation graph, the groups, then the aggregate's decision."""
+"""How organize is described: the relation graph, the groups, then the aggregate's decision."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from nodes.describing import NodeDescription, describes, plural
 from nodes.trace_view import Block, Lines, RelationGraph, Table, decision_blocks
 
 COVERS = frozenset({"relation_graph", "relations", "groups", "decision"})
@@ -41,3 +42,29 @@ def organize_trace(update: dict[str, Any]) -> list[Block]:
     if groups:
         blocks.append(Lines(tuple(groups)))
     return blocks + decision_blocks(update.get("decision"), title="aggregate")
+
+
+def _organize_done(update: dict[str, Any]) -> str:
+    kept = plural(len(update.get("organized") or []), "context")
+    groups = update.get("groups") or []
+    return f"organized {kept}" + (f" into {plural(len(groups), 'group')}" if groups else "")
+
+
+def _organize_summary(update: dict[str, Any]) -> list[str]:
+    if update.get("groups"):
+        return [f"{len(update['groups'])} groups"]
+    if "organized" in update:
+        return [f"{len(update['organized'])} contexts kept"]
+    return []
+
+
+describes(
+    "organize",
+    NodeDescription(
+        "organizing contexts",
+        done=_organize_done,
+        summary=_organize_summary,
+        trace=organize_trace,
+        covers=COVERS,
+    ),
+)

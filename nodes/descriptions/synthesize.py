@@ -1,12 +1,11 @@
-"""What synthesize shows in a trace: each attempt, its temperature, confidence and answer."""
+"""How synthesize is described: each attempt, its temperature, confidence and answer."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from nodes.describing import confidence_text
-from nodes.records import SupportRecord
-from nodes.synthesize.verify import verification_lines
+from nodes.describing import NodeDescription, Outcome, confidence_text, describes
+from nodes.records import SupportRecord, Verification
 from nodes.trace_view import Block, Lines
 
 COVERS = frozenset({"attempts", "answer"})
@@ -63,3 +62,47 @@ def synthesize_trace(update: dict[str, Any]) -> list[Block]:
         lines += support_lines(answer.get("support"))
         blocks.append(Lines(tuple(lines)))
     return blocks
+
+
+def verification_lines(verification: Verification) -> list[str]:
+    """Return the verification as trace lines: the status, why, and each passage's verdict."""
+    lines = [f"verified: {verification['status']} ({verification['why']})"]
+    for v in verification["passages"]:
+        kept = "" if v["quoted"] or not v["quote"] else " (quote not in the passage: unrelated)"
+        quote = f': "{v["quote"]}"' if v["quote"] else ""
+        lines.append(f"  {v['pmid']} {v['verdict']}{kept}{quote}")
+    return lines
+
+
+def _synthesis_done(update: dict[str, Any]) -> str:
+    answer = update.get("answer") or {}
+    confidence = confidence_text(answer)
+    if answer.get("failed"):
+        return f"synthesis failed, trying again: {answer['failed'][:120]}"
+    if answer.get("source") == "insufficient":
+        return f"insufficient evidence: {str(answer.get('insufficient', ''))[:120]}"
+    if answer.get("source") == "vote":
+        return f"synthesis failed again; the ensemble's decision stands in: {confidence}"
+    return f"synthesized: confidence {confidence}"
+
+
+def _synthesis_outcome(update: dict[str, Any]) -> Outcome:
+    answer = update.get("answer") or {}
+    if answer.get("failed") or answer.get("source") in ("vote", "insufficient"):
+        return "failed"  # tried again, stood in for, or no answer the evidence carries
+    return "done"
+
+
+describes(
+    "synthesize",
+    NodeDescription(
+        "synthesizing",
+        done=_synthesis_done,
+        outcome=_synthesis_outcome,
+        summary=lambda update: (
+            [f"confidence {confidence_text(answer)}"] if (answer := update.get("answer")) else []
+        ),
+        trace=synthesize_trace,
+        covers=COVERS,
+    ),
+)
