@@ -13,10 +13,10 @@ with a chat request is the run's to find out. Local models load lazily and are n
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlsplit, urlunsplit
 
 from infra.errors import Unavailable
 from infra.settings import ModelSpec, Settings, secret_from_env
+from infra.text import shown_url
 
 PROBE_TIMEOUT_S = 5.0
 """Seconds an endpoint has to answer the probe (connect and read)."""
@@ -76,13 +76,3 @@ def _problem(url: str, spec: ModelSpec, timeout_s: float) -> str | None:
     if reply.status_code >= 500:
         return f"the server failed (HTTP {reply.status_code}); check its log, or try again"
     return None
-
-
-def shown_url(url: str) -> str:
-    """Return `url` without any user:password part (secrets never reach the terminal)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit(parts._replace(netloc=netloc))

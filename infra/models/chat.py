@@ -20,7 +20,6 @@ from pydantic import BaseModel, ValidationError
 from infra.likelihood import EchoedLikelihood
 from infra.llm_cache import ReplyCache
 from infra.models.providers import Provider, first_line, provider_for, whole_line
-from infra.preflight import shown_url
 from infra.settings import ModelSpec
 from infra.structured import (
     BRIEF,
@@ -33,6 +32,7 @@ from infra.structured import (
     tightened,
     was_cut_off,
 )
+from infra.text import shown_url
 
 UNPARSEABLE = "unparseable output"
 """How a call's error begins when the model answered but not in the shape asked: the model was
