@@ -24,11 +24,11 @@ from nodes.answer_fields import (
 )
 from nodes.context import Context
 from nodes.ensemble.strategies import StrategyUnavailable, View, strategy_named
-from nodes.ensemble.views import view_seed
 from nodes.ensemble.vote import vote
 from nodes.organize.aggregate import aggregate, answered
 from nodes.passages import passages
 from nodes.progress import report
+from nodes.seeds import question_seed
 from nodes.state import Call, Member, Passage, QAState
 from prompts import render
 
@@ -116,7 +116,7 @@ async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
             },
         }
     models = ctx.models.role("ensemble")
-    seed = view_seed(ctx.settings.ensemble.seed, question)
+    seed = question_seed(ctx.settings.ensemble.seed, question)
     plan = await strategy.plan(ctx, question, contexts, models, seed)
     # What reached the members (the union of the views, in rank order); what reaches
     # synthesis is the decision's order. Both in the trace, so a reader sees which of the

@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
-
-
-def view_seed(seed: int, question: str) -> int:
-    """Return a per-question seed, so runs are reproducible and questions differ."""
-    digest = hashlib.sha256(f"{seed}|{question}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
 
 
 def permuted_views(n: int, k: int, m: int, seed: int) -> list[list[int]]:

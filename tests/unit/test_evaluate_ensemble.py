@@ -22,7 +22,8 @@ from lab.trials.ensemble import (
     table,
     with_models,
 )
-from nodes.ensemble.views import permuted_views, view_seed
+from nodes.ensemble.views import permuted_views
+from nodes.seeds import question_seed
 from tests.support.data import GOLDEN, NQ
 from tests.support.fakes import pmids_in, script
 
@@ -193,7 +194,7 @@ def first_passage_reader(cases):
 
 def majority_of_first_passages(case, members=5, seed=13):
     """Return whether permute_vote is right, from the orders it shows (the oracle's own count)."""
-    views = permuted_views(3, members, 3, view_seed(seed, case.question))
+    views = permuted_views(3, members, 3, question_seed(seed, case.question))
     firsts = Counter(case.contexts[view[0]]["pmid"] for view in views)
     top = max(firsts.values())
     winners = [p for p, n in firsts.items() if n == top]

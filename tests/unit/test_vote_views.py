@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.ensemble.views import permuted_views, view_seed
+from nodes.ensemble.views import permuted_views
 from nodes.ensemble.vote import vote
+from nodes.seeds import question_seed
 
 # --- vote -------------------------------------------------------------------------------------
 
@@ -182,18 +183,18 @@ def test_one_view_is_only_the_rank_order():
     assert permuted_views(10, 1, 5, seed=1) == [[0, 1, 2, 3, 4]]
 
 
-def test_view_seed_is_deterministic():
-    assert view_seed(13, "Is aspirin safe?") == view_seed(13, "Is aspirin safe?")
+def test_question_seed_is_deterministic():
+    assert question_seed(13, "Is aspirin safe?") == question_seed(13, "Is aspirin safe?")
 
 
-def test_view_seed_depends_on_seed_and_question():
-    base = view_seed(13, "Is aspirin safe?")
-    assert view_seed(14, "Is aspirin safe?") != base
-    assert view_seed(13, "Is metformin safe?") != base
+def test_question_seed_depends_on_seed_and_question():
+    base = question_seed(13, "Is aspirin safe?")
+    assert question_seed(14, "Is aspirin safe?") != base
+    assert question_seed(13, "Is metformin safe?") != base
 
 
-def test_view_seed_is_a_64_bit_unsigned_integer():
-    value = view_seed(13, "q")
+def test_question_seed_is_a_64_bit_unsigned_integer():
+    value = question_seed(13, "q")
     assert isinstance(value, int)
     assert 0 <= value < 2**64
 

@@ -164,7 +164,7 @@ def every_model(models: list[ChatModel], orders: list[list[int]], temperature: f
 def common_settings(ctx: Context, models: list[ChatModel]) -> dict[str, Any]:
     """Return the settings every strategy's decision records: models, seed, vote rules.
 
-    Views are drawn from `view_seed(seed, question)`, so the seed and the question the trace
+    Views are drawn from `question_seed(seed, question)`, so the seed and the question the trace
     holds reproduce them (the derived 64-bit seed itself would lose digits in a browser).
     """
     settings = ctx.settings.ensemble

@@ -21,9 +21,9 @@ import numpy as np
 from infra.embeddings import document_text
 from infra.models import ChatModel
 from nodes.context import Context
-from nodes.ensemble.views import view_seed
 from nodes.organize.answers import answer_groups
 from nodes.organize.strategies.registry import OrganizeStrategy, register
+from nodes.seeds import question_seed
 from nodes.state import Call, Organized, Passage
 
 
@@ -85,7 +85,7 @@ class Ablation(OrganizeStrategy):
             groups=settings.groups,
             # Per question: one seed for all would deal every question's retriever-ordered
             # contexts into the same pattern, a systematic grouping rather than a random one.
-            seed=view_seed(settings.seed, question) % 2**32,
+            seed=question_seed(settings.seed, question) % 2**32,
             vectors=vectors,
         )
         calls: list[Call] = []
