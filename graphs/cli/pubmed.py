@@ -1,6 +1,6 @@
 """`quorum pubmed sync`: PubMed's baseline and daily update files into an index, kept in step.
 
-The work is infra/pubmed/sync_job.py's (lock, state, mirror, and the ingest session each file
+The work is infra/ingest/sync_job.py's (lock, state, mirror, and the ingest session each file
 goes through); here the arguments, the notes and progress shown, the summary and exit codes.
 """
 
@@ -84,8 +84,8 @@ def sync(
     ] = 2,
 ) -> None:
     """Download PubMed's baseline and update files, verify each, index them in file order."""
+    from infra.ingest.sync_job import SyncJob
     from infra.pubmed.mirror import SyncError, mirror_url
-    from infra.pubmed.sync_job import SyncJob
     from nodes.describing import plural
 
     common.checked_backend(backend)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from infra.embeddings import Embedder, HuggingFaceEmbedder
 from infra.errors import UserError
-from infra.ingest.corpus import IndexMissing
 from infra.ingest.embed_job import EmbedJournal, EmbedReport, embed_missing
 from infra.ingest.pipeline import IngestReport, Journal, ingest
 from infra.ingest.sources import check
@@ -28,6 +27,7 @@ from infra.search.backends import (
     stored_dims,
 )
 from infra.search.base import IndexWriter
+from infra.search.corpus import IndexMissing
 from infra.settings import Settings
 
 

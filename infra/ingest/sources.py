@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import UserError
-from infra.ingest.corpus import read_jsonl
-from infra.pubmed import iter_pubmed_articles
+from infra.pubmed.xml import iter_pubmed_articles
+from infra.search.corpus import read_jsonl
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".xml", ".xml.gz")
 MAX_RECORD_CHARS = 1_000_000

@@ -14,8 +14,8 @@ from typing import cast
 
 from infra.embeddings import Embedder
 from infra.errors import UserError
-from infra.ingest.corpus import DEMO_MODEL, IndexMissing, demo_documents, ensure_index
 from infra.search.base import Backend, IndexShape, IndexWriter, SearchBackend
+from infra.search.corpus import DEMO_MODEL, IndexMissing, demo_documents, ensure_index
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_open import read_meta
 from infra.search.embedded_store import META, EmbeddedWriter

@@ -16,7 +16,7 @@ from infra.bioasq.formats import Question, load_questions
 from infra.bioasq.urls import pubmed_url
 from infra.embeddings import document_text
 from infra.errors import UserError
-from infra.ingest.corpus import read_jsonl
+from infra.search.corpus import read_jsonl
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_open import remove_index
 from infra.search.keywords import keyword_query

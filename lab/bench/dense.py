@@ -53,8 +53,8 @@ def dense_inputs(
     """
     from infra.bioasq.formats import load_questions
     from infra.embeddings import HuggingFaceEmbedder
-    from infra.ingest.corpus import read_jsonl
     from infra.ingest.sources import normalize
+    from infra.search.corpus import read_jsonl
     from lab.bench.scale import real_vectors_file, save_queries
 
     docs = [normalize(d) for d in read_jsonl(corpus) if isinstance(d, dict)]

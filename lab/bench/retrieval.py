@@ -21,9 +21,9 @@ import numpy as np
 
 from infra.bioasq.formats import Question
 from infra.embeddings import Embedder, HuggingFaceEmbedder, document_text
-from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
 from infra.search.backends import drop_index, open_backend, open_writer
+from infra.search.corpus import read_jsonl
 from infra.search.keywords import keyword_query
 from infra.settings import Settings
 from lab.bench.query import CANDIDATES, TOP_K, query_latency

@@ -23,9 +23,9 @@ import numpy as np
 from infra.bioasq.formats import Question
 from infra.embeddings import HuggingFaceEmbedder, document_text
 from infra.errors import UserError
-from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
 from infra.search.backends import drop_index
+from infra.search.corpus import read_jsonl
 from infra.search.keywords import keyword_query
 from infra.search.query import QueryError
 from infra.settings import Settings

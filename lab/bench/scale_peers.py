@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
 from infra.search.backends import open_backend
+from infra.search.corpus import read_jsonl
 from infra.search.fusion import fuse
 from infra.settings import load_settings
 from lab.bench.query import peak_rss_mib

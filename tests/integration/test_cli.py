@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from graphs.cli.ask import ANSWER_KEYS
-from infra.ingest.corpus import DEMO_DOCS, read_jsonl
+from infra.search.corpus import DEMO_DOCS, read_jsonl
 from tests.support import offline
 from tests.support.cli import quorum, quorum_env, run_quorum, simulated_env
 from tests.support.data import ANSWERING_NODES

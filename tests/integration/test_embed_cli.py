@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from graphs.cli.embed import embed
-from infra.ingest.corpus import IndexMissing
 from infra.ingest.session import IngestSession
 from infra.ingest.sources import normalize
+from infra.search.corpus import IndexMissing
 from infra.search.elastic import ElasticIndex
 from infra.search.embedded import EmbeddedIndex
 from infra.search.embedded_layout import row_pmids

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import infra.search.embedded_store as store
-from infra.ingest.corpus import read_jsonl
 from infra.ingest.sources import normalize
+from infra.search.corpus import read_jsonl
 from infra.search.embedded_open import remove_index
 from lab.bench.synthetic import SentencePool
 

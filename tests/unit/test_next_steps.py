@@ -3,8 +3,8 @@
 import pytest
 
 from infra.errors import Unavailable
-from infra.ingest.corpus import IndexMissing
 from infra.search.backends import open_backend
+from infra.search.corpus import IndexMissing
 from infra.search.elastic import ElasticIndex
 from infra.search.embedded import EmbeddedIndex
 from infra.settings import SettingsError, load_settings
