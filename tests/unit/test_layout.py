@@ -153,6 +153,46 @@ def test_the_lab_is_under_its_own_roof():
     assert stray == []
 
 
+def _room(name: str) -> str | None:
+    """Return the folder-level room of an infra or nodes module: `infra.search`, `nodes.organize`,
+    or a single module such as `infra.preflight`; None elsewhere."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if parts[0] in ("infra", "nodes") and len(parts) > 1 else None
+
+
+def two_way_ties(graph: dict[str, set[str]]) -> list[str]:
+    """Return every pair of rooms under infra/ or nodes/ that import each other, with an import
+    each way."""
+    ties: dict[tuple[str, str], str] = {}
+    for name, targets in graph.items():
+        for target in sorted(targets):
+            a, b = _room(name), _room(target)
+            if a and b and a != b:
+                ties.setdefault((a, b), f"{name} imports {target}")
+    return sorted(
+        f"{a} ⇄ {b}: {ties[a, b]}; {ties[b, a]}" for a, b in ties if a < b and (b, a) in ties
+    )
+
+
+def test_no_two_rooms_of_infra_or_nodes_import_each_other():
+    """A folder (or module) under infra/ or nodes/ is a room: imports between two go one way,
+    so each can be read, tested and moved with what it stands on."""
+    assert two_way_ties(GRAPH) == []
+
+
+def test_a_two_way_tie_is_caught():
+    """The negative control: ingest and pubmed importing each other, as they once did."""
+    tied = {
+        "infra.ingest.sources": {"infra.pubmed.xml"},
+        "infra.pubmed.sync_job": {"infra.ingest.session"},
+        "nodes.search": {"infra.text"},
+    }
+    assert two_way_ties(tied) == [
+        "infra.ingest ⇄ infra.pubmed: infra.ingest.sources imports infra.pubmed.xml; "
+        "infra.pubmed.sync_job imports infra.ingest.session"
+    ]
+
+
 def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
