@@ -44,6 +44,27 @@ def check_models(settings: Settings, *, probe: bool = True) -> None:
         check_endpoints(settings)
 
 
+def role_endpoints(settings: Settings) -> list[str]:
+    """Return "role → endpoint (model)" for every role, or [] when every role is one model.
+
+    What a user reads once on stderr before the first question: which endpoint judges the
+    answers, and that it is not the one writing them. URLs are shown without credentials.
+    """
+    from infra.models import provider_for
+    from infra.preflight import shown_url
+
+    played = settings.models.by_role()
+    if all(spec.same_model(played[0][1]) for _, spec in played):
+        return []
+    by_role: dict[str, list[str]] = {}
+    for role, spec in played:
+        url = provider_for(spec).endpoint(spec)
+        where = f"{shown_url(url) if url else 'local model'} ({spec.model})"
+        if where not in by_role.setdefault(role, []):
+            by_role[role].append(where)
+    return [f"{role} → {', '.join(places)}" for role, places in by_role.items()]
+
+
 def pubmed_client(settings: Settings) -> PubMedClient | None:
     """Return the PubMed fallback's client, or None when the fallback may not ask NCBI.
 

@@ -21,6 +21,7 @@ from graphs.cli.common import (
     err,
     fail,
     out,
+    role_notice,
     write_json,
 )
 from graphs.cli.interrupts import Interrupts
@@ -52,6 +53,7 @@ def ask(
     from graphs.runtime import Progress, build_context, run_question
 
     demo_notice(settings)
+    role_notice(settings)
     with LiveStatus(err, "loading models and index…") as status:
         try:
             context = build_context(settings)

@@ -20,6 +20,7 @@ from graphs.cli.common import (
     model_options,
     out,
     preset_options,
+    role_notice,
     search_options,
     settings_for,
     write_json,
@@ -96,6 +97,7 @@ def bioasq_run(
     models = ModelPool(settings) if no_llm else None
     if not no_llm:
         demo_notice(settings)  # before a batch that would otherwise be submitted unawares
+        role_notice(settings)
     context = build_context(settings, models=models, questions_in_flight=concurrency)
 
     async def batch() -> BatchReport:

@@ -14,6 +14,7 @@ from graphs.cli.common import (
     demo_notice,
     err,
     fail,
+    role_notice,
 )
 from graphs.live import LiveStatus
 
@@ -32,6 +33,7 @@ def chat(
     qtype = checked_type(qtype)
     settings = answering_settings(index_name, backend, model, api_key_env, preset)
     demo_notice(settings)
+    role_notice(settings)
     from graphs.chat.terminal import run_chat
     from graphs.runtime import build_context
 

@@ -123,8 +123,9 @@ ModelOption = Annotated[
     str | None,
     typer.Option(
         "--model",
-        help="One OpenAI-compatible endpoint for every role, as BASE_URL#NAME, e.g. "
-        "http://localhost:8080/v1#qwen2.5-7b-instruct (default: $QUORUM_MODEL, else settings).",
+        help="One OpenAI-compatible endpoint for every role not set on its own in the settings, "
+        "as BASE_URL#NAME, e.g. http://localhost:8080/v1#qwen2.5-7b-instruct (default: "
+        "$QUORUM_MODEL, else settings).",
     ),
 ]
 ApiKeyEnvOption = Annotated[
@@ -137,13 +138,14 @@ ApiKeyEnvOption = Annotated[
 
 
 def model_options(model: str | None, api_key_env: str | None) -> dict[str, dict[str, Any]]:
-    """Return `settings_for` overrides that point every role at one endpoint (--model).
+    """Return `settings_for` overrides that point the base roles at one endpoint (--model).
 
     `--model BASE_URL#NAME`, else the variable QUORUM_MODEL in the same form; `--api-key-env`
-    names the variable holding the key. Nothing given: the settings' own models.
+    names the variable holding the key. Nothing given: the settings' own models. The query
+    and ensemble models are replaced; a role set on its own (refine, organize, synthesis,
+    verify: in the settings file or QUORUM_MODELS__VERIFY) keeps its endpoint, and one left
+    unset follows them as its default says.
     """
-    from infra.settings import MODEL_ROLES
-
     given = model if model is not None else os.environ.get("QUORUM_MODEL") or None
     if given is None:
         if api_key_env is not None:
@@ -158,7 +160,17 @@ def model_options(model: str | None, api_key_env: str | None) -> dict[str, dict[
     spec: dict[str, Any] = {"provider": "openai", "model": name.strip(), "base_url": base_url}
     if api_key_env is not None:
         spec["api_key_env"] = api_key_env
-    return {"models": {role: [spec] if role == "ensemble" else spec for role in MODEL_ROLES}}
+    # NOTE: the roles left out keep the settings' value: None (the documented default, which
+    # then follows these two) or the model the user chose for that role on purpose.
+    return {"models": {"query": spec, "ensemble": [spec]}}
+
+
+def role_notice(settings: Any) -> None:
+    """List role -> endpoint on stderr once, when the roles are not all one model."""
+    from graphs.runtime import role_endpoints
+
+    if lines := role_endpoints(settings):
+        err.print("models by role: " + "; ".join(lines), markup=False)
 
 
 PresetOption = Annotated[

@@ -18,6 +18,7 @@ from graphs.cli.common import (
     checked_type,
     demo_notice,
     err,
+    role_notice,
 )
 from graphs.live import LiveStatus
 
@@ -58,6 +59,7 @@ def serve(
     qtype = checked_type(qtype)
     settings = answering_settings(index_name, backend, model, api_key_env, preset)
     demo_notice(settings)
+    role_notice(settings)
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         listener = socket.create_server((host.strip("[]"), port), family=family)

@@ -95,6 +95,15 @@ class ModelSpec(Group):
         """Return an identity for sharing one instance between roles: the whole spec must match."""
         return self.model_dump_json()
 
+    def same_model(self, other: ModelSpec) -> bool:
+        """Tell whether two specs name one model: provider, name, endpoint and weights agree.
+
+        How it is called (temperature, tokens, limits) does not make another model: a judge
+        that differs from the author only in its temperature is the author judging itself.
+        """
+        fields = ("provider", "model", "base_url", "path")
+        return all(getattr(self, f) == getattr(other, f) for f in fields)
+
 
 MODEL_ROLES = ("query", "refine", "organize", "ensemble", "synthesis", "verify")
 """The roles a chat model can play; `ModelSettings` has one field for each."""
@@ -122,7 +131,10 @@ class ModelSettings(Group):
     verify: ModelSpec | None = Field(
         None,
         description="Judges whether each cited passage supports the answer (verify.enabled); "
-        "default: the synthesis model.",
+        "default: a configured model other than the synthesis model (the first other ensemble "
+        "member, else the query, organize or refine model; an endpoint's answer is never "
+        "judged by a local model), and the synthesis model itself only when there is no "
+        "other: its answers are then labelled self-verified.",
     )
     cache: Literal["off", "temperature0", "all"] = Field(
         "temperature0",
@@ -147,11 +159,32 @@ class ModelSettings(Group):
             "refine": self.refine or self.query,
             "organize": self.organize or self.query,
             "synthesis": self.synthesis or self.ensemble[0],
-            "verify": self.verify or self.synthesis or self.ensemble[0],
+            "verify": self.verify or self.independent_judge() or self.author(),
         }.get(role)
         if spec is None:
             raise KeyError(f"unknown model role {role!r}")
         return [spec]
+
+    def author(self) -> ModelSpec:
+        """Return the model that writes the answer: the synthesis model."""
+        return self.synthesis or self.ensemble[0]
+
+    def independent_judge(self) -> ModelSpec | None:
+        """Return the first configured model other than the author that may judge it, or None.
+
+        Ensemble members first (they read the same passages), then the query-side roles. A
+        local model never judges an endpoint's answer: `verify.enabled` "auto" would turn the
+        verifier off for it, and a model that small cannot judge entailment.
+        """
+        author = self.author()
+        query_side = [self.query, self.organize, self.refine]
+        for spec in [*self.ensemble, *(s for s in query_side if s is not None)]:
+            if spec.same_model(author):
+                continue
+            if author.provider == "openai" and spec.provider != "openai":
+                continue
+            return spec
+        return None
 
     def uses_demo_model(self) -> bool:
         """Tell whether any role is played by the built-in demo model (no path given)."""

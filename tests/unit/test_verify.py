@@ -210,14 +210,34 @@ def test_verify_enabled_reads_the_environment(settings, monkeypatch):
         load_settings(home=settings.home)
 
 
-def test_the_verify_role_defaults_to_the_synthesis_model():
+def test_the_verify_role_defaults_to_another_model_than_the_author():
     ensemble = [ModelSpec(model="e1"), ModelSpec(model="e2")]
-    assert ModelSettings(ensemble=ensemble).for_role("verify")[0].model == "e1"
-    models = ModelSettings(ensemble=ensemble, synthesis=ModelSpec(model="s"))
-    assert models.for_role("verify") == models.for_role("synthesis")
+    assert ModelSettings(ensemble=ensemble).for_role("verify")[0].model == "e2"
+    models = ModelSettings(ensemble=ensemble, synthesis=ModelSpec(model="e2"))
+    assert models.for_role("verify")[0].model == "e1"
+    apart = ModelSettings(ensemble=[ModelSpec(model="e1")], query=ModelSpec(model="q"))
+    assert apart.for_role("verify")[0].model == "q"  # no other member: a query-side model
     chosen = ModelSettings(synthesis=ModelSpec(model="s"), verify=ModelSpec(model="v"))
     assert chosen.for_role("verify")[0].model == "v"
     assert ("verify", chosen.verify) in chosen.by_role()
+
+
+def test_with_one_model_in_every_role_the_author_judges_itself():
+    one = ModelSettings()
+    assert one.for_role("verify") == one.for_role("synthesis")
+    assert one.independent_judge() is None
+    # Another temperature or token budget is the same model: still no other judge.
+    warm = ModelSpec(temperature=0.7, max_tokens=99)
+    assert ModelSettings(ensemble=[ModelSpec(), warm]).independent_judge() is None
+
+
+def test_a_local_model_never_judges_an_endpoints_answer():
+    endpoint = ModelSpec(provider="openai", model="big", base_url="http://x/v1")
+    models = ModelSettings(query=ModelSpec(model="tiny"), ensemble=[endpoint])
+    assert models.for_role("verify") == [endpoint]  # the author: labelled self-verified
+    other = ModelSpec(provider="openai", model="judge", base_url="http://y/v1")
+    models = ModelSettings(query=ModelSpec(model="tiny"), ensemble=[endpoint, other])
+    assert models.for_role("verify") == [other]
 
 
 # --- the simulator's rule (a wiring harness, not evidence the verifier works) ------------------
