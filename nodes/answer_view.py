@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodes.describing import confidence_text
+from nodes.records import JUDGES
 from nodes.trace_view import Answer, Cited, Retrieved
 
 
@@ -59,6 +60,9 @@ def support_text(result: dict[str, Any]) -> str | None:
     if support.get("verdict") != "supported":
         return None
     verified = support.get("verified", "not verified")
+    if verified == "self-verified":
+        # The only judge was the author: say so, so no reader takes it for a second opinion.
+        verified = f"self-verified: judged only by {JUDGES['self']}"
     why = f" ({support['why']})" if support.get("why") else ""
     if "evidence" in result and not result["evidence"]:
         return f"carried by the passages it was made from (it cites none); {verified}{why}"

@@ -12,7 +12,7 @@ from infra.bioasq.contract import answer_problem, insufficient_answer
 from infra.embeddings import Embedder
 from infra.snippets import best_snippets, supporting_sentences
 from nodes.context import Context
-from nodes.records import ALL_FAILED, Answer, Call
+from nodes.records import ALL_FAILED, Answer, Call, verified_label
 from nodes.state import Evidence, Passage, QAState
 
 MAX_DOCUMENTS = 10
@@ -96,11 +96,14 @@ def support_summary(answer: Answer, reason: str | None) -> dict[str, str] | None
     if not support:
         return None
     verified = support.get("verified") or {}
-    return {
+    summary = {
         "verdict": "refused" if reason else support["verdict"],
-        "verified": verified.get("status", "not verified"),
+        "verified": verified_label(verified),
         "why": verified.get("why") or support.get("reason") or "",
     }
+    if judge := verified.get("judge"):
+        summary["judge"] = judge
+    return summary
 
 
 def cited_evidence(

@@ -164,6 +164,25 @@ class Verification(TypedDict):
     """One verdict per cited passage, in the order cited."""
     why: str
     """What decided the status, in words (the passages and quotes, or the error)."""
+    judge: NotRequired[Literal["independent", "self"]]
+    """Who was asked, whenever a verifier was: "independent", a model other than the one(s)
+    that wrote the answer; "self", one of them (the only model configured), so a "supported"
+    is self-verified. Absent when no verifier was asked (verify.enabled off)."""
+
+
+JUDGES = {
+    "independent": "a model other than the one that answered",
+    "self": "the model that wrote the answer",
+}
+"""What a verification's `judge` says, in words."""
+
+
+def verified_label(verification: Verification | dict[str, Any]) -> str:
+    """Return the verifier's word as a reader gets it: a self-judged support is self-verified."""
+    status = verification.get("status", "not verified")
+    if status == "supported" and verification.get("judge") == "self":
+        return "self-verified"
+    return status
 
 
 class Carried(TypedDict):
@@ -349,7 +368,8 @@ class Result(TypedDict):
     """Title per document PMID."""
     support: NotRequired[dict[str, str] | None]
     """The support check on the answer: verdict (supported/refused), verified (supported,
-    refused or not verified) and why; None when nothing was to be answered."""
+    self-verified, refused or not verified), judge (independent or self, when a verifier was
+    asked) and why; None when nothing was to be answered."""
 
 
 ALL_FAILED = "no model could answer this question from the evidence found"

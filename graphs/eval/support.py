@@ -46,7 +46,13 @@ def verifier_for(settings: Settings) -> Verifier | None:
         question: str, qtype: str, exact: list[str], ideal: str, passages: list[dict[str, Any]]
     ) -> bool:
         verification, _ = await verify_answer(
-            model, question, qtype, exact, ideal, cast(list[Passage], passages)
+            model,
+            question,
+            qtype,
+            exact,
+            ideal,
+            cast(list[Passage], passages),
+            authors=(),  # the organizers wrote these answers: no model judges its own
         )
         # A verifier that could not be asked leaves the model-free verdict standing.
         return verification["status"] != "refused"

@@ -217,7 +217,10 @@ function renderAnswer(answer) {
   box.append(el("p", { class: "confidence muted" },
     `${WORDS.confidence}: ${answer.confidence_text ?? Number(answer.confidence || 0).toFixed(2)}`));
   if (answer.support_text) {
-    box.append(el("p", { class: "support muted" }, `${WORDS.support}: ${answer.support_text}`));
+    // A self-verified answer had no judge but its author: not muted, so it is not read past.
+    const self = answer.verified === "self-verified";
+    box.append(el("p", { class: self ? "support self-verified" : "support muted" },
+      `${WORDS.support}: ${answer.support_text}`));
   }
   if (evidence.length) {
     const list = el("ol", { class: "evidence" });

@@ -359,6 +359,7 @@ def _answer(turn: Turn) -> dict[str, Any]:
         "model_confidence": result.get("model_confidence"),
         "confidence_text": confidence_text(result),
         "support_text": support_text(result),
+        "verified": (result.get("support") or {}).get("verified"),
         "evidence": cited_evidence(result),
         "evidence_kept": "evidence" in result,
         "documents": retrieved_documents(result),

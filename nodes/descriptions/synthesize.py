@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodes.describing import NodeDescription, Outcome, confidence_text, describes
-from nodes.records import SupportRecord, Verification
+from nodes.records import JUDGES, SupportRecord, Verification, verified_label
 from nodes.trace_view import Block, Lines
 
 COVERS = frozenset({"attempts", "answer"})
@@ -65,9 +65,13 @@ def synthesize_trace(update: dict[str, Any]) -> list[Block]:
 
 
 def verification_lines(verification: Verification) -> list[str]:
-    """Return the verification as trace lines: the status, why, and each passage's verdict."""
-    lines = [f"verified: {verification['status']} ({verification['why']})"]
+    """Return the verification as trace lines: the status, who judged, why, each verdict."""
+    judge = f", judged by {JUDGES[j]}" if (j := verification.get("judge")) in JUDGES else ""
+    lines = [f"verified: {verified_label(verification)}{judge} ({verification['why']})"]
     for v in verification["passages"]:
+        if v.get("flagged"):
+            lines.append(f"  {v['pmid']} not shown: it addresses the model, {v['flagged']}")
+            continue
         kept = "" if v["quoted"] or not v["quote"] else " (quote not in the passage: unrelated)"
         quote = f': "{v["quote"]}"' if v["quote"] else ""
         lines.append(f"  {v['pmid']} {v['verdict']}{kept}{quote}")

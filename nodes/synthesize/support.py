@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from infra.support import check_support
 from nodes.context import Context
 from nodes.state import Answer, Call, Passage
-from nodes.synthesize.verify import counted, verifier_enabled, verify_answer
+from nodes.synthesize.verify import answer_authors, counted, verifier_enabled, verify_answer
 
 VERIFIER_OFF = "verify.enabled is off for this model (the local demo model cannot judge entailment)"
 
@@ -78,6 +78,7 @@ async def held_to_evidence(
         list(checked.get("exact") or []),
         checked.get("ideal") or "",
         cited or list(contexts),
+        authors=answer_authors(ctx.models, checked),
     )
     checked["support"]["verified"] = verification
     calls = [call] if call is not None else []

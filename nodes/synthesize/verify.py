@@ -7,20 +7,24 @@ can refuse an answer, never wave one through. An endpoint that fails says "not v
 leaves the decision to the model-free check and says so, rather than passing in silence.
 `verify.enabled` "auto" turns it on for OpenAI-compatible endpoints only: the local demo model
 (135M parameters) cannot judge entailment.
+
+Who judged is part of the verdict: a verifier that is the model that wrote the answer
+(`judge` "self") vouches for itself, and the answer says "self-verified", never just verified.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field, create_model
 
-from infra.models import UNPARSEABLE, ChatModel
+from infra.models import PROVIDERS, UNPARSEABLE, ChatModel, ModelPool
 from infra.settings import Settings
 from nodes.answer_fields import pmid_type
 from nodes.passages import passages as numbered
-from nodes.records import Call, Passage, PassageVerdict, Verification
+from nodes.records import Answer, Call, Passage, PassageVerdict, Verification
 from prompts import render
 
 QUOTE_CHARS = 400
@@ -83,6 +87,29 @@ def answer_text(qtype: str, exact: list[str], ideal: str) -> str:
     return "\n".join(lines)
 
 
+def same_model(first: ChatModel, second: ChatModel) -> bool:
+    """Tell whether two chat models are one model: one instance, or specs naming one model.
+
+    A model handed in for a role (tests) is known by its instance only: its spec is a stand-in.
+    """
+    if first.llm is second.llm:
+        return True
+    built = all(m.provider is PROVIDERS.get(m.spec.provider) for m in (first, second))
+    return built and first.spec.same_model(second.spec)
+
+
+def answer_authors(models: ModelPool, answer: Answer) -> list[ChatModel]:
+    """Return the models that wrote an answer: synthesis's, or every member for the vote's."""
+    if answer.get("source") in ("vote", "decision"):
+        return models.role("ensemble")
+    return [models.first("synthesis")]
+
+
+def judge_of(verifier: ChatModel, authors: Sequence[ChatModel]) -> Literal["independent", "self"]:
+    """Return "self" when the verifier is one of the answer's authors, else "independent"."""
+    return "self" if any(same_model(verifier, a) for a in authors) else "independent"
+
+
 async def verify_answer(
     model: ChatModel,
     question: str,
@@ -90,6 +117,8 @@ async def verify_answer(
     exact: list[str],
     ideal: str,
     passages: list[Passage],
+    *,
+    authors: Sequence[ChatModel],
 ) -> tuple[Verification, Call | None]:
     """Ask the verifier about every cited passage at once; return its verification and call.
 
@@ -100,7 +129,22 @@ async def verify_answer(
         exact: The exact answer (BioASQ-formatted items; empty for a summary).
         ideal: The ideal answer.
         passages: The passages the answer cites; none means refused without a call (None).
+        authors: The models that wrote the answer (`answer_authors`): the verification says
+            whether its judge is one of them.
     """
+    judge = judge_of(model, authors)
+    verification, call = await _verification(model, question, qtype, exact, ideal, passages)
+    return {**verification, "judge": judge}, call
+
+
+async def _verification(
+    model: ChatModel,
+    question: str,
+    qtype: str,
+    exact: list[str],
+    ideal: str,
+    passages: list[Passage],
+) -> tuple[Verification, Call | None]:
     if not passages:
         return {"status": "refused", "passages": [], "why": "the answer cites no passage"}, None
     messages = render(

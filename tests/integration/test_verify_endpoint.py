@@ -39,7 +39,7 @@ async def test_the_simulator_answers_the_verify_prompt_in_one_call(settings, met
     with SimulatedEndpoint(0.0) as endpoint:
         model = verifier(settings, endpoint.base_url, method)
         refused, call = await verify_answer(
-            model, QUESTION, "yesno", ["yes"], "Yes, it reduces atrophy.", PASSAGES
+            model, QUESTION, "yesno", ["yes"], "Yes, it reduces atrophy.", PASSAGES, authors=()
         )
         assert endpoint.stats.calls == 1
         given, _ = await verify_answer(
@@ -49,6 +49,7 @@ async def test_the_simulator_answers_the_verify_prompt_in_one_call(settings, met
             ["CFTR"],
             "CFTR.",
             PASSAGES,
+            authors=(),
         )
     assert call is not None and call["error"] is None and call["node"] == "verify"
     assert refused["status"] == "refused"
@@ -63,7 +64,7 @@ async def test_a_failing_verifier_endpoint_is_not_verified(settings):
     with SimulatedEndpoint(0.0, faults=plan) as endpoint:
         model = verifier(settings, endpoint.base_url, max_retries=0)
         verification, call = await verify_answer(
-            model, QUESTION, "yesno", ["yes"], "Yes.", PASSAGES
+            model, QUESTION, "yesno", ["yes"], "Yes.", PASSAGES, authors=()
         )
     assert verification["status"] == "not verified"
     assert verification["why"].startswith("the verifier's call failed: ")

@@ -114,3 +114,24 @@ def test_an_answer_says_whether_it_was_verified():
     assert any("carried by the passages it was made from (it cites none)" in x for x in uncited)
     refused = result | {"support": {"verdict": "refused", "verified": "refused", "why": "x"}}
     assert not any(line.startswith("Support:") for line in answer_lines(refused))
+
+
+def test_an_answer_its_author_alone_judged_says_so():
+    from graphs.describe import answer_lines
+
+    result = {
+        "type": "yesno",
+        "exact_answer": "no",
+        "ideal_answer": "No, aspirin did not help.",
+        "confidence": 0.5,
+        "support": {
+            "verdict": "supported",
+            "verified": "self-verified",
+            "judge": "self",
+            "why": "PMID 7 supports it",
+        },
+    }
+    assert (
+        "Support: carried by the cited passages; self-verified: judged only by the model that "
+        "wrote the answer (PMID 7 supports it)"
+    ) in answer_lines(result)

@@ -5,11 +5,20 @@ import json
 import pytest
 
 from graphs.describe import block_lines, call_view
+from infra.models import ModelPool
 from infra.settings import ModelSettings, ModelSpec, SettingsError, load_settings
 from infra.structured import parse_json_reply
 from lab.simulate.verify import verify_reply
 from nodes.descriptions.synthesize import verification_lines
-from nodes.synthesize.verify import verifier_enabled, verify_answer, verify_schema
+from nodes.records import verified_label
+from nodes.synthesize.verify import (
+    answer_authors,
+    judge_of,
+    same_model,
+    verifier_enabled,
+    verify_answer,
+    verify_schema,
+)
 from tests.support.fakes import pmids_in, script
 
 QUESTION = "Is losartan effective against brain atrophy in Alzheimer's disease?"
@@ -63,6 +72,7 @@ async def verified(make_context, answer, qtype="yesno", exact=("yes",), passages
         list(exact),
         "Losartan reduces brain atrophy.",
         list(passages),
+        authors=[ctx.models.first("synthesis")],
     )
     return verification, call, model
 
@@ -154,6 +164,7 @@ async def test_a_failed_endpoint_is_not_verified_never_a_pass(make_context):
         "status": "not verified",
         "passages": [],
         "why": "the verifier's call failed: ConnectionError: Connection refused",
+        "judge": "self",  # who was asked, though it could not answer
     }
     assert call["error"] == "ConnectionError: Connection refused"
 
@@ -238,6 +249,63 @@ def test_a_local_model_never_judges_an_endpoints_answer():
     other = ModelSpec(provider="openai", model="judge", base_url="http://y/v1")
     models = ModelSettings(query=ModelSpec(model="tiny"), ensemble=[endpoint, other])
     assert models.for_role("verify") == [other]
+
+
+# --- who judged ---------------------------------------------------------------------------------
+
+
+async def test_the_author_judging_its_own_answer_is_self_verified(make_context):
+    v, _, _ = await verified(make_context, reply(("102", "supports", SUPPORT_102)))
+    assert v["status"] == "supported" and v["judge"] == "self"
+    assert verified_label(v) == "self-verified"
+    assert verification_lines(v)[0].startswith(
+        "verified: self-verified, judged by the model that wrote the answer (PMID 102"
+    )
+
+
+async def test_another_model_judging_is_independent(make_context):
+    author, judge = script(), script(verify=reply(("102", "supports", SUPPORT_102)))
+    ctx = make_context(author, verify=judge)
+    v, _ = await verify_answer(
+        ctx.models.first("verify"),
+        QUESTION,
+        "yesno",
+        ["yes"],
+        "Yes.",
+        PASSAGES,
+        authors=answer_authors(ctx.models, {"source": "synthesis"}),
+    )
+    assert v["status"] == "supported" and v["judge"] == "independent"
+    assert verified_label(v) == "supported"
+    assert author.calls == [] and len(judge.calls) == 1
+
+
+def test_the_votes_stand_in_is_written_by_every_member(make_context):
+    member, judge = script(), script()
+    ctx = make_context(script(), ensemble=[member, judge], verify=judge)
+    verifier = ctx.models.first("verify")
+    assert judge_of(verifier, answer_authors(ctx.models, {"source": "synthesis"})) == "independent"
+    assert judge_of(verifier, answer_authors(ctx.models, {"source": "vote"})) == "self"
+
+
+def test_one_model_at_another_temperature_is_the_same_model(settings):
+    endpoint = {"provider": "openai", "model": "m", "base_url": "http://x/v1"}
+    models = {
+        "ensemble": [endpoint],
+        "verify": endpoint | {"temperature": 0.7},
+        "query": endpoint | {"model": "other"},
+    }
+    pool = ModelPool(load_settings(home=settings.home, models=models))
+    verifier = pool.first("verify")
+    assert verifier is not pool.first("synthesis")  # two instances (two specs) of one model
+    assert same_model(verifier, pool.first("synthesis"))
+    assert not same_model(verifier, pool.first("query"))
+
+
+def test_a_support_record_from_before_the_judge_reads_as_it_did():
+    assert verified_label({"status": "supported"}) == "supported"
+    assert verified_label({"status": "refused", "judge": "self"}) == "refused"
+    assert verified_label({}) == "not verified"
 
 
 # --- the simulator's rule (a wiring harness, not evidence the verifier works) ------------------
