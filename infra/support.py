@@ -14,7 +14,9 @@ module says whether the evidence in hand carries it:
 - yes/no and summary answers cannot be looked up in a text: without a model they need cited
   passages that exist and share words with the answer (the verifier, nodes/synthesize/verify.py,
   judges what those passages say);
-- an answer with no passage behind it is never given.
+- an answer with no passage behind it is never given;
+- a passage that addresses the model ("Ignore the question", "System:") is no evidence, and an
+  answer whose words do so is refused (infra/injection.py).
 
 Nothing here reads the question's gold: `quorum eval support` measures how often this check
 refuses the organizers' own answers against their own snippets, and how often it accepts
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from infra.bioasq.contract import degenerate_item, degenerate_prose
+from infra.injection import screened
 from infra.snippets import sentences
 from infra.terms import STOPWORDS, content, roots, terms, words
 
@@ -249,6 +252,13 @@ def check_support(
     if not cited:
         return failed("evidence", "the answer cites no passage that was retrieved")
     checks.append({"check": "evidence", "passed": True, "detail": f"{len(cited)} cited"})
+    # Evidence is data (infra/injection.py): a passage that addresses the model never counts as
+    # support, and an answer whose words address one (repeating such a passage) is refused.
+    cited, flagged, refusal = screened(ideal, exact, cited)
+    if refusal is not None:
+        return failed("injection", refusal)
+    if flagged is not None:
+        checks.append({"check": "injection", "passed": True, "detail": flagged})
     if ideal and (problem := degenerate_prose(ideal)):
         return failed("debris", problem)
     if qtype in ("factoid", "list"):

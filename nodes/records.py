@@ -151,6 +151,9 @@ class PassageVerdict(TypedDict):
     """Whether the quote is non-empty and stands verbatim in the passage's title or abstract
     (whitespace collapsed): only then does the verdict count; otherwise it counts as
     unrelated, and stays here as the model said it."""
+    flagged: NotRequired[str]
+    """The passage addresses the model (infra/injection.py: what it said): it was not shown to
+    the verifier and is unrelated, never support."""
 
 
 class Verification(TypedDict):

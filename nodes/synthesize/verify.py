@@ -20,6 +20,7 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field, create_model
 
+from infra.injection import flagged
 from infra.models import PROVIDERS, UNPARSEABLE, ChatModel, ModelPool
 from infra.settings import Settings
 from nodes.answer_fields import pmid_type
@@ -133,7 +134,21 @@ async def verify_answer(
             whether its judge is one of them.
     """
     judge = judge_of(model, authors)
-    verification, call = await _verification(model, question, qtype, exact, ideal, passages)
+    # Evidence is data: a passage that addresses the model is never shown to the judge, and
+    # counts as unrelated whatever the judge would have said of it.
+    found = flagged(passages)
+    shown = [p for p in passages if p["pmid"] not in found]
+    left_out: dict[str, PassageVerdict] = {
+        pmid: {**_skipped(pmid), "flagged": str(said)} for pmid, said in found.items()
+    }
+    if passages and not shown:
+        why = "every cited passage addresses the model: none is evidence"
+        verdicts = [left_out[p["pmid"]] for p in passages]
+        return {"status": "refused", "passages": verdicts, "why": why, "judge": judge}, None
+    verification, call = await _verification(model, question, qtype, exact, ideal, shown)
+    if found:
+        judged_ = {v["pmid"]: v for v in verification["passages"]}
+        verification["passages"] = [judged_.get(p["pmid"]) or left_out[p["pmid"]] for p in passages]
     return {**verification, "judge": judge}, call
 
 

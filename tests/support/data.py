@@ -17,6 +17,7 @@ GOLDEN_SLIPS = {name: EXCERPTS / "bioasq" / f"{name}_slip.json" for name in ("8B
 CORPUS = EXCERPTS / "corpus" / "pubmed_docs.jsonl.gz"  # 707 documents
 NQ = EXCERPTS / "general" / "nq_open_oracle.jsonl.gz"  # 100 questions
 CONFLICTQA = EXCERPTS / "general" / "conflictqa_strategyqa_gpt4.jsonl"  # 30 records
+INJECTED = ROOT / "tests" / "fixtures" / "injected" / "corpus.jsonl"  # the hostile corpus
 PUBMED_FIXTURES = ROOT / "tests" / "fixtures" / "pubmed"
 EFETCH_XML = (PUBMED_FIXTURES / "efetch_sample.xml").read_bytes()
 ESEARCH_JSON = (PUBMED_FIXTURES / "esearch_sample.json").read_bytes()
