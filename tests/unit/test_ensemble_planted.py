@@ -22,6 +22,7 @@ from lab.simulate.reader import position_curve
 from lab.simulate.server import SimulatedEndpoint
 from nodes.context import Context
 from nodes.ensemble import StrategyUnavailable, ensemble
+from nodes.ensemble.strategies.moi import observation_text
 from nodes.synthesize import synthesize
 from tests.support.reader import exact_reader
 
@@ -133,11 +134,9 @@ async def test_moi_observations_include_the_passages_own_likelihood(settings, em
     for order, with_prior, without in zip(
         joint["permutations"], joint["observations"], question["observations"], strict=True
     ):
-        text = "\n\n".join(
-            f"[{i}] PMID {p}\n{by_id[p]['title']}\n{by_id[p]['abstract']}"
-            for i, p in enumerate(order, 1)
-        )
-        tokens = re.findall(r"\S+", text + "\n\nQuestion:")
+        # The text MoI scores, as the node renders it (nothing here is long enough to be cut).
+        text = observation_text([by_id[p] for p in order], 6000)
+        tokens = re.findall(r"\S+", text)
         prior = sum(token_logprob(t) for t in tokens[1:])  # the first token has no context
         assert with_prior == pytest.approx(without + prior, abs=1e-3)
 

@@ -16,7 +16,7 @@ from nodes.organize.answers import answer_groups, passage_chars
 from nodes.organize.grouping import Grouping, group_contexts
 from nodes.organize.relations import PairRelation, RelationGraph, build_relation_graph
 from nodes.organize.strategies.registry import OrganizeStrategy, register
-from nodes.passages import clip
+from nodes.passages import clip, defused
 from nodes.state import Call, Organized, Passage, Relation
 from prompts import render
 
@@ -92,7 +92,7 @@ async def organize_contexts(
         text = f"{doc.get('title') or ''} {doc.get('abstract') or ''}".strip()
         if len(text) > bound:
             cut.add(i)
-        return clip(text, bound)
+        return defused(clip(text, bound))  # the template quotes the pair as evidence
 
     async def relate(i: int, j: int) -> str:
         messages = render("organize_relation", question=question, first=shown(i), second=shown(j))
