@@ -34,12 +34,37 @@ def fingerprint(input_path: Path, phase: str) -> dict[str, Any]:
     return {"journal": JOURNAL_VERSION, "input_sha256": digest, "phase": phase}
 
 
+def answer_support(values: dict[str, Any]) -> dict[str, Any] | None:
+    """Return what a record keeps of an answer's support check, from a run's final state.
+
+    verdict (supported or refused), verified (supported, self-verified, refused or not
+    verified), judge (independent or self, when a verifier was asked), verifier (its model's
+    name), relevance (the support record's per-passage relevance, when it holds one) and why.
+    None when nothing was to be answered (phase A).
+    """
+    result = values.get("result") or {}
+    summary = result.get("support")
+    if summary is None:
+        return None
+    own = (values.get("answer") or {}).get("support") or {}
+    asked = [c.get("model") for c in values.get("calls") or [] if c.get("node") == "verify"]
+    return {
+        "verdict": summary.get("verdict"),
+        "verified": summary.get("verified", "not verified"),
+        "judge": summary.get("judge"),
+        "verifier": asked[-1] if asked else None,
+        "relevance": own.get("relevance"),
+        "why": summary.get("why") or "",
+    }
+
+
 class Journal:
     """Append-only JSON lines: a header, then one record per finished (or failed) question.
 
     A record's status is "ok" (answered), "insufficient" (an honest insufficient-evidence
     answer, with its entry) or "failed" (an error; when no model gave a usable answer, with the
     honest entry too). An unanswered yes/no entry's exact answer is a guess: `"guessed": true`.
+    An answering phase's record holds its answer's `support` (`answer_support`).
     """
 
     def __init__(self, path: Path, header: dict[str, Any]):

@@ -262,6 +262,48 @@ def _count(value: float) -> str:
     return f"{round(value):,}" if float(value).is_integer() else f"{value:,.1f}"
 
 
+SUPPORT_COUNTS = {
+    "given": "answers given",
+    "verified": "verified by another model",
+    "self_verified": "self-verified (judged only by their author)",
+    "not_verified": "not verified",
+    "unrecorded": "given before the journal recorded support",
+    "refused": "refused (insufficient evidence)",
+}
+"""What `support_counts` counts, in the report's words."""
+
+
+def support_counts(run: Run) -> dict[str, int]:
+    """Count the run's answers by what their support check said (the journal's `support`).
+
+    Given answers (status ok) by who verified them, and refused ones (an insufficient-evidence
+    answer stands in the submission).
+    """
+    given = [r for r in run.records.values() if r.get("status") == "ok"]
+    said = [(r.get("support") or {}).get("verified") for r in given]
+    return {
+        "given": len(given),
+        "verified": said.count("supported"),
+        "self_verified": said.count("self-verified"),
+        "not_verified": said.count("not verified"),
+        "unrecorded": sum(1 for r in given if "support" not in r),
+        "refused": sum(1 for r in run.records.values() if r.get("status") == "insufficient"),
+    }
+
+
+def support_text(counts: dict[str, int]) -> str:
+    """Return the support counts as one sentence."""
+    parts = [
+        f"{counts[key]} {SUPPORT_COUNTS[key]}"
+        for key in ("verified", "self_verified", "not_verified", "unrecorded")
+        if counts[key] or key != "unrecorded"
+    ]
+    return (
+        f"Answers: {counts['given']} given ({', '.join(parts)}); "
+        f"{counts['refused']} {SUPPORT_COUNTS['refused']}"
+    )
+
+
 def type_table(run: Run, types: dict[str, str]) -> list[list[str]]:
     """Rows per question type: questions, the type's measure, mean confidence, calls, tokens."""
     rows = []
@@ -298,7 +340,10 @@ def write_report(
     totals = {k: v for k, v in run.totals.items() if isinstance(v, int | float) or v is None}
     guessed = len(run.guessed & set(run.scores))
     said = f"Yes/no answers guessed (bioasq.unanswered_yesno, nothing supported): {guessed}"
+    support = support_counts(run) if run.phase in ANSWERING_PHASES else None
     md = [f"# BioASQ run: {run.name} (phase {run.phase})", "", said, ""]
+    if support is not None:
+        md += [support_text(support), ""]
     md += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(r) + " |" for r in rows]
     md += ["", "## Official measures, whole batch", "", "| measure | value |", "|---|---|"]
@@ -310,6 +355,8 @@ def write_report(
     write_atomic(directory / "report.md", "\n".join(md) + "\n")
     body = [f"<h1>BioASQ run: {html.escape(run.name)} (phase {html.escape(run.phase)})</h1>"]
     body.append(f"<p>{html.escape(said)}</p>")
+    if support is not None:
+        body.append(f"<p>{html.escape(support_text(support))}</p>")
     body.append(_html_table(header, rows))
     body.append("<h2>Official measures, whole batch</h2>")
     body.append(
@@ -332,6 +379,7 @@ def write_report(
         "phase": run.phase,
         "questions": len(run.scores),
         "guessed": guessed,
+        "support": support,
         "totals": totals,
         "comparison": comparison,
         "files": ["report.md", "report.html", *(p.name for p in images)],

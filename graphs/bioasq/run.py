@@ -31,7 +31,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from graphs.bioasq.journal import Journal, fingerprint, journal_path
+from graphs.bioasq.journal import Journal, answer_support, fingerprint, journal_path
 from graphs.inputs import load_testset
 from graphs.runtime import GraphRunner
 from infra.bioasq.contract import answer_problem, insufficient_answer
@@ -252,6 +252,8 @@ async def _answer(
             "tokens": tokens,
             "seconds": round(time.perf_counter() - began, 3),
         }
+        if phase in ANSWERING_PHASES and (support := answer_support(outcome.values)) is not None:
+            record["support"] = support  # the verdict, its relevance, and who verified it
         if model_failed(result):
             # No model answered anything usable: an error, tried again, and again by a re-run.
             reason = str(result.get("insufficient_reason"))

@@ -342,6 +342,10 @@ def bioasq_report(
         f"report for {figures['questions']} question(s), {figures['guessed']} yes/no guessed, "
         f"in {target}: {', '.join(figures['files'])}"
     )
+    if figures["support"] is not None:
+        from graphs.bioasq.report import support_text
+
+        err.print(support_text(figures["support"]), markup=False)
 
 
 def _phase(value: str) -> str:

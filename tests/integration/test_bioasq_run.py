@@ -509,3 +509,33 @@ async def test_junk_an_older_quorum_journalled_ok_is_answered_again(make_context
     assert report.resumed == 2 and report.answered == 1 and model.calls
     by_id = {e["id"]: e for e in json.loads(out.read_text())["questions"]}
     assert by_id["q2-1"]["exact_answer"] == [["mitochondria"]]
+
+
+async def test_the_journal_records_each_answers_support_and_the_report_counts_it(
+    make_context, settings, tmp_path
+):
+    from graphs.bioasq.report import support_counts
+
+    t = write_testset(tmp_path / "t.json")
+    demo = tmp_path / "demo" / "sub.json"  # the demo settings: the verifier is off
+    await run_batch(make_context(answering_model()), t, demo, phase="A+", progress=False)
+    records = journal_records(demo)
+    given = [r for r in records if r["status"] == "ok"]
+    assert given and all(r["support"]["verified"] == "not verified" for r in given)
+    assert all(r["support"]["verdict"] == "supported" for r in given)
+    assert all(set(r["support"]) >= {"verdict", "verified", "judge", "relevance"} for r in records)
+    counts = support_counts(load_run(demo))
+    assert counts["given"] == len(given) and counts["not_verified"] == len(given)
+    # One model answers and judges: every given answer is self-verified, and counted so.
+    chosen = settings.model_copy(
+        update={"verify": settings.verify.model_copy(update={"enabled": "on"})}
+    )
+    alone = tmp_path / "alone" / "sub.json"
+    await run_batch(
+        make_context(answering_model(), settings_=chosen), t, alone, phase="A+", progress=False
+    )
+    given = [r for r in journal_records(alone) if r["status"] == "ok"]
+    assert given and all(r["support"]["verified"] == "self-verified" for r in given)
+    assert all(r["support"]["judge"] == "self" and r["support"]["verifier"] for r in given)
+    counts = support_counts(load_run(alone))
+    assert counts["self_verified"] == counts["given"] == len(given) and counts["verified"] == 0

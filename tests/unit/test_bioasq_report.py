@@ -88,3 +88,64 @@ def test_plots_are_drawn_with_labelled_axes_even_when_every_score_is_zero(tmp_pa
     bars = drawn[0].axes[0]
     labels = [text.get_text() for text in bars.texts]
     assert "0.00" in labels  # the all-zero bar is labelled, not invisible
+
+
+# --- the support check's verdicts, counted ---------------------------------------------------
+
+
+def test_the_report_counts_answers_by_who_verified_them():
+    from graphs.bioasq.report import Run, support_counts, support_text
+
+    def given(verified):
+        return {"status": "ok", "support": {"verdict": "supported", "verified": verified}}
+
+    records = {
+        "a": given("supported"),
+        "b": given("self-verified"),
+        "c": given("self-verified"),
+        "d": given("not verified"),
+        "e": {"status": "ok"},  # journalled before records held their support
+        "f": {"status": "insufficient", "support": {"verdict": "refused", "verified": "refused"}},
+    }
+    counts = support_counts(Run("r", {"questions": []}, records, "B"))
+    assert counts == {
+        "given": 5,
+        "verified": 1,
+        "self_verified": 2,
+        "not_verified": 1,
+        "unrecorded": 1,
+        "refused": 1,
+    }
+    assert support_text(counts) == (
+        "Answers: 5 given (1 verified by another model, 2 self-verified (judged only by their "
+        "author), 1 not verified, 1 given before the journal recorded support); 1 refused "
+        "(insufficient evidence)"
+    )
+
+
+def test_a_record_keeps_the_verdict_its_relevance_and_who_verified_it():
+    from graphs.bioasq.journal import answer_support
+
+    values = {
+        "result": {
+            "support": {
+                "verdict": "supported",
+                "verified": "self-verified",
+                "judge": "self",
+                "why": "PMID 1 supports it",
+            }
+        },
+        "answer": {"support": {"verdict": "supported", "relevance": [{"pmid": "1", "kept": True}]}},
+        "calls": [{"node": "ensemble", "model": "m"}, {"node": "verify", "model": "judge-1"}],
+    }
+    assert answer_support(values) == {
+        "verdict": "supported",
+        "verified": "self-verified",
+        "judge": "self",
+        "verifier": "judge-1",
+        "relevance": [{"pmid": "1", "kept": True}],
+        "why": "PMID 1 supports it",
+    }
+    older = {"result": {"support": {"verdict": "supported", "verified": "not verified"}}}
+    assert answer_support(older)["relevance"] is None and answer_support(older)["judge"] is None
+    assert answer_support({"result": {"support": None}}) is None  # nothing was to be answered
