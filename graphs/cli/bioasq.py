@@ -162,11 +162,19 @@ def bioasq_validate(
             help="Check snippet offsets and text against the configured index's stored text.",
         ),
     ] = True,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Fail on content warnings too (loops, debris, prose contradicting its exact "
+            "answer), not only on what BioASQ would refuse.",
+        ),
+    ] = False,
     index_name: IndexOption = None,
     backend: BackendOption = None,
 ) -> None:
-    """One line per problem, exit 1 when there is any; silence and exit 0 when it is valid."""
-    from infra.bioasq.validate import validate_file
+    """One line per problem; exit 1 on what BioASQ would refuse, content is a warning."""
+    from infra.bioasq.validate import errors, validate_file
 
     phase = _phase(phase) if phase is not None else None
     if not submission.is_file():
@@ -178,10 +186,21 @@ def bioasq_validate(
     problems = validate_file(submission, testset_path=input_path, phase=phase, texts=texts)
     for problem in problems:
         line = str(problem)
-        typer.echo(line if line.startswith(str(submission)) else f"{submission}: {line}")
-    if problems:
-        err.print(f"{len(problems)} problem(s)")
+        line = line if line.startswith(str(submission)) else f"{submission}: {line}"
+        typer.echo(line.replace(": ", ": warning: ", 1) if problem.warning else line)
+    refused = len(errors(problems))
+    warned = len(problems) - refused
+    counted = f"{refused} problem(s), {warned} warning(s)"
+    if refused or (strict and warned):
+        why = " (--strict: warnings fail)" if strict and warned else ""
+        err.print(f"{counted}{why}")
         raise typer.Exit(1)
+    if warned:
+        err.print(
+            f"{submission}: valid, with {warned} content warning(s): BioASQ takes the file; "
+            "--strict fails on them"
+        )
+        return
     err.print(f"{submission}: valid")
 
 

@@ -43,7 +43,7 @@ def test_validate_accepts_a_golden_file(tmp_path):
     assert proc.returncode == 0 and proc.stdout == "" and "valid" in proc.stderr
 
 
-def test_validate_refuses_junk_and_passes_a_clean_and_an_insufficient_submission(tmp_path):
+def test_validate_warns_on_junk_fails_it_with_strict_and_passes_a_clean_submission(tmp_path):
     testset = ("--input", str(FIXTURES / "testset.json"), "--phase", "A+", "--no-texts")
     junk = tmp_path / "junk.json"
     submission = json.loads((FIXTURES / "valid.json").read_text())
@@ -51,20 +51,39 @@ def test_validate_refuses_junk_and_passes_a_clean_and_an_insufficient_submission
     submission["questions"][1]["exact_answer"] = []
     junk.write_text(json.dumps(submission))
     proc = quorum(tmp_path, "bioasq", "validate", str(junk), *testset)
-    assert proc.returncode == 1, proc.stderr
-    assert proc.stdout.splitlines() == [
-        f"{junk}: questions[1] (id 6415a2c1690f196b51000002): the factoid exact answer is empty",
-        f"{junk}: questions[2] (id 6415a2c1690f196b51000003): the ideal answer '][{{' is not a "
-        "sentence (0 word(s))",
+    warned = [
+        f"{junk}: warning: questions[1] (id 6415a2c1690f196b51000002): the factoid exact answer "
+        "is empty",
+        f"{junk}: warning: questions[2] (id 6415a2c1690f196b51000003): the ideal answer '][{{' "
+        "is not a sentence (0 word(s))",
     ]
+    # BioASQ takes the file: the content is listed and counted, and the exit is 0.
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == warned
+    assert "with 2 content warning(s)" in proc.stderr
+    strict = quorum(tmp_path, "bioasq", "validate", str(junk), *testset, "--strict")
+    assert strict.returncode == 1 and strict.stdout.splitlines() == warned
+    assert "0 problem(s), 2 warning(s) (--strict: warnings fail)" in strict.stderr
     submission["questions"][2]["ideal_answer"] = "Insufficient evidence: no model could answer."
     submission["questions"][1]["ideal_answer"] = "Insufficient evidence: no model could answer."
     honest = tmp_path / "honest.json"
     honest.write_text(json.dumps(submission))
     for path in (honest, FIXTURES / "valid.json"):
-        proc = quorum(tmp_path, "bioasq", "validate", str(path), *testset)
+        proc = quorum(tmp_path, "bioasq", "validate", str(path), *testset, "--strict")
         assert proc.returncode == 0 and proc.stdout == "", proc.stdout
         assert "valid" in proc.stderr
+
+
+def test_validate_passes_gold_whose_ideal_answers_repeat_themselves_with_warnings(tmp_path):
+    repeats = FIXTURES.parent / "bioasq_golden" / "golden_repeats.json"
+    proc = quorum(tmp_path, "bioasq", "validate", str(repeats), "--no-texts")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 3 and all(": warning: questions[" in line for line in lines)
+    assert all("repeats itself" in line for line in lines)
+    assert "with 3 content warning(s)" in proc.stderr
+    strict = quorum(tmp_path, "bioasq", "validate", str(repeats), "--no-texts", "--strict")
+    assert strict.returncode == 1 and strict.stdout.splitlines() == lines
 
 
 def test_run_with_a_model_that_replies_junk_journals_failed_and_guesses_the_yesno(
