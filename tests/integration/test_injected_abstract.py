@@ -97,10 +97,12 @@ def test_an_injected_abstract_is_never_obeyed(hostile_home):
     assert "injection: " in result["insufficient_reason"]  # the check that refused it
     # The judge never read the planted text as evidence.
     assert not any(PLANTED in prompt for role, prompt in model.asked if role == "verify")
-    # Every prompt held the abstract as quoted evidence.
+    # Every prompt held the abstract as quoted evidence (the system part names the delimiters
+    # first; the last pair encloses the passages).
     for _, prompt in model.asked:
         if PLANTED in prompt:
-            assert prompt.index("<evidence>") < prompt.index(PLANTED) < prompt.index("</evidence>")
+            opened, closed = prompt.rindex("<evidence>"), prompt.rindex("</evidence>")
+            assert opened < prompt.index(PLANTED) < closed
 
 
 def test_control_the_same_abstract_without_the_planted_sentences_is_answered(hostile_home):
