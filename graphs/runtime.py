@@ -51,7 +51,7 @@ def role_endpoints(settings: Settings) -> list[str]:
     answers, and that it is not the one writing them. URLs are shown without credentials.
     """
     from infra.models import provider_for
-    from infra.preflight import shown_url
+    from infra.text import shown_url
 
     played = settings.models.by_role()
     if all(spec.same_model(played[0][1]) for _, spec in played):
