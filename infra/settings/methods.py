@@ -14,12 +14,14 @@ class OrganizeSettings(Group):
 
     top_k: int = Field(10, ge=1, description="Contexts organized; the rest are not.")
     strategy: Literal[
-        "dedupe", "corg", "base", "separate", "random", "kmeans", "retrieve", "summarize"
+        "auto", "dedupe", "corg", "base", "separate", "random", "kmeans", "retrieve", "summarize"
     ] = Field(
-        "dedupe",
-        description="'dedupe': one call labels duplicates; 'corg': the Context Organizer (pair "
-        "relations, conflict-free groups, one answer per group, aggregated into the decision; "
-        "off by default until its cost on the demo model is settled, see README); the CORG "
+        "auto",
+        description="'auto': 'corg' when the organize model is an OpenAI-compatible endpoint "
+        "(provider 'openai'), 'dedupe' for a local model (CORG's pair calls on the 135M demo "
+        "model take minutes a question; docs/methods.md), as verify.enabled 'auto' decides; "
+        "'dedupe': one call labels duplicates; 'corg': the Context Organizer (pair relations, "
+        "conflict-free groups, one answer per group, aggregated into the decision); the CORG "
         "paper's baselines, whose answers decide the same way: 'base' (all contexts, one call), "
         "'separate' (one call per context), 'random', 'kmeans' (over vectors; groups answered "
         "like corg's), 'retrieve' (the model ranks the contexts for relevance and diversity, "

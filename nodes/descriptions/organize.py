@@ -1,19 +1,22 @@
-"""How organize is described: the relation graph, the groups, then the aggregate's decision."""
+"""How organize is described: its strategy, the relation graph, the groups, the aggregate."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from nodes.describing import NodeDescription, describes, plural
-from nodes.trace_view import Block, Lines, RelationGraph, Table, decision_blocks
+from nodes.trace_view import Block, Facts, Lines, RelationGraph, Table, decision_blocks
 
 COVERS = frozenset({"relation_graph", "relations", "groups", "decision"})
 """The update's keys these blocks show (the rest is shown as it is)."""
+CHOSEN = "organize: strategy "
+"""How the node's first note begins: the strategy that ran, and why (organize.strategy)."""
 
 
 def organize_trace(update: dict[str, Any]) -> list[Block]:
-    """Return organize's blocks: relations (as a graph when CORG built one), groups, decision."""
-    blocks: list[Block] = []
+    """Return organize's blocks: the strategy, relations (a graph for CORG), groups, decision."""
+    chosen = [n for n in update.get("notes") or [] if str(n).startswith(CHOSEN)]
+    blocks: list[Block] = [Facts(chosen[0].removeprefix("organize: "))] if chosen else []
     if graph := update.get("relation_graph"):
         blocks.append(RelationGraph.of(graph))
     elif update.get("relations"):

@@ -242,6 +242,7 @@ async def test_no_groups_no_decision(make_context, settings, index):
         "organized": index.fetch(["101"]),
         "relations": [],
         "groups": [],
+        "notes": ["organize: strategy corg (organize.strategy 'corg')"],
     }
     dedupe = make_context(script(organize={"duplicates": []}), settings_=settings)
     two = one | {"contexts": index.fetch(["101", "103"])}
@@ -282,7 +283,10 @@ async def test_retrieve_answers_the_top_of_the_models_ranking(make_context, sett
     assert update["groups"][0]["pmids"] == ["106", "101", "103"]
     assert update["groups"][0]["question"] == QUESTION  # one run, no reformulation
     assert pmids_in(model.calls[1]["messages"]) == ["106", "101", "103"]
-    assert update["notes"] == ["organize: retrieve kept 3 of 4 contexts (2 ranked by the model)"]
+    assert update["notes"] == [
+        "organize: strategy retrieve (organize.strategy 'retrieve')",
+        "organize: retrieve kept 3 of 4 contexts (2 ranked by the model)",
+    ]
     assert update["decision"]["settings"]["retrieve_top"] == 3
 
 

@@ -500,9 +500,11 @@ async def test_organize_with_corg_groups_and_answers_each_group(make_context, se
         c for c in model.calls if any("You compare two PubMed" in m.content for m in c["messages"])
     ]
     assert len(relation_calls) == graph["calls"]
-    # What `quorum trace show` prints of it: every edge with how it was known, then the groups.
+    # What `quorum trace show` prints of it: the strategy, every edge with how it was known, then
+    # the groups.
     lines = trace_text("organize", update)[0]
-    assert lines[0].startswith(f"relation graph: 4 contexts, {graph['calls']} relation calls for 6")
+    assert lines[0] == "strategy corg (organize.strategy 'corg')"
+    assert lines[1].startswith(f"relation graph: 4 contexts, {graph['calls']} relation calls for 6")
     assert sum("~" in line for line in lines) == 6
     assert any("(mirrored via [1] 101)" in line for line in lines)
     assert "group 2: 103" in lines and "  answer: Answer for 103 [103]" in lines
