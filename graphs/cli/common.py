@@ -50,6 +50,7 @@ def settings_for(**overrides: Any):
     """Load settings; command-line choices override fields group by group."""
     from infra.files import usable_home
     from infra.settings import load_settings
+    from infra.settings.presets import overlaid
 
     base = load_settings()
     usable_home(base.home)  # before anything loads: a bad data directory in one line
@@ -58,7 +59,7 @@ def settings_for(**overrides: Any):
     # Command-line choices override the environment and the config file, group by group.
     merged = {}
     for group, values in overrides.items():
-        merged[group] = {**getattr(base, group).model_dump(), **values}
+        merged[group] = overlaid(getattr(base, group).model_dump(), values, group == "models")
     return load_settings(**merged)
 
 
@@ -176,27 +177,40 @@ def role_notice(settings: Any) -> None:
 PresetOption = Annotated[
     str | None,
     typer.Option(
-        "--preset", help="A named set of settings from the config file's \\[presets] table."
+        "--preset",
+        help="A named set of settings: shipped with quorum (papers, fast; docs/configuration.md) "
+        "or a table of the config file's \\[presets], which wins on a name clash.",
     ),
 ]
 
 
 def preset_options(name: str | None, flags: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Return `settings_for` overrides: the preset's groups, then the flags given over them."""
+    """Return `settings_for` overrides: the preset's groups, then the flags given over them.
+
+    The user's `[presets.NAME]` is found first, then the preset shipped under that name: a
+    user who names a table `papers` meant it (stderr says it stands in for the shipped one).
+    """
     if name is None:
         return flags
-    presets = settings_for().presets
-    if name not in presets:
-        known = ", ".join(sorted(presets)) or "none is configured"
+    from infra.settings.presets import shipped_presets
+
+    own, shipped = settings_for().presets, shipped_presets()
+    if name not in own and name not in shipped:
+        yours = ", ".join(sorted(own)) or "none in the settings file"
         raise CliError(
-            f"unknown --preset {name!r} ({known}); define [presets.{name}] in the settings "
-            "file (QUORUM_CONFIG)"
+            f"unknown --preset {name!r} (shipped: {', '.join(shipped)}; yours: {yours}); "
+            f"define [presets.{name}] in the settings file (QUORUM_CONFIG)"
+        )
+    if name in own and name in shipped:
+        err.print(
+            f"[dim]note: --preset {name} is the settings file's \\[presets.{name}], "
+            "not the one shipped with quorum[/dim]"
         )
     from infra.settings import Settings
 
     groups = [g for g in Settings.model_fields if g not in ("home", "config", "presets")]
     merged: dict[str, Any] = {}
-    for group, values in presets[name].items():
+    for group, values in (own[name] if name in own else shipped[name]).items():
         if group not in groups or not isinstance(values, dict):
             raise CliError(
                 f"preset {name!r}: {group!r} is not a table of a settings group "

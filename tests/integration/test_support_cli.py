@@ -135,4 +135,7 @@ def test_a_named_preset_is_chosen_with_one_flag(quorum_home, tmp_path):
         assert server.completions >= 4 and "demo model" not in proc.stderr
     unknown = run_quorum(env, "ask", QUESTION, "--preset", "nosuch")
     assert unknown.returncode == 2
-    assert "unknown --preset 'nosuch' (fixed); define [presets.nosuch]" in unknown.stderr
+    assert (
+        "unknown --preset 'nosuch' (shipped: fast, papers; yours: fixed); define [presets.nosuch]"
+        in unknown.stderr
+    )

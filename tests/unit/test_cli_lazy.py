@@ -80,4 +80,4 @@ def test_a_bracketed_table_name_in_help_is_shown_not_read_as_markup():
 
     shown = CliRunner().invoke(app, ["ask", "--help"]).output
     words = " ".join(shown.replace("│", " ").split())  # the help box wraps lines
-    assert "from the config file's [presets] table" in words, shown
+    assert "a table of the config file's [presets]" in words, shown
