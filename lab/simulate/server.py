@@ -169,7 +169,7 @@ class _Handler(BaseHTTPRequestHandler):
         read = None
         turns = [(str(m.get("role", "")), message_text(m)) for m in messages]
         if fault is None and schema is not None and is_verify_request(schema):
-            read = verify_reply(turns)  # with or without plants: a wiring harness
+            read = verify_reply(turns, endpoint.reader)  # from its members' facts
         elif endpoint.reader is not None and fault is None:
             temperature = request.get("temperature")
             sampling = float(temperature) if isinstance(temperature, int | float) else None

@@ -1,20 +1,28 @@
 """What the simulated endpoint answers to the verifier's prompt (prompts/verify.md).
 
-A wiring harness, not evidence that the verifier works: it lets a run against the simulator go
-through the verifier the way a run against a real endpoint does (one call, a reply that parses,
-quotes that are verbatim), so the tests that run the simulator keep answering with the verifier
-on. Whether a real model's verdicts are right is measured elsewhere (`quorum eval support`).
+The verifier judges from the same facts the simulated members answer from, so a run against
+the simulator verifies its own answers the way a consistent reader would (not evidence that
+the verifier works: `quorum eval support` measures that on gold). For each numbered passage of
+the prompt (recognised by the schema's `verdicts` field):
 
-The rule, for each numbered passage of the prompt (recognised by the schema's `verdicts` field),
-read sentence by sentence (a title line is a sentence):
-- factoid and list answers: the first sentence that holds an exact answer item (any case)
-  supports the answer, quoted verbatim; no such sentence: unrelated, empty quote.
-- yes/no and summary answers: the sentence that shares the most content words (four letters or
-  more, any case) with the question and the ideal answer, at least two of them, is the one the
-  verdict rests on; none: unrelated. A summary is supported by it. A yes/no answer is supported
-  when the sentence's polarity matches it and contradicted otherwise: the polarity is "no" when
-  the sentence carries a negation cue (not, no, never, without, failed to, …), else "yes".
-It answers with or without plants: a verify prompt needs no planted reader.
+- Planted (the prompt shows passages of a planted question): the passage's planted answer
+  decides. It supports an answer it gives (any exact item; a summary: a relevant passage), a
+  relevant passage giving another answer contradicts it (a hard distractor, about another
+  entity, is unrelated), an irrelevant one is unrelated. The quote is cited as the members cite:
+  the sentence naming the answer (`prompt_text.quote`), misquoted at the reader's calibrated
+  `misquote` rate (then it no longer stands in the passage, and quorum counts the verdict as
+  unrelated), each draw seeded by the view and the passage.
+- Without plants, the simulator's members answer in its own placeholder words (the schema's
+  first choice, `schema_instance.PLACEHOLDER`, the `PROSE` ideal answer) from whatever passages
+  they are shown, and cite them: an answer in those words is the one it drew from these
+  passages, so every passage supports it, quoted by its opening sentence as a member quotes.
+  Any other answer (a scripted or real model's) is judged by a word rule, sentence by
+  sentence (a title line is a sentence): factoid and list answers are supported by the first
+  sentence holding an exact item (any case), else unrelated; yes/no and summary answers rest on
+  the sentence sharing the most content words (four letters or more) with the question and the
+  ideal answer, at least two of them, else unrelated; a summary is supported by it, a yes/no
+  answer supported when the sentence's polarity matches it (negation cues: not, no, never,
+  without, failed to, … make it "no") and contradicted otherwise.
 """
 
 from __future__ import annotations
@@ -23,8 +31,11 @@ import json
 import re
 from typing import Any
 
-from lab.simulate.prompt_text import SENTENCE_END, numbered_passages, question_of
-from lab.simulate.schema_instance import resolved
+from infra.bioasq.answers import normalize_answer
+from lab.simulate.prompt_text import SENTENCE_END, numbered_passages, question_of, quote
+from lab.simulate.reader import PlantedReader, Reading, Seen
+from lab.simulate.sampling import misquoted
+from lab.simulate.schema_instance import PLACEHOLDER, PROSE, resolved
 
 FIELD = "verdicts"
 """The verifier's schema's one top-level field: how its prompt is recognised."""
@@ -49,15 +60,68 @@ def is_verify_request(schema: dict | None) -> bool:
     return set(resolved(schema, defs).get("properties", {})) == {FIELD}
 
 
-def verify_reply(messages: list[tuple[str, str]]) -> dict[str, Any] | None:
-    """Return the verdicts for a verify prompt, by the rule above; None without passages."""
+def verify_reply(
+    messages: list[tuple[str, str]], reader: PlantedReader | None = None
+) -> dict[str, Any] | None:
+    """Return the verdicts for a verify prompt, by the rules above; None without passages.
+
+    Args:
+        messages: (role, text) of every message, in order.
+        reader: The endpoint's planted reader, when it has plants.
+    """
     text = "\n\n".join(t for _, t in messages)
     blocks = numbered_passages(text)
     if not blocks:
         return None
     qtype, exact, ideal = answer_of(text)
+    reading = reader.reading(text) if reader is not None else None
+    if reader is not None and reading is not None:
+        said = [planted_verdict(reader, reading, s, qtype, exact, ideal) for s in reading.seen]
+        reader.record(
+            {
+                "kind": "verify",
+                "question": reading.question.id,
+                "shown": [s.pmid for s in reading.seen],
+                "verdicts": [v["verdict"] for v in said],
+            }
+        )
+        return {FIELD: said}
+    if own_answer(qtype, exact, ideal):
+        return {FIELD: [own_verdict(b.pmid, b.body) for b in blocks]}
     words = content_words(f"{question_of(text) or ''} {ideal}")
     return {FIELD: [verdict(b.pmid, b.body, qtype, exact, words) for b in blocks]}
+
+
+def planted_verdict(
+    reader: PlantedReader, reading: Reading, seen: Seen, qtype: str, exact: list[str], ideal: str
+) -> dict[str, str]:
+    """Return one planted passage's verdict on the answer, quoted as a member quotes."""
+    passage = seen.passage
+    answer = exact or ([ideal] if ideal else [])
+    keys = {normalize_answer(a) for a in answer} - {""}
+    relevant = passage.role != "irrelevant"
+    if (qtype == "summary" and relevant) or seen.keys & keys:
+        label, named = "supports", [*answer, *passage.answer]
+    elif relevant and passage.role != "distractor":
+        label, named = "contradicts", list(passage.answer)
+    else:
+        return {"pmid": seen.pmid, "quote": "", "verdict": "unrelated"}
+    said = quote(seen.body.removesuffix(CLIPPED), named, QUOTE_CHARS)
+    said = misquoted(reader, reading, said, named, f"verify {seen.pmid}")
+    return {"pmid": seen.pmid, "quote": said, "verdict": label}
+
+
+def own_answer(qtype: str, exact: list[str], ideal: str) -> bool:
+    """Tell whether an answer is in the simulator's own placeholder words (no plants)."""
+    if qtype in ("factoid", "list") and exact and any(e != PLACEHOLDER for e in exact):
+        return False
+    return bool(ideal) and len(ideal) >= 20 and PROSE.startswith(ideal)
+
+
+def own_verdict(pmid: str, body: str) -> dict[str, str]:
+    """Return a passage's verdict on the simulator's own answer: it supports it."""
+    said = quote(body.removesuffix(CLIPPED), [], QUOTE_CHARS)
+    return {"pmid": pmid, "quote": said, "verdict": "supports"}
 
 
 def answer_of(text: str) -> tuple[str, list[str], str]:
