@@ -218,10 +218,13 @@ def test_bench_pipeline_prints_one_json_object(home):
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert {"wall_s", "llm_calls", "critical_path_calls", "llm_latency_s"} <= set(report)
-    # query, organize, 2 x 2 members, then synthesis and its verifier one after another.
-    synthesis = report["calls_by_node"]["synthesize"]
-    assert synthesis >= 2 and report["llm_calls"] == 1 + 1 + 4 + synthesis
-    assert report["critical_path_calls"] == 3 + synthesis
+    # The default for a served model: CORG, one round of 9 relation calls (the simulator labels
+    # every pair a duplicate; 8 in flight at once, ensemble.max_concurrency, so two waves) and
+    # one group answered, whose answer decides: no member is asked. Then synthesis and its
+    # verifier, one after the other, the answer verified at once.
+    calls = report["calls_by_node"]
+    assert calls["organize"] == 10 and calls["ensemble"] == 0 and calls["synthesize"] == 2
+    assert report["llm_calls"] == 1 + 10 + 2 and report["critical_path_calls"] == 1 + 3 + 2
     assert report["failed_calls"] == 0 and report["llm_latency_s"] == 0.2
 
 
