@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from infra.lab.simulate.server import SimulatedEndpoint
+from lab.simulate.server import SimulatedEndpoint
 from tests.support.cli import run_quorum, simulated_env
 
 QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"

@@ -3,7 +3,7 @@
 The bench question runs through the whole graph (embedded demo index, MiniLM, checkpoints)
 with every model role at one OpenAI-compatible endpoint, once per row:
 
-- organize.strategy dedupe, then corg, on the simulator (infra/lab/simulate) as it answers
+- organize.strategy dedupe, then corg, on the simulator (lab/simulate) as it answers
   without plants: its relation reply is the schema's first label, "duplicated", so every pair
   through the first context is a duplicate and mirroring settles the graph in one round (CORG's
   fewest calls: n - 1 for n contexts);
@@ -35,11 +35,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from graphs.lab.bench.pipeline import QUESTION, bench_settings, chain_length  # noqa: E402
 from graphs.runtime import Progress, build_context, run_question  # noqa: E402
-from infra.lab.simulate.server import SimulatedEndpoint  # noqa: E402
 from infra.settings import Settings, load_settings  # noqa: E402
 from infra.settings.presets import overlaid, shipped_presets  # noqa: E402
+from lab.bench.pipeline import QUESTION, bench_settings, chain_length  # noqa: E402
+from lab.simulate.server import SimulatedEndpoint  # noqa: E402
 
 NOBODYS = [
     {

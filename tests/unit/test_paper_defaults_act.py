@@ -35,11 +35,11 @@ from nodes.ensemble.strategies import STRATEGIES as ENSEMBLE
 from nodes.ensemble.strategies import cobag_views
 from nodes.ensemble.strategies.ccv import CitedAnswer, ccv_select
 from nodes.ensemble.strategies.moi_fit import MoIFit
-from nodes.ensemble.views import view_seed
 from nodes.generate_query import limits
 from nodes.organize import organize
 from nodes.rerank import rerank
 from nodes.search import search
+from nodes.seeds import question_seed
 from nodes.synthesize import synthesize
 from tests.support.fakes import HashEmbedder, pmids_in, script
 from tests.unit.test_paper_defaults import DEFAULTS, METHODS_DOC
@@ -583,7 +583,7 @@ async def cobag_tie(make_context, settings):
     # where the plain majority's rule (best rank, then the name) picks the other.
     chosen = changed(changed(settings, "ensemble.strategy", "cobag"), "ensemble.cobag.members", 4)
     contexts = passages(30)
-    seed = view_seed(chosen.ensemble.seed, QUESTION)
+    seed = question_seed(chosen.ensemble.seed, QUESTION)
     ctx = make_context(script(), settings_=chosen)
     found = await ENSEMBLE["cobag"].plan(ctx, QUESTION, contexts, ctx.models.role("ensemble"), seed)
     scores = relevance(contexts[: len(found.contexts)])

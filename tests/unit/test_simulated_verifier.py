@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from infra.lab.simulate.reader import ReaderSettings
-from infra.lab.simulate.schema_instance import PROSE
-from infra.lab.simulate.server import SimulatedEndpoint
 from infra.models import ModelPool
 from infra.settings import ModelSpec, load_settings
+from lab.simulate.reader import ReaderSettings
+from lab.simulate.schema_instance import PROSE
+from lab.simulate.server import SimulatedEndpoint
 from nodes.synthesize.verify import verify_answer
 from tests.support.reader import EXACT_READER
 
