@@ -55,5 +55,6 @@ def test_chat_two_turns_trace_open_and_quit(simulated):
     text = proc.stdout
     assert text.count("/trace for every step") == 2  # two answered turns
     assert "read as: simulated" in text  # the follow-up was rewritten (the simulator's words)
-    assert "generate_query" in text and "members:" in text  # /trace
+    # /trace: every step, organize's first line naming CORG, the default for a served model.
+    assert "generate_query" in text and "strategy corg (organize.strategy 'auto'" in text
     assert "[21645374]" in text  # /open of a demo-corpus abstract
