@@ -67,6 +67,10 @@ def strategy_settings(settings: Settings, name: str) -> Settings:
     if name == CORG:
         settings = _with(settings, "organize", strategy=CORG)
         return _with(settings, "ensemble", strategy=CORG_ENSEMBLE)
+    # An ensemble strategy decides only where organize answers no group: dedupe, whatever
+    # organize.strategy says ("auto" runs CORG on the planted reader's endpoint, and its group
+    # answers would decide for every ensemble arm).
+    settings = _with(settings, "organize", strategy="dedupe")
     return _with(settings, "ensemble", strategy=name)
 
 

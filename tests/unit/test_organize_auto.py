@@ -79,3 +79,14 @@ async def test_a_served_model_is_organized_by_corg_and_the_trace_says_why(
     assert "relation_graph" not in update and "decision" not in update and len(model.calls) == 1
     assert update["notes"][0].startswith("organize: strategy dedupe (organize.strategy 'auto': ")
     assert trace_text("organize", update)[0][0].startswith("strategy dedupe (")
+
+
+def test_eval_methods_measures_an_ensemble_strategy_by_its_members_not_by_corg(settings):
+    from lab.trials.controls import strategy_settings
+
+    # The planted reader is an endpoint: "auto" would run CORG, whose group answers decide.
+    endpoint = served(settings)
+    assert chosen_strategy(endpoint)[0].name == "corg"
+    for name in ("single", "permute_vote", "self_consistency", "cobag", "ccv", "moi"):
+        assert chosen_strategy(strategy_settings(endpoint, name))[0].name == "dedupe", name
+    assert chosen_strategy(strategy_settings(endpoint, "corg"))[0].name == "corg"
