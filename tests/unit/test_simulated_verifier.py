@@ -40,10 +40,18 @@ def verifier(settings, url: str):
 async def test_the_simulator_verifies_its_own_answer_and_not_another(settings):
     with SimulatedEndpoint(0.0) as endpoint:
         model = verifier(settings, endpoint.base_url)
-        own, _ = await verify_answer(model, QUESTION, "yesno", ["yes"], PROSE, [STORAGE])
+        own, _ = await verify_answer(
+            model, QUESTION, "yesno", ["yes"], PROSE, [STORAGE], authors=()
+        )
         # Negative control: the same passage, an answer the simulator never gave it.
         other, _ = await verify_answer(
-            model, QUESTION, "yesno", ["yes"], "Mitochondria remodel lace plant leaves.", [STORAGE]
+            model,
+            QUESTION,
+            "yesno",
+            ["yes"],
+            "Mitochondria remodel lace plant leaves.",
+            [STORAGE],
+            authors=(),
         )
     assert own["status"] == "supported", own["why"]
     (passage,) = own["passages"]
@@ -94,7 +102,9 @@ async def planted_verdicts(settings, answer: str, **reader) -> dict[str, dict]:
     settings_ = ReaderSettings(**(EXACT_READER | reader))
     with SimulatedEndpoint(0.0, planted=PLANTS, reader=settings_) as endpoint:
         model = verifier(settings, endpoint.base_url)
-        found, _ = await verify_answer(model, question, "factoid", [answer], f"{answer}.", PASSAGES)
+        found, _ = await verify_answer(
+            model, question, "factoid", [answer], f"{answer}.", PASSAGES, authors=()
+        )
     return {p["pmid"]: p for p in found["passages"]} | {"status": found["status"]}
 
 
