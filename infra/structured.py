@@ -156,12 +156,16 @@ class Reply:
     """The structured-output method an endpoint was asked with, when negotiation changed it."""
     endpoint: str | None = None
     """Where the call went: the endpoint's URL (no credentials), or "local model"."""
+    retries: int = 0
+    """Tries after the first: the endpoint was busy or the connection lost (models/retries.py)."""
 
     def record(self, node: str) -> dict[str, Any]:
         """Return the call as a JSON-able trace entry."""
         shown = {"method": self.method} if self.method else {}
         if self.endpoint:
             shown["endpoint"] = self.endpoint
+        if self.retries:
+            shown["retries"] = self.retries
         return shown | {
             "node": node,
             "model": self.model,

@@ -79,6 +79,15 @@ class Chat:
         self.store = Conversations.for_settings(settings)
         self.conversation = self.store.new_id()
         self.last: Turn | None = None
+        # One event loop for the whole conversation, so its HTTP clients and their kept-alive
+        # connections serve every turn (a loop per turn left the next turn the sockets of a
+        # closed one: issue 56). Runner.run cancels a turn on Ctrl-C as asyncio.run did.
+        self.runner = asyncio.Runner()
+
+    def close(self) -> None:
+        """Close the conversation's event loop (and the clients it holds) and its store."""
+        self.runner.close()
+        self.store.close()
 
     def handle(self, line: str) -> bool:
         """Act on one input line: a command or a question."""
@@ -122,7 +131,9 @@ class Chat:
                     status.update(f"answering: {''.join(streamed)[-60:]}")
 
             try:
-                turn = asyncio.run(self._turn(question, on_start, on_event, on_progress, on_token))
+                turn = self.runner.run(
+                    self._turn(question, on_start, on_event, on_progress, on_token)
+                )
             except KeyboardInterrupt:
                 self.console.print("[yellow]turn cancelled; the conversation goes on[/yellow]")
                 return
@@ -207,6 +218,13 @@ def run_chat(
     """Read lines until /quit or end of input."""
     chat = Chat(settings, context, console, qtype)
     console.print(f"[bold]quorum chat[/bold] — {HELP}")
+    try:
+        _converse(chat, console, read)
+    finally:
+        chat.close()
+
+
+def _converse(chat: Chat, console: Console, read: Callable[[], str]) -> None:
     while True:
         try:
             line = read()
@@ -224,4 +242,3 @@ def run_chat(
             continue
         if not chat.handle(line):
             break
-    chat.store.close()

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
@@ -19,7 +20,8 @@ from pydantic import BaseModel, ValidationError
 
 from infra.likelihood import EchoedLikelihood
 from infra.llm_cache import ReplyCache
-from infra.models.providers import Provider, first_line, provider_for, whole_line
+from infra.models.providers import Provider, first_line, provider_for
+from infra.models.retries import Health, RetriesSpent, with_retries
 from infra.settings import ModelSpec
 from infra.structured import (
     BRIEF,
@@ -39,6 +41,8 @@ UNPARSEABLE = "unparseable output"
 reached (unlike a connection, HTTP or key error). Either way a run in which no answering call
 parsed is a model failure (nodes/finalize.model_failure), not thin evidence."""
 
+T = TypeVar("T")
+
 
 @dataclass
 class ChatModel:
@@ -46,7 +50,8 @@ class ChatModel:
 
     spec: ModelSpec
     llm: BaseChatModel
-    semaphore: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
+    limit: int = 4
+    """How many calls to this model may be in flight at once (pool.endpoint_limit)."""
     cache: ReplyCache | None = None
     """Where parsed replies are kept, when the cache policy allows."""
     cache_sampled: bool = False
@@ -55,10 +60,31 @@ class ChatModel:
     """An endpoint's prompt log-probabilities, checked by a probe before the first score."""
     provider: Provider | None = None
     """How this model is asked (providers.py); found from the spec and the model when None."""
+    health: Health = field(default_factory=Health)
+    """Whether the endpoint answers lately: a busy one is tried again (retries.py)."""
+    _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = field(
+        default_factory=weakref.WeakKeyDictionary, init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         if self.provider is None:
             self.provider = provider_for(self.spec, self.llm)
+
+    def on_this_loop(self, name: str, make: Callable[[], T]) -> T:
+        """Return this model's `name` object for the running event loop, made on first use.
+
+        A semaphore or an HTTP client belongs to the loop it was first used on: chat, serve
+        and the tests run more than one loop in a process, and none may share them.
+        """
+        kept = self._loops.setdefault(asyncio.get_running_loop(), {})
+        if name not in kept:
+            kept[name] = make()
+        return kept[name]
+
+    @property
+    def semaphore(self) -> asyncio.Semaphore:
+        """Return the running loop's bound on calls in flight to this model."""
+        return self.on_this_loop("semaphore", lambda: asyncio.Semaphore(self.limit))
 
     @property
     def name(self) -> str:
@@ -112,15 +138,20 @@ class ChatModel:
                     started, wall = time.perf_counter(), time.time()
                     value, raw, usage = await self._parsed_call(schema, list(messages), params)
                 if key is not None and self.cache is not None:  # only what parsed is kept
-                    kept = {"value": value.model_dump(mode="json"), "raw": raw, "usage": usage}
+                    spent = {k: v for k, v in usage.items() if k != "retries"}  # this call's
+                    kept = {"value": value.model_dump(mode="json"), "raw": raw, "usage": spent}
                     await asyncio.to_thread(self.cache.put, key, kept)
             error = None
         except UnparsedReply as exc:
             value, error, raw = None, f"{UNPARSEABLE}: {exc}", exc.raw
         except (ValidationError, ValueError) as exc:
             value, error = None, f"{UNPARSEABLE}: {first_line(exc)}"
+        except RetriesSpent as exc:
+            said = self._provider.failure(exc.last, self.spec, self.endpoint)
+            value, error = None, f"{said}; {exc}"
+            usage["retries"] = exc.tries - 1
         except Exception as exc:
-            value, error = None, f"{type(exc).__name__}: {whole_line(exc)}"
+            value, error = None, self._provider.failure(exc, self.spec, self.endpoint)
         return Reply(
             value=value,
             raw=raw,
@@ -134,6 +165,7 @@ class ChatModel:
             temperature=temperature,
             method=self._shown_method(),
             endpoint=self.endpoint,
+            retries=int(usage.get("retries", 0)),
         )
 
     def _shown_method(self) -> str | None:
@@ -176,7 +208,7 @@ class ChatModel:
         for attempt in (1, 2):
             message: AIMessage | None = None
             try:
-                message = await self._call(bound, messages, params)
+                message = await self._call(bound, messages, params, usage)
                 raw = reply_text(message)
                 add_usage(usage, message)
                 return parse_json_reply(schema, raw, message), raw, usage
@@ -199,6 +231,14 @@ class ChatModel:
         raise AssertionError("unreachable")
 
     async def _call(
-        self, schema: dict[str, Any], messages: list[BaseMessage], params: dict
+        self, schema: dict[str, Any], messages: list[BaseMessage], params: dict, usage: dict
     ) -> AIMessage:
-        return await self._provider.reply(self, schema, messages, params)
+        """Ask once, and again while the endpoint is busy rather than down (retries.py)."""
+        message, retries = await with_retries(
+            lambda: self._provider.reply(self, schema, messages, params),
+            health=self.health,
+            max_retries=self.spec.max_retries,
+        )
+        if retries:
+            usage["retries"] = usage.get("retries", 0) + retries
+        return message

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 from langchain_core.language_models import BaseChatModel
@@ -80,9 +79,7 @@ class ModelPool:
             if spec.key not in self._built:
                 llm = make_chat_model(spec, self._settings)
                 limit = endpoint_limit(spec, self._settings, self._questions)
-                self._built[spec.key] = self._with_cache(
-                    ChatModel(spec=spec, llm=llm, semaphore=asyncio.Semaphore(limit))
-                )
+                self._built[spec.key] = self._with_cache(ChatModel(spec=spec, llm=llm, limit=limit))
             return self._built[spec.key]
 
 

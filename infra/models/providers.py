@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 from abc import ABC, abstractmethod
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
@@ -22,6 +23,8 @@ from infra.embeddings import resolve_device
 from infra.likelihood import EchoedLikelihood, LikelihoodUnavailable
 from infra.local_models import LocalChatModel, load_local_chat
 from infra.local_weights import ModelError, start_materializing, weights_of
+from infra.models.failures import describe
+from infra.models.http import NotStreamed, loop_client, remember_whole_replies, streams
 from infra.negotiation import (
     NEXT_METHOD,
     negotiated_method,
@@ -33,18 +36,28 @@ from infra.settings import ModelSpec, Settings, SettingsError, secret_from_env
 from infra.structured import UnparsedReply, json_instruction
 from infra.text import clip
 
+T = TypeVar("T")
+
 
 class ChatModel(Protocol):
     """What a provider reads of a configured model (infra/models/chat.py's ChatModel)."""
 
     spec: ModelSpec
     llm: BaseChatModel
-    semaphore: asyncio.Semaphore
     echoed: EchoedLikelihood | None
 
     @property
     def name(self) -> str:
         """Return the model's display name."""
+        ...
+
+    @property
+    def semaphore(self) -> asyncio.Semaphore:
+        """Return the running loop's bound on calls in flight to this model."""
+        ...
+
+    def on_this_loop(self, name: str, make: Callable[[], T]) -> T:
+        """Return this model's `name` object for the running event loop, made on first use."""
         ...
 
 
@@ -105,6 +118,10 @@ class Provider(ABC):
     def likelihood_problem(self, spec: ModelSpec) -> str | None:
         """Return why this model cannot score orderings (MoI), or None when it can."""
         return None
+
+    def failure(self, exc: BaseException, spec: ModelSpec, shown: str) -> str:
+        """Return what a failed call to `shown` (its URL, no secrets) did, in one line."""
+        return f"{type(exc).__name__}: {whole_line(exc)}"
 
 
 class Local(Provider):
@@ -176,10 +193,9 @@ class OpenAICompatible(Provider):
             temperature=spec.temperature,
             max_tokens=spec.max_tokens,
             timeout=spec.timeout_s,
-            # The OpenAI client retries 429, 5xx, timeouts and dropped connections with
-            # exponential backoff (honouring Retry-After); a call that still fails comes back
-            # as a Reply error.
-            max_retries=spec.max_retries,
+            # quorum retries, not the OpenAI client: a call to a busy endpoint is tried again
+            # within a budget (retries.py), and what failed is named (failures.py).
+            max_retries=0,
         )
 
     @override
@@ -211,16 +227,24 @@ class OpenAICompatible(Provider):
     async def reply(
         self, model: ChatModel, schema: dict[str, Any], messages: list[BaseMessage], params: dict
     ) -> AIMessage:
-        spec, llm = model.spec, model.llm
+        spec = model.spec
+        url = self.endpoint(spec) or ""
+        llm = await _on_this_loop(model, params, streams=streams(url))
         method = negotiated_method(spec)
         try:
-            out = await _ask_structured(llm, schema, messages, params, method)
+            out = await _ask_structured(llm, schema, messages, method)
+        except NotStreamed:
+            # The server ignores `stream` (a stream was asked for because a page or the chat
+            # shows text as it comes): ask this endpoint for whole replies from now on.
+            remember_whole_replies(url)
+            llm = await _on_this_loop(model, params, streams=False)
+            out = await _ask_structured(llm, schema, messages, method)
         except Exception as exc:
             following = NEXT_METHOD.get(method)
             if following is None or not refuses_method(exc):
                 raise
             remember_method(spec, following, f"{type(exc).__name__}: {whole_line(exc)}")
-            out = await _ask_structured(llm, schema, messages, params, following)
+            out = await _ask_structured(llm, schema, messages, following)
         if out.get("parsing_error"):
             message = out.get("raw")
             text = getattr(message, "content", "") if message is not None else ""
@@ -244,6 +268,10 @@ class OpenAICompatible(Provider):
             model.echoed = EchoedLikelihood(model.spec)
         async with model.semaphore:
             return await model.echoed.score(context, continuation)
+
+    @override
+    def failure(self, exc: BaseException, spec: ModelSpec, shown: str) -> str:
+        return describe(exc, url=shown, key_env=spec.api_key_env, timeout_s=spec.timeout_s)
 
     @override
     def likelihood_problem(self, spec: ModelSpec) -> str | None:
@@ -309,14 +337,34 @@ def make_chat_model(spec: ModelSpec, settings: Settings) -> BaseChatModel:
     return provider_for(spec).make(spec, settings)
 
 
+async def _on_this_loop(model: ChatModel, params: dict, *, streams: bool) -> Any:
+    """Return the model's ChatOpenAI on the running loop's HTTP client, with this call's params.
+
+    Per-call parameters are set on a copy of the model: passed to the structured-output
+    runnable's `ainvoke`, they never reached the request (its first step drops them), so a
+    temperature asked for was silently the spec's.
+    """
+    llm = model.llm
+    client = await loop_client()
+
+    def bound() -> Any:
+        root = llm.root_async_client.with_options(http_client=client, max_retries=0)
+        update = {"root_async_client": root, "async_client": root.chat.completions}
+        return llm.model_copy(update=update | {"http_async_client": client})
+
+    here = model.on_this_loop("openai", bound)
+    changes = dict(params) | ({} if streams else {"disable_streaming": True})
+    return here.model_copy(update=changes) if changes else here
+
+
 async def _ask_structured(
-    llm: Any, schema: dict[str, Any], messages: list[BaseMessage], params: dict, method: str
+    llm: Any, schema: dict[str, Any], messages: list[BaseMessage], method: str
 ) -> dict[str, Any]:
     bound = llm.with_structured_output(schema, method=method, include_raw=True)
     if method == "json_mode":
         # JSON mode promises JSON, not which JSON: the schema has to be in the prompt.
         messages = [SystemMessage(content=json_instruction(schema)), *messages]
-    return await bound.ainvoke(messages, **params)
+    return await bound.ainvoke(messages)
 
 
 def whole_line(exc: BaseException, limit: int = 2000) -> str:

@@ -1,0 +1,109 @@
+"""Endpoints that misbehave, named by what they did; busy ones retried without losing members.
+
+Every server here is tests/support/lying_endpoint.py: stdlib, HTTP/1.1, connections kept alive.
+"""
+
+import asyncio
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.runtime import Runtime
+from pydantic import BaseModel
+
+from infra.models import ModelPool
+from infra.models.retries import RETRY_BUDGET_S
+from infra.settings import ModelSpec
+from nodes.context import Context
+from nodes.ensemble import ensemble
+from tests.support.lying_endpoint import Lie, always, every, serve_stub
+
+HI = [HumanMessage(content="Is it so?")]
+QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
+KEY_ENV = "QUORUM_TEST_STUB_KEY"
+
+
+class Verdict(BaseModel):
+    answer: str
+
+
+def stub_settings(settings, url, **spec):
+    model = ModelSpec(provider="openai", model="m", base_url=url, **spec)
+    models = settings.models.model_copy(
+        update={"query": model, "ensemble": [model], "cache": "off"}
+    )
+    return settings.model_copy(update={"models": models})
+
+
+def ask_once(settings, url, **spec):
+    model = ModelPool(stub_settings(settings, url, **spec)).first("query")
+    return asyncio.run(model.structured(Verdict, HI))
+
+
+@pytest.mark.parametrize(
+    ("lie", "said", "tries"),
+    [
+        ("html", "answered with a web page, not a chat completion; is base_url the API root", 1),
+        ("not_found", "no chat completions at {url}/chat/completions (HTTP 404); is base_url", 1),
+        ("unauthorized", f"the key in {KEY_ENV} was refused (HTTP 401: Invalid API key)", 1),
+        ("forbidden", f"the key in {KEY_ENV} was refused (HTTP 403", 1),
+        ("not_json", "answered with text that is not JSON ('OK, here is my answer: yes')", 1),
+        ("wrong_shape", "JSON that is not a chat completion: no `choices` (its keys: result", 1),
+        ("no_choices", "`choices` is empty: the server returned no answer", 1),
+        ("empty", "answered HTTP 200 with an empty body", 1),
+        ("error_as_200", "an error under HTTP 200 ('model is loading')", 1),
+        ("truncated", "answered with JSON that breaks off or is malformed", 1),
+        # Another try may cure these: tried again (max_retries 1), then named.
+        ("cut", "the server closed the connection before its reply was whole (peer closed", 2),
+        ("hang_up", "the server closed the connection before its reply was whole (Server", 2),
+        ("server_error", "the server failed (HTTP 500: internal error); gave up after 2 tries", 2),
+        ("rate_limited", "rate limited (HTTP 429, Retry-After 0 s: slow down); gave up after", 2),
+    ],
+)
+def test_a_misbehaving_endpoint_is_named_by_what_it_did(settings, monkeypatch, lie, said, tries):
+    monkeypatch.setenv(KEY_ENV, "sk-stub-0123456789")
+    with serve_stub(lie=always(lie)) as stub:
+        reply = ask_once(settings, stub.base_url, api_key_env=KEY_ENV, max_retries=1)
+    assert reply.value is None
+    assert said.format(url=stub.base_url) in reply.error
+    assert "\n" not in reply.error and "sk-stub" not in reply.error
+    assert "Error" not in reply.error  # no library's type name: what the server did
+    assert stub.answered() == tries
+
+
+def stub_context(settings, index, embedder, url, **spec):
+    chosen = stub_settings(settings, url, **spec)
+    return Context(settings=chosen, search=index, embedder=embedder, models=ModelPool(chosen))
+
+
+def ensemble_state(index):
+    return {"question": QUESTION, "qtype": "yesno", "organized": index.fetch(["101", "102", "103"])}
+
+
+@pytest.mark.parametrize("lie", ["rate_limited", "server_error"])
+async def test_every_member_answers_when_every_other_call_is_refused(
+    settings, index, embedder, lie
+):
+    with serve_stub(lie=every(2, lie)) as stub:
+        ctx = stub_context(settings, index, embedder, stub.base_url)
+        update = await ensemble(ensemble_state(index), Runtime(context=ctx))
+    members = update["members"]
+    assert len(members) == 5 and all(m["error"] is None for m in members), members
+    refused = sum(1 for n in range(1, stub.answered() + 1) if n % 2 == 0)
+    assert refused >= 2  # the stub did refuse, and the calls that met it were tried again
+    assert sum(c.get("retries", 0) for c in update["calls"]) == refused
+
+
+async def test_a_member_whose_budget_is_spent_is_named_with_why(settings, index, embedder):
+    # A server that asks for more patience than the budget allows: no wait is begun.
+    patient = Lie(429, b'{"error": {"message": "quota"}}', headers={"Retry-After": "600"})
+    with serve_stub(lie=lambda n: patient if n % 2 else None) as stub:
+        ctx = stub_context(settings, index, embedder, stub.base_url)
+        update = await ensemble(ensemble_state(index), Runtime(context=ctx))
+    failed = [m for m in update["members"] if m["error"] is not None]
+    assert failed and all(m["model"] == "m" for m in failed)
+    for member in failed:
+        assert member["error"].startswith("rate limited (HTTP 429, Retry-After 600 s: quota)")
+        assert (
+            f"the server asked to wait 600 s, past the {RETRY_BUDGET_S:g} s retry"
+            in member["error"]
+        )
