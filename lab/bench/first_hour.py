@@ -8,7 +8,9 @@ GGUF model de-quantized there); every later command runs in that same directory,
 A command passes when it did what it should (an answer, a submission, a refusal in one line)
 within its target. Beside each wall time is the CPU time its process used (user + system, all
 its threads), and the report carries the machine's load average: these 2 cores are often
-shared, and a wall time means little without them.
+shared, and a wall time means little without them. `quorum --help` is timed first, the same
+way: each figure is also given in multiples of it, so figures from different machines compare
+as ratios.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ TARGETS_S: dict[str, float] = {
 """Each case's target wall time on 2 idle cores (issue 48, item 1), in the order they run."""
 
 CASES = tuple(TARGETS_S)
+HELP_RUNS = 3
+"""`quorum --help` runs timed before the cases; the median is the yardstick."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,8 @@ def bench_first_hour(
         _testset(work / "testset.json")
         env = quorum_env(home)
         chosen = cases(work)
+        help_s = _help_seconds(command, env, work)
+        say(f"first-hour: quorum --help: {help_s:.2f} s (the median of {HELP_RUNS}: the yardstick)")
         needs_warm = {"warm_ask", "a_plus_question"} & set(only)
         if needs_warm and "cold_ask" not in only:  # warm means after a first ask: run one, untimed
             say("first-hour: a first ask, untimed, so the data directory is warm…")
@@ -158,16 +164,32 @@ def bench_first_hour(
                 say(f"first-hour: {name}: quorum {_shown(chosen[name].args)}…")
                 rows.append(_timed(command, chosen[name], allowed[name], env, work))
                 row = rows[-1]
+                row["help_ratio"] = round(row["seconds"] / help_s, 1)
                 verdict = "met" if row["passed"] else f"MISSED ({row['why']})"
-                say(f"first-hour: {name}: {row['seconds']:.2f} s of {row['target_s']} s: {verdict}")
+                say(
+                    f"first-hour: {name}: {row['seconds']:.2f} s of {row['target_s']} s "
+                    f"({row['help_ratio']:g}× --help): {verdict}"
+                )
     return {
         "cases": rows,
+        "help_s": round(help_s, 3),
         "passed": all(row["passed"] for row in rows),
         "loadavg": [round(x, 2) for x in load_before],
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "cpus": os.cpu_count(),
         "home": "fresh (a new temporary QUORUM_HOME, removed after)",
     }
+
+
+def _help_seconds(command: list[str], env: dict[str, str], work: Path) -> float:
+    """Return the median wall time of `quorum --help`, every case's yardstick."""
+    help_case = Case("help", ("--help",), _answered)
+    times = []
+    for _ in range(HELP_RUNS):
+        started = time.perf_counter()
+        _run(command, help_case, env, work)
+        times.append(time.perf_counter() - started)
+    return sorted(times)[len(times) // 2]
 
 
 def _timed(

@@ -86,11 +86,13 @@ def bench_first_hour_cmd(
     for row in report["cases"]:
         verdict = "met" if row["passed"] else f"MISSED: {row['why']}"
         out.print(
-            f"{row['seconds']:>7.2f} s  ≤ {row['target_s']:>4} s  {verdict:<5}  {row['command']}",
+            f"{row['seconds']:>7.2f} s  {row['help_ratio']:>5g}× --help  ≤ {row['target_s']:>4} s"
+            f"  {verdict:<5}  {row['command']}",
             markup=False,
         )
     load = ", ".join(f"{x:.2f}" for x in report["loadavg"])
     out.print(
+        f"quorum --help took {report['help_s']:.2f} s; "
         f"load average at the start {load} on {report['cpus']} CPUs; "
         f"{'every target met' if report['passed'] else 'a target NOT met'}"
     )

@@ -9,7 +9,7 @@ import sys
 from lab.bench.first_hour import CASES, TARGETS_S, bench_first_hour
 from tests.support.cli import quorum_env, run_quorum
 
-CASE_KEYS = {"name", "command", "seconds", "cpu_s", "target_s", "passed", "why"}
+CASE_KEYS = {"name", "command", "seconds", "cpu_s", "target_s", "passed", "why", "help_ratio"}
 
 
 def test_the_cheap_cases_print_one_json_object_with_load_and_each_verdict(tmp_path):
@@ -29,6 +29,10 @@ def test_the_cheap_cases_print_one_json_object_with_load_and_each_verdict(tmp_pa
     assert report["passed"] == all(c["passed"] for c in report["cases"])
     assert len(report["loadavg"]) == 3 and report["cpus"] >= 1
     assert "first-hour: trace_list" in done.stderr  # progress goes to stderr
+    # `quorum --help`'s time is the yardstick: each figure also as a multiple of it.
+    assert report["help_s"] > 0 and "first-hour: quorum --help: " in done.stderr
+    for case in report["cases"]:
+        assert case["help_ratio"] == round(case["seconds"] / report["help_s"], 1)
 
 
 def test_a_missed_target_and_a_wrong_outcome_are_reported_as_failed():
