@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel
 
+from infra.text import clip
+
 Schema = TypeVar("Schema", bound=BaseModel)
 BRIEF = (
     "Your previous reply was cut off at the length limit. Keep every field short: a sentence or "
@@ -24,6 +26,11 @@ MIN_LENGTH = 16
 """A string bound is never tightened below this many characters."""
 UNBOUNDED_LENGTH = 512
 """What an unbounded string is taken to allow before it is tightened."""
+REPLY_SLACK = 2000
+"""Characters a reply may hold beyond its schema's longest JSON: code fences, a sentence of
+chatter, indentation."""
+SHOWN_OVER_LONG = 2000
+"""Characters of an over-long reply kept in its call record (the whole can be megabytes)."""
 
 
 def was_cut_off(message: AIMessage | None, max_tokens: int | None) -> bool:
@@ -54,6 +61,71 @@ def tightened(schema: Any, factor: float = 0.5) -> Any:
     return out
 
 
+def over_long(schema: dict[str, Any], raw: str) -> str | None:
+    """Return why `raw` is longer than any reply `schema` allows, or None.
+
+    A schema whose strings and arrays are all bounded has a longest JSON text: every character
+    written as a six-character escape, plus REPLY_SLACK. A 200,000-character reply to a schema
+    allowing a few thousand is a failed call named as such, not a parse error deep in it.
+    """
+    longest = longest_json(schema)
+    if longest is None or len(raw) <= longest + REPLY_SLACK:
+        return None
+    allowed = longest + REPLY_SLACK
+    return (
+        f"the reply is over-long: {len(raw):,} characters where its schema allows at most "
+        f"{allowed:,} ({len(raw) - allowed:,} over)"
+    )
+
+
+def longest_json(schema: dict[str, Any]) -> int | None:
+    """Return the most characters a JSON value of `schema` can take, or None when unbounded."""
+    defs = schema.get("$defs", {}) | schema.get("definitions", {})
+
+    def size(node: Any, depth: int) -> int | None:
+        if not isinstance(node, dict) or depth > 32:
+            return None
+        if "$ref" in node:
+            return size(defs.get(node["$ref"].rsplit("/", 1)[-1]), depth + 1)
+        if "const" in node:
+            return len(json.dumps(node["const"]))
+        if "enum" in node:
+            return max((len(json.dumps(v)) for v in node["enum"]), default=0)
+        options = node.get("anyOf") or node.get("oneOf") or node.get("allOf")
+        if options:
+            return _largest(size(option, depth + 1) for option in options)
+        kinds = node.get("type")
+        if isinstance(kinds, list):
+            return _largest(size(node | {"type": kind}, depth) for kind in kinds)
+        if kinds == "string":
+            bound = node.get("maxLength")
+            return None if bound is None else 6 * bound + 2
+        if kinds in ("number", "integer"):
+            return 32
+        if kinds in ("boolean", "null"):
+            return 5
+        if kinds == "array":
+            item, count = size(node.get("items", {}), depth + 1), node.get("maxItems")
+            return None if item is None or count is None else 2 + count * (item + 2)
+        if kinds == "object":
+            properties = node.get("properties") or {}
+            if not properties:
+                return None
+            parts = [size(value, depth + 1) for value in properties.values()]
+            if None in parts:
+                return None
+            keys = sum(len(json.dumps(key)) + 4 for key in properties)
+            return 2 + keys + sum(p for p in parts if p is not None)
+        return None
+
+    return size(schema, 0)
+
+
+def _largest(sizes: Any) -> int | None:
+    found = list(sizes)
+    return None if not found or None in found else max(found)
+
+
 def json_instruction(schema: type[BaseModel] | dict[str, Any]) -> str:
     """Return the plain-text instruction used where a model has no structured-output mode."""
     as_json = schema if isinstance(schema, dict) else schema.model_json_schema()
@@ -71,9 +143,13 @@ def parse_json_reply(schema: type[Schema], raw: str, message: AIMessage | None =
     answer or another question's answer off as "nothing found", with no error in the trace.
 
     Raises:
-        UnparsedReply: the reply is not whole JSON, or has none of the schema's fields.
+        UnparsedReply: the reply is longer than any the schema allows, not whole JSON, or has
+            none of the schema's fields.
         ValidationError: the JSON breaks the schema.
     """
+    over = over_long(schema.model_json_schema(), raw)
+    if over is not None:
+        raise UnparsedReply(over, clip(raw, SHOWN_OVER_LONG), message)
     parsed = message.additional_kwargs.get("_parsed") if message is not None else None
     if isinstance(parsed, schema):
         return parsed

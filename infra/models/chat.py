@@ -25,16 +25,18 @@ from infra.models.retries import Health, RetriesSpent, with_retries
 from infra.settings import ModelSpec
 from infra.structured import (
     BRIEF,
+    SHOWN_OVER_LONG,
     Reply,
     Schema,
     UnparsedReply,
     add_usage,
+    over_long,
     parse_json_reply,
     reply_text,
     tightened,
     was_cut_off,
 )
-from infra.text import shown_url
+from infra.text import clip, shown_url
 
 UNPARSEABLE = "unparseable output"
 """How a call's error begins when the model answered but not in the shape asked: the model was
@@ -216,6 +218,10 @@ class ChatModel:
                 counted = message is not None  # the call returned: its usage is in
                 message = getattr(exc, "message", None) or message
                 if not was_cut_off(message, limit):
+                    said = getattr(exc, "raw", None) or reply_text(message)
+                    if (over := over_long(bound, said)) is not None:
+                        # The client's own parser failed first: the length is what went wrong.
+                        raise UnparsedReply(over, clip(said, SHOWN_OVER_LONG), message) from None
                     raise
                 if not counted:
                     add_usage(usage, message)

@@ -4,15 +4,17 @@ Every server here is tests/support/lying_endpoint.py: stdlib, HTTP/1.1, connecti
 """
 
 import asyncio
+import json
 
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from infra.models import ModelPool
 from infra.models.retries import RETRY_BUDGET_S
 from infra.settings import ModelSpec
+from infra.structured import REPLY_SLACK
 from nodes.context import Context
 from nodes.ensemble import ensemble
 from tests.support.lying_endpoint import Lie, always, every, serve_stub
@@ -107,3 +109,33 @@ async def test_a_member_whose_budget_is_spent_is_named_with_why(settings, index,
             f"the server asked to wait 600 s, past the {RETRY_BUDGET_S:g} s retry"
             in member["error"]
         )
+
+
+class Short(BaseModel):
+    answer: str = Field(max_length=100)
+
+
+def huge_completion(n: int) -> Lie:
+    message = {"role": "assistant", "content": json.dumps({"answer": "CFTR " * (n // 5)})}
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    return Lie(
+        body=json.dumps({"id": "x", "object": "chat.completion", "choices": [choice]}).encode()
+    )
+
+
+def test_a_200000_character_reply_is_a_failed_call_named_over_long(settings):
+    with serve_stub(lie=always_this(huge_completion(200_000))) as stub:
+        model = ModelPool(stub_settings(settings, stub.base_url)).first("query")
+        reply = asyncio.run(model.structured(Short, HI))
+    assert reply.value is None
+    said = json.dumps({"answer": "CFTR " * 40_000})
+    allowed = 2 + (8 + 4) + (6 * 100 + 2) + REPLY_SLACK
+    assert reply.error == (
+        f"unparseable output: the reply is over-long: {len(said):,} characters where its schema "
+        f"allows at most {allowed:,} ({len(said) - allowed:,} over)"
+    )
+    assert reply.raw == said[:1999] + "…"  # its start in the record, not 200 kB
+
+
+def always_this(lie: Lie):
+    return lambda n: lie

@@ -2,6 +2,7 @@
 
 import json
 import re
+from typing import Annotated
 
 import pytest
 from langchain_core.language_models import BaseChatModel
@@ -14,11 +15,16 @@ from infra.models import ChatModel
 from infra.settings import ModelSpec
 from infra.structured import (
     BRIEF,
+    REPLY_SLACK,
+    SHOWN_OVER_LONG,
     UnparsedReply,
+    longest_json,
+    over_long,
     parse_json_reply,
     tightened,
     was_cut_off,
 )
+from tests.support.fakes import script
 
 
 class Summary(BaseModel):
@@ -147,3 +153,77 @@ def test_a_reply_cut_short_or_answering_another_schema_is_unparsed(raw, reason):
 )
 def test_whole_json_with_chatter_around_it_parses(raw, found):
     assert parse_json_reply(Duplicates, raw).duplicates == found
+
+
+class HugeModel(BaseChatModel):
+    """Replies with `text`, once or every time (a 200,000-character reply, as issue 55 met)."""
+
+    text: str
+
+    @property
+    def _llm_type(self) -> str:
+        return "huge"
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.text))])
+
+
+HUGE = '{"ideal_answer": "' + "CFTR " * 40_000 + '", "cited": ["1"]}'
+
+
+class Bounded(BaseModel):
+    ideal_answer: str = Field(max_length=600)
+    cited: list[Annotated[str, Field(max_length=20)]] = Field(max_length=4)
+
+
+def test_longest_json_bounds_every_field_and_knows_an_unbounded_one():
+    allowed = longest_json(Bounded.model_json_schema())
+    # Braces, keys with quotes, colon, comma and a space; each character a six-character escape.
+    assert allowed == 2 + (14 + 4) + (7 + 4) + (6 * 600 + 2) + (2 + 4 * (6 * 20 + 2 + 2))
+    assert longest_json(Summary.model_json_schema()) is None  # `cited`'s strings: no bound
+    within = json.dumps(
+        {"ideal_answer": "é" * 600, "cited": ["1" * 20] * 4}
+    )  # é written as \\u00e9
+    assert (
+        len(within) <= allowed + REPLY_SLACK
+        and over_long(Bounded.model_json_schema(), within) is None
+    )
+
+
+def test_an_over_long_reply_is_named_with_its_excess_even_when_it_parses_as_json():
+    allowed = longest_json(Bounded.model_json_schema()) + REPLY_SLACK
+    with pytest.raises(UnparsedReply) as caught:
+        parse_json_reply(Bounded, HUGE)
+    assert str(caught.value) == (
+        f"the reply is over-long: {len(HUGE):,} characters where its schema allows at most "
+        f"{allowed:,} ({len(HUGE) - allowed:,} over)"
+    )
+    assert len(caught.value.raw) == SHOWN_OVER_LONG  # the record keeps its start, not megabytes
+
+
+async def test_an_over_long_reply_is_a_failed_call_named_as_such():
+    model = ChatModel(
+        spec=ModelSpec(provider="openai", model="m", base_url="http://x"), llm=HugeModel(text=HUGE)
+    )
+    reply = await model.structured(Bounded, [AIMessage(content="q")])
+    assert reply.value is None
+    assert reply.error.startswith(f"unparseable output: the reply is over-long: {len(HUGE):,} ")
+    assert len(reply.raw) == SHOWN_OVER_LONG
+
+
+async def test_synthesis_counts_an_over_long_reply_as_a_failed_attempt(make_context, index):
+    from langgraph.runtime import Runtime
+
+    from nodes.synthesize import synthesize
+
+    state = {
+        "question": "Which gene is mutated in cystic fibrosis?",
+        "qtype": "factoid",
+        "organized": index.fetch(["101", "102"]),
+        "decision": None,
+    }
+    huge = "x" * 200_000
+    update = await synthesize(state, Runtime(context=make_context(script(synthesize=huge))))
+    (attempt,) = update["attempts"]
+    assert "the reply is over-long: 200,000 characters" in attempt["error"]
+    assert update["answer"]["failed"]
