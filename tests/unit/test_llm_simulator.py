@@ -311,7 +311,7 @@ async def test_quorums_streamed_structured_call_raises_no_serializer_warning():
         for schema in (Simulated.model_json_schema(), Simulated):  # quorum's dict; the control
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                reply = await _ask_structured(llm, schema, [HumanMessage("hi")], {}, "json_schema")
+                reply = await _ask_structured(llm, schema, [HumanMessage("hi")], "json_schema")
             assert reply["parsing_error"] is None
             shown.append([w for w in caught if "serializer" in str(w.message)])
     assert shown[0] == [] and shown[1] != []  # the pydantic class (control) warns on a terminal
