@@ -24,7 +24,13 @@ from infra.likelihood import EchoedLikelihood, LikelihoodUnavailable
 from infra.local_models import LocalChatModel, load_local_chat
 from infra.local_weights import ModelError, start_materializing, weights_of
 from infra.models.failures import describe
-from infra.models.http import NotStreamed, loop_client, remember_whole_replies, streams
+from infra.models.http import (
+    BadReply,
+    NotStreamed,
+    loop_client,
+    remember_whole_replies,
+    streams,
+)
 from infra.negotiation import (
     NEXT_METHOD,
     negotiated_method,
@@ -364,7 +370,14 @@ async def _ask_structured(
     if method == "json_mode":
         # JSON mode promises JSON, not which JSON: the schema has to be in the prompt.
         messages = [SystemMessage(content=json_instruction(schema)), *messages]
-    return await bound.ainvoke(messages)
+    try:
+        return await bound.ainvoke(messages)
+    except AssertionError:
+        # The OpenAI library's stream helper asserts when a stream ends with no completion in
+        # it (replies it does not stream are checked before it reads them: infra/models/http.py).
+        raise BadReply(
+            "answered a streamed request with events that hold no chat completion"
+        ) from None
 
 
 def whole_line(exc: BaseException, limit: int = 2000) -> str:

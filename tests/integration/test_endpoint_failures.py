@@ -139,3 +139,29 @@ def test_a_200000_character_reply_is_a_failed_call_named_over_long(settings):
 
 def always_this(lie: Lie):
     return lambda n: lie
+
+
+def streaming_model(settings, url):
+    model = ModelPool(stub_settings(settings, url, max_retries=0)).first("query")
+    model.llm.streaming = True  # as in chat and on the page, where LangGraph streams every call
+    return model
+
+
+def test_a_server_that_ignores_stream_is_asked_for_whole_replies_from_then_on(settings):
+    with serve_stub(ignore_stream=True) as stub:
+        model = streaming_model(settings, stub.base_url)
+
+        async def twice():
+            return [await model.structured(Verdict, HI) for _ in range(2)]
+
+        replies = asyncio.run(twice())
+    assert [r.error for r in replies] == [None, None]
+    # The first call was streamed, answered whole, and asked again; the second asked whole.
+    assert [bool(r.get("stream")) for r in stub.requests] == [True, False, False]
+
+
+def test_a_stream_with_no_completion_in_it_is_named(settings):
+    done_only = Lie(body=b"data: [DONE]\n\n", content_type="text/event-stream")
+    with serve_stub(lie=lambda n: done_only) as stub:
+        reply = asyncio.run(streaming_model(settings, stub.base_url).structured(Verdict, HI))
+    assert reply.error == "answered a streamed request with events that hold no chat completion"
