@@ -6,13 +6,16 @@ Here every distinct OpenAI-compatible endpoint the settings name gets `GET {base
 (every OpenAI-compatible server answers it: OpenAI, vLLM, llama.cpp, Ollama, LM Studio), all at
 once: a connection refused, a timeout, a refused key, no API at that path (404: the OpenAI API
 lists models at /models, so every compatible server answers it) or a server error is named with
-its URL and model and what to do next. Any other answer means a server is there: what it does
-with a chat request is the run's to find out. Local models load lazily and are not probed.
+its URL and model and what to do next, and so is a web page where the list of models belongs (a
+site's front page: base_url is not the API root). Any other answer means a server is there:
+what it does with a chat request is the run's to find out (infra/models/failures.py names it).
+Local models load lazily and are not probed.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from infra.errors import Unavailable
 from infra.settings import ModelSpec, Settings, secret_from_env
@@ -75,4 +78,15 @@ def _problem(url: str, spec: ModelSpec, timeout_s: float) -> str | None:
         )
     if reply.status_code >= 500:
         return f"the server failed (HTTP {reply.status_code}); check its log, or try again"
+    if reply.status_code == 200 and _is_web_page(reply):
+        return (
+            "answered GET /models with a web page, not the OpenAI API; is base_url the API "
+            "root, ending in /v1?"
+        )
     return None
+
+
+def _is_web_page(reply: Any) -> bool:
+    """Tell whether a reply is an HTML page (a site's front page where the API was expected)."""
+    kind = reply.headers.get("content-type", "").lower()
+    return "html" in kind or reply.text.lstrip()[:1] == "<"

@@ -15,15 +15,16 @@ from infra.settings import load_settings
 class _Server:
     """A real HTTP server answering GET /v1/models with a chosen status (or after a delay)."""
 
-    def __init__(self, status=200, delay=0.0):
+    def __init__(self, status=200, delay=0.0, body=b'{"object": "list", "data": []}', kind=None):
         seen = self.seen = []
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
                 seen.append((self.path, self.headers.get("Authorization")))
                 time.sleep(delay)
-                body = b'{"object": "list", "data": []}'
                 self.send_response(status)
+                if kind is not None:
+                    self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -88,6 +89,20 @@ def test_a_refused_key_or_a_broken_server_is_named(tmp_path, status, said):
             check_endpoints(_settings(tmp_path, server.url))
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("kind", ["text/html; charset=utf-8", None])
+def test_a_web_page_where_the_models_belong_is_named_with_the_hint(tmp_path, kind):
+    server = _Server(body=b"<!doctype html><html><body>It works!</body></html>", kind=kind)
+    try:
+        with pytest.raises(Unavailable) as caught:
+            check_endpoints(_settings(tmp_path, server.url))
+    finally:
+        server.close()
+    assert str(caught.value).endswith(
+        "answered GET /models with a web page, not the OpenAI API; is base_url the API root, "
+        "ending in /v1?"
+    )
 
 
 def test_a_silent_server_is_given_up_on_after_the_timeout(tmp_path):
