@@ -16,6 +16,11 @@ from infra.text import clip
 
 SHOWN = 200
 """Characters of a server's own error message kept in a call's error."""
+SLOW_HINT = (
+    "a server that answers one request at a time wants max_concurrency = 1 and a timeout_s "
+    "that covers a whole prompt"
+)
+"""What a timeout most often means: calls queued at the server, each waiting for the others."""
 
 Transience = Literal["busy", "lost"]
 """"busy": the server answered that it cannot now (429, 5xx); "lost": no answer came (a
@@ -35,8 +40,8 @@ def transient(exc: BaseException) -> Transience | None:
     status = status_of(exc)
     if status is not None:
         return "busy" if status in (408, 409, 429) or status >= 500 else None
-    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
-        return "lost"
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError | TimeoutError):
+        return "lost"  # TimeoutError: a stream that fell silent (langchain-openai's chunk timer)
     return None
 
 
@@ -76,7 +81,9 @@ def describe(exc: BaseException, *, url: str, key_env: str | None, timeout_s: fl
     if status is not None:
         return _status_words(exc, status, url, key_env)
     if isinstance(exc, openai.APITimeoutError):
-        return f"no reply within {timeout_s:g} s (timeout_s); is the server overloaded?"
+        return f"no reply within {timeout_s:g} s (timeout_s); {SLOW_HINT}"
+    if isinstance(exc, TimeoutError):
+        return f"no streamed text within {timeout_s:g} s (timeout_s); {SLOW_HINT}"
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__
         while isinstance(cause, openai.APIConnectionError):  # langchain-openai wraps it again

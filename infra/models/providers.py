@@ -199,6 +199,9 @@ class OpenAICompatible(Provider):
             temperature=spec.temperature,
             max_tokens=spec.max_tokens,
             timeout=spec.timeout_s,
+            # A streamed call (chat, the page) waits as long for its next piece of text as any
+            # call for its reply: not langchain-openai's own 120 s, whatever timeout_s says.
+            stream_chunk_timeout=spec.timeout_s,
             # quorum retries, not the OpenAI client: a call to a busy endpoint is tried again
             # within a budget (retries.py), and what failed is named (failures.py).
             max_retries=0,

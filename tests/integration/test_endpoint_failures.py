@@ -59,12 +59,13 @@ def ask_once(settings, url, **spec):
         ("hang_up", "the server closed the connection before its reply was whole (Server", 2),
         ("server_error", "the server failed (HTTP 500: internal error); gave up after 2 tries", 2),
         ("rate_limited", "rate limited (HTTP 429, Retry-After 0 s: slow down); gave up after", 2),
+        ("slow", "no reply within 1 s (timeout_s); a server that answers one request at a", 2),
     ],
 )
 def test_a_misbehaving_endpoint_is_named_by_what_it_did(settings, monkeypatch, lie, said, tries):
     monkeypatch.setenv(KEY_ENV, "sk-stub-0123456789")
     with serve_stub(lie=always(lie)) as stub:
-        reply = ask_once(settings, stub.base_url, api_key_env=KEY_ENV, max_retries=1)
+        reply = ask_once(settings, stub.base_url, api_key_env=KEY_ENV, max_retries=1, timeout_s=1.0)
     assert reply.value is None
     assert said.format(url=stub.base_url) in reply.error
     assert "\n" not in reply.error and "sk-stub" not in reply.error
@@ -165,3 +166,19 @@ def test_a_stream_with_no_completion_in_it_is_named(settings):
     with serve_stub(lie=lambda n: done_only) as stub:
         reply = asyncio.run(streaming_model(settings, stub.base_url).structured(Verdict, HI))
     assert reply.error == "answered a streamed request with events that hold no chat completion"
+
+
+def test_a_stream_that_falls_silent_is_a_timeout_worded_and_tried_again(settings):
+    from infra.models.failures import describe, transient
+
+    # The model's timeout_s bounds a stream's silence too, not langchain-openai's own 120 s.
+    model = ModelPool(stub_settings(settings, "http://h/v1", timeout_s=300)).first("query")
+    assert model.llm.stream_chunk_timeout == 300
+
+    silent = TimeoutError(
+        "No streaming chunk received for 120.0s"
+    )  # langchain-openai's, a subclass
+    assert transient(silent) == "lost"
+    assert describe(silent, url="http://h/v1", key_env=None, timeout_s=300).startswith(
+        "no streamed text within 300 s (timeout_s); a server that answers one request at a time"
+    )

@@ -36,6 +36,8 @@ class Lie:
     """Send only this many bytes of the body (announcing all of it), then close."""
     hang_up: bool = False
     """Close the connection without a word."""
+    delay_s: float = 0.0
+    """Wait this long before answering (a server busy with other requests)."""
 
 
 LIES: dict[str, Lie] = {
@@ -53,6 +55,7 @@ LIES: dict[str, Lie] = {
     "hang_up": Lie(hang_up=True),
     "rate_limited": Lie(429, b'{"error": {"message": "slow down"}}', headers={"Retry-After": "0"}),
     "server_error": Lie(500, b'{"error": {"message": "internal error"}}'),
+    "slow": Lie(delay_s=3.0, body=b'{"error": "too late to matter"}'),
 }
 
 
@@ -122,6 +125,7 @@ def serve_stub(
                 self._send(200, _json(reply))
 
         def _tell(self, lie: Lie) -> None:
+            time.sleep(lie.delay_s)
             if lie.hang_up:
                 self.close_connection = True
                 with stub._lock:
