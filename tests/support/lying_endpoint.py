@@ -1,4 +1,7 @@
-"""A small OpenAI-compatible server as users write them: stdlib, HTTP/1.1, connections kept alive.
+"""A small OpenAI-compatible server that lies: stdlib, HTTP/1.1, connections kept alive.
+
+stub_endpoint.py answers what a test scripts by role; this one answers every call minimally and
+tells the lies a test chooses, by call number, to see each named by what it was.
 
 It answers `GET /v1/models` and every chat completion with the smallest JSON the request's
 schema allows (response_format, a forced tool, or a schema written into the prompt), streamed
