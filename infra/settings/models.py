@@ -47,7 +47,13 @@ class ModelSpec(Group):
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="Default sampling temperature.")
     max_tokens: int = Field(384, ge=1, description="Maximum new tokens per call.")
     timeout_s: float = Field(120.0, gt=0, description="Request timeout in seconds.")
-    max_retries: int = Field(2, ge=0, description="Retries on transient errors (429/5xx/timeouts).")
+    max_retries: int = Field(
+        2,
+        ge=0,
+        description="Retries on transient errors (429/5xx/timeouts) in a row: a refusal counts "
+        "only when the endpoint answered no other call meanwhile, every try starts within 60 s "
+        "of the first (infra/models/retries.py); 0 turns retries off.",
+    )
     structured_method: Literal["json_schema", "function_calling", "json_mode"] = Field(
         "json_schema",
         description="How structured output is requested from an OpenAI-compatible endpoint.",
