@@ -168,7 +168,8 @@ class Plants:
         scored: list[tuple[int, PlantedPassage]] = []
         for question in pool:
             for passage in question.passages.values():
-                score = max(_agreement(wanted, full) for full in _texts(passage))
+                # A passage planted by id alone has no text to agree with: it matches no text.
+                score = max((_agreement(wanted, full) for full in _texts(passage)), default=0)
                 if score >= min(30, len(wanted)):
                     scored.append((score, passage))
         best = max((s for s, _ in scored), default=0)

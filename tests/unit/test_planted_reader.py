@@ -413,6 +413,18 @@ def _amb() -> dict:
     return {"pmid": "a2", "role": "gold", "descriptor": ""}  # a second gold, undescribed
 
 
+async def test_a_passage_planted_without_title_or_text_is_matched_by_id_only():
+    # An id-only passage has no text for a shown one to agree with; the relation prompt, which
+    # quotes passages by text, is still answered from the others (once: HTTP 400, an empty max).
+    blank = {"pmid": "blank", "role": "irrelevant"}
+    with SimulatedEndpoint(0.0, planted=[plant(passages=[*plant()["passages"], blank])]) as ep:
+        model = chat_model(ep, "function_calling")
+        found = await relation(model, "g", "cf")
+    assert found.label == "counterfactual"
+    plants = Plants.load([plant(passages=[blank])])
+    assert plants.match_text("Nobel laureates The first Nobel Prize", None) == []
+
+
 async def test_dedupe_pluralize_group_and_synthesis_prompts():
     group_schema = create_model("GroupAnswer", answer=(str, ...), cited_pmids=(list[str], ...))
     synthesis = create_model(
