@@ -99,6 +99,17 @@ class Group(TypedDict):
     in. The aggregator weighs the answer by them."""
     shown: NotRequired[str]
     """summarize: what the answering call was shown instead of the passages (the summary)."""
+    answered_by: NotRequired[Literal["organize", "ensemble"]]
+    """Who answers it: one organize call (CORG's aggregator, its baselines; so when absent) or
+    ensemble.strategy's members, whose vote fills answer, exact and cited
+    (organize.corg_answers "ensemble")."""
+    twins: NotRequired[dict[str, list[str]]]
+    """CORG: per PMID of the group, the PMIDs organize dropped in its favour."""
+    rivals: NotRequired[list[str]]
+    """CORG: the group's PMIDs that contradict a context kept in another group (its side)."""
+    share: NotRequired[float]
+    """Answered by the ensemble: the strategy's share of the group's members (CCV: of its valid
+    citations) behind the group's answer; the aggregate's share counts it."""
 
 
 class Member(TypedDict):
@@ -124,6 +135,9 @@ class Member(TypedDict):
     """Seconds the call took."""
     tokens: int
     """Input plus output tokens."""
+    group: NotRequired[int]
+    """The CORG group this call answered, numbered from 1 as organize's trace numbers them
+    (absent: the ensemble answered the question's top-m, no groups)."""
     passage: NotRequired[int]
     """ccv: the number of the one passage cited."""
     quote: NotRequired[str]
@@ -216,6 +230,23 @@ class Votes(TypedDict, total=False):
     """ccv: share of valid citations that cite the winner's passage."""
     moi: dict[str, MoiFit]
     """moi: the fit per "number:model"."""
+    groups: list["GroupVote"]
+    """The strategy's vote inside each CORG group it answered, in organize's group order."""
+
+
+class GroupVote(TypedDict):
+    """The ensemble strategy inside one CORG group: what it was asked, its vote, its decision."""
+
+    group: int
+    """The group's number, from 1, as organize's trace numbers them."""
+    pmids: list[str]
+    """The group's contexts: all a view of it may show."""
+    question: str
+    """The form of the question its members were asked (plural for a group of several)."""
+    votes: Votes
+    """The strategy's vote table over the group's members."""
+    decision: "Decision"
+    """The strategy's decision for the group, which becomes the group's answer."""
 
 
 class DecidedAnswer(TypedDict):
@@ -250,7 +281,8 @@ class Decision(TypedDict):
     settings: dict[str, Any]
     """Every setting of the strategy that ran (K, m, pool, r, tau, seed, evidence, scheme…)."""
     source: Literal["ensemble", "organize"]
-    """Who decided: the ensemble's members, or organize's group answers (CORG)."""
+    """Who answered: the ensemble's members (over the top-m, or inside each CORG group, whose
+    decisions CORG's aggregator combines), or organize's own group answers."""
     share: NotRequired[float]
     """The first answer's share of the support (members, valid citations), in [0, 1]; what
     synthesis.mode "vote" reports as the confidence (absent: first support over their sum)."""

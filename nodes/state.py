@@ -33,6 +33,7 @@ from nodes.relations_and_votes import (
     DecidedAnswer,
     Decision,
     Group,
+    GroupVote,
     Member,
     MoiFit,
     Organized,
@@ -60,6 +61,7 @@ __all__ = [
     "FirstStage",
     "Given",
     "Group",
+    "GroupVote",
     "InputState",
     "Limits",
     "Member",
@@ -154,7 +156,8 @@ class QAState(InputState, total=False):
     triples: dict[str, Triple]
     """CORG: (answer, entity, descriptor) extracted per PMID."""
     groups: list[Group]
-    """CORG: groups of contexts with the question form asked and their cited answer."""
+    """CORG: groups of contexts with the question form asked and their cited answer (organize
+    writes them; the ensemble fills in the answers of those it answers)."""
     members: list[Member]
     """Ensemble members: model, view (PMID order), answer, cited PMIDs, raw output, cost."""
     votes: Votes

@@ -43,6 +43,17 @@ class OrganizeSettings(Group):
         "duplicate dropped, no counterfactual split), the same dealing and aggregator; a "
         "control, not a method.",
     )
+    # NOTE: no paper fixes this: CORG answers each group with one call (its aggregator), the
+    # ensemble papers vote over one question's whole top-m. The design card runs the ensemble
+    # inside CORG's groups; that composition is quorum's (docs/methods.md, "Organizing").
+    corg_answers: Literal["ensemble", "organize"] = Field(
+        "ensemble",
+        description="Who answers each of CORG's groups: 'ensemble', ensemble.strategy's members "
+        "over the group's passages, whose vote decides the group (organize then asks no answer "
+        "call); 'organize', one organize call per group, the CORG paper's aggregator as "
+        "published (how `eval organize` and the CORG arms of `eval methods` run it, and how its "
+        "baselines answer). Either way CORG's aggregator combines the group answers.",
+    )
 
 
 class CoBagSettings(Group):

@@ -27,8 +27,11 @@ from infra.settings.methods import OrganizeSettings
 from infra.stats import paired, wilson
 
 CORG = "corg"
+CORG_ANSWERS = "organize"
+"""CORG's arms answer each group in one organize call, the paper's aggregator, as its
+baselines answer theirs: CORG and each baseline then differ only in how they group."""
 CORG_ENSEMBLE = "single"
-"""CORG's decision is its groups' aggregate; one member keeps the ensemble out of the way."""
+"""No member is asked where organize answered the groups; one keeps the settings honest."""
 CCV_MEMBERS = (5, 10, 15, 20)
 """The K of the CCV paper's ablation (its Figure: no gain over majority at 5, its best at 20)."""
 MOI_PERMUTATIONS = ("random", "cyclic", "prefix", "variable")
@@ -65,11 +68,15 @@ def _with(settings: Settings, path: str, **changes: Any) -> Settings:
 def strategy_settings(settings: Settings, name: str) -> Settings:
     """Return the settings that run one strategy: an ensemble strategy, or CORG."""
     if name == CORG:
-        settings = _with(settings, "organize", strategy=CORG)
+        settings = _with(settings, "organize", strategy=CORG, corg_answers=CORG_ANSWERS)
         return _with(settings, "ensemble", strategy=CORG_ENSEMBLE)
-    # An ensemble strategy decides only where organize answers no group: dedupe, whatever
-    # organize.strategy says ("auto" runs CORG on the planted reader's endpoint, and its group
-    # answers would decide for every ensemble arm).
+    # An ensemble strategy's arm runs at its paper's setting, over the question's top-m:
+    # dedupe, whatever organize.strategy says. "auto" would run CORG on the planted reader's
+    # endpoint, and each strategy would then vote inside CORG's groups (the default pipeline):
+    # groups of a few passages, fewer than the paper's m, where CoBag's bags, CCV's N and
+    # MoI's orders are not the papers' (CoBag's pool would be the group, its bags differing in
+    # order only), and every arm and control would share CORG's grouping and its calls. What
+    # the papers' tables compare is each method against its control on the same top-m.
     settings = _with(settings, "organize", strategy="dedupe")
     return _with(settings, "ensemble", strategy=name)
 
@@ -78,7 +85,8 @@ def shape(settings: Settings, method: str) -> tuple[int, int]:
     """Return (members, contexts) a run shows: K answering views per model, m passages each.
 
     single and MoI answer once per model (MoI observes its orders' likelihoods, then answers
-    from one debiased order); CORG answers once per group from the top organize.top_k.
+    from one debiased order); CORG (organize answering, CORG_ANSWERS) answers once per group
+    from the top organize.top_k.
     """
     ensemble = settings.ensemble
     if method == CORG:

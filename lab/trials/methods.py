@@ -2,7 +2,8 @@
 
 Every case runs the answering part of the phase-B graph (given_evidence → organize → ensemble
 → synthesize → finalize) once per strategy: an ensemble strategy is `ensemble.strategy`;
-"corg" is `organize.strategy = corg` with "single" as the ensemble strategy. The answer
+"corg" is `organize.strategy = corg` answering its groups itself (`organize.corg_answers =
+organize`, the paper's aggregator, as its baselines answer), so no member is asked. The answer
 scored is the graph's final exact answer (its first candidate), so a method whose decision the
 answer ignores scores like the baseline it did not beat.
 

@@ -1,7 +1,8 @@
 """`quorum eval organize`: context organization strategies compared on answer coverage and cost.
 
-Each question's passages go through the organize node alone (no retrieval, no ensemble), then
-the group answers are scored against the gold:
+Each question's passages go through the organize node alone (no retrieval, no ensemble; CORG
+answers its own groups, organize.corg_answers "organize"), then the group answers are scored
+against the gold:
 - d_f1: Disambig-F1, the CORG paper's primary measure (Stelmakh et al., 2022): per gold item,
   the token F1 of the answer a reader extracts from the response (normalised as votes compare
   answers: infra.bioasq.answers), averaged;
@@ -198,6 +199,9 @@ async def evaluate_organize(
             use its group count, so the ablation differs from CORG only in how it groups.
     """
     strategy = ctx.settings.organize.strategy
+    # The node runs alone and its group answers are scored: CORG answers them itself, as the
+    # paper's aggregator does (one call per group) and as its baselines answer theirs.
+    ctx = _with_organize(ctx, corg_answers="organize")
     corg = _with_organize(ctx, strategy="corg")
     rows = []
     for case in tqdm(cases, unit=" q", file=sys.stderr, dynamic_ncols=True, disable=None):

@@ -1,4 +1,4 @@
-"""How the ensemble is described: its members, the vote, CCV and MoI, then the decision."""
+"""How the ensemble is described: members, vote, CCV and MoI (per CORG group), decision."""
 
 from __future__ import annotations
 
@@ -8,16 +8,55 @@ from nodes.describing import NodeDescription, Outcome, describes, plural
 from nodes.state import Member
 from nodes.trace_view import Block, Facts, Table, cell, decision_blocks
 
-COVERS = frozenset({"members", "votes", "decision"})
+COVERS = frozenset({"members", "votes", "decision", "groups"})
 """The update's keys these blocks show (the rest is shown as it is)."""
 
 MEMBER_COLUMNS = ("model", "view", "order", "t", "answer", "cites", "error", "latency s", "tokens")
 
 
 def ensemble_trace(update: dict[str, Any]) -> list[Block]:
-    """Return the ensemble's blocks: facts of the vote, its table, members, CCV, MoI, decision."""
+    """Return the ensemble's blocks: facts of the vote, its table, members, CCV, MoI, decision.
+
+    Where the strategy answered CORG's groups: per group, what it asked, its vote, members and
+    decision; then the aggregate of the group decisions.
+    """
     votes = update.get("votes") or {}
     members = [m for m in update.get("members") or [] if isinstance(m, dict)]
+    if votes.get("groups"):
+        answered = [g for g in update.get("groups") or [] if isinstance(g, dict)]
+        return _in_groups(votes, members, answered) + decision_blocks(
+            update.get("decision"), title="aggregate"
+        )
+    return _voted(votes, members) + decision_blocks(update.get("decision"))
+
+
+def _in_groups(
+    votes: dict[str, Any], members: list[Member], answered: list[dict[str, Any]]
+) -> list[Block]:
+    groups = [g for g in votes["groups"] if isinstance(g, dict)]
+    facts = [f"{len(members)} member call(s)", f"{votes.get('members', 0)} answered"]
+    if votes.get("failed"):
+        facts.append(f"{votes['failed']} failed")
+    blocks: list[Block] = [
+        Facts(
+            f"strategy {votes.get('strategy', '?')} in each of {plural(len(groups), 'CORG group')}"
+            f": {', '.join(facts)}"
+        )
+    ]
+    for group in groups:
+        number = group["group"]
+        mine = [m for m in members if m.get("group") == number]
+        blocks.append(
+            Facts(f"group {number}: {', '.join(group['pmids'])}; asks: {group['question']}")
+        )
+        blocks += _voted(group.get("votes") or {}, mine, heading=f", group {number}")
+        blocks += decision_blocks(group.get("decision"), title=f"group {number} decision")
+        if number <= len(answered) and (carried := answered[number - 1].get("supported_by")):
+            blocks.append(Facts(f"group {number} answer carried by: {', '.join(carried)}"))
+    return blocks
+
+
+def _voted(votes: dict[str, Any], members: list[Member], heading: str = "") -> list[Block]:
     blocks: list[Block] = []
     if votes or members:
         facts = [f"{len(members)} member call(s)"]
@@ -34,9 +73,12 @@ def ensemble_trace(update: dict[str, Any]) -> list[Block]:
             (cell(r.get("answer")), cell(r.get("votes")), *(cell(r.get(k)) for k in extra))
             for r in table
         )
-        blocks.append(Table("Vote table", ("answer", "votes", *extra), rows, frozenset({1})))
+        blocks.append(
+            Table(f"Vote table{heading}", ("answer", "votes", *extra), rows, frozenset({1}))
+        )
     if members:
-        blocks.append(Table("Members", MEMBER_COLUMNS, tuple(map(_member, members)), _NUMBERS))
+        rows = tuple(map(_member, members))
+        blocks.append(Table(f"Members{heading}", MEMBER_COLUMNS, rows, _NUMBERS))
     blocks += _ccv(votes.get("ccv"))
     for name, fit in (votes.get("moi") or {}).items():
         weights = ", ".join(f"{w:.2f}" for w in fit["position_weights"])
@@ -47,7 +89,7 @@ def ensemble_trace(update: dict[str, Any]) -> list[Block]:
         blocks.append(Facts(f"MoI {name} debiased order: {' '.join(fit['order'])}"))
     if votes:
         blocks.append(Facts(f"ranked: {'; '.join(map(str, votes.get('ranked') or [])) or '-'}"))
-    return blocks + decision_blocks(update.get("decision"))
+    return blocks
 
 
 _NUMBERS = frozenset({1, 3, 7, 8})
@@ -111,6 +153,10 @@ def _ensemble_done(update: dict[str, Any]) -> str:
         return f"ensemble: none of {plural(len(members), 'member')} gave an answer"
     votes = update.get("votes") or {}
     answers = plural(votes.get("members", 0), "answer")
+    if groups := votes.get("groups"):
+        return (
+            f"ensemble: {answers} in {plural(len(groups), 'CORG group')}, each decided by its vote"
+        )
     return f"ensemble: {answers}, agreement {votes.get('agreement', 0):.2f}"
 
 
@@ -118,10 +164,10 @@ def _ensemble_summary(update: dict[str, Any]) -> list[str]:
     if "votes" not in update:
         return []
     votes = update["votes"] or {}
-    return [
-        f"{len(update.get('members') or [])} member calls, "
-        f"agreement {votes.get('agreement', 0):.2f}"
-    ]
+    calls = f"{len(update.get('members') or [])} member calls"
+    if groups := votes.get("groups"):
+        return [f"{calls} in {plural(len(groups), 'group')}"]
+    return [f"{calls}, agreement {votes.get('agreement', 0):.2f}"]
 
 
 describes(

@@ -37,6 +37,8 @@ def organize_trace(update: dict[str, Any]) -> list[Block]:
             groups.append(f"  asks: {group['question']}")
         cited = f" [{', '.join(group['cited'])}]" if group.get("cited") else ""
         answer = group.get("answer") or f"(no answer: {group.get('error') or 'empty'})"
+        if group.get("answered_by") == "ensemble" and not group.get("answer"):
+            answer = "(the ensemble's to answer: organize.corg_answers 'ensemble')"
         groups.append(f"  answer: {answer}{cited}")
         if group.get("exact"):
             groups.append(f"  exact: {'; '.join(group['exact'])}")

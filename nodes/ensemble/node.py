@@ -2,64 +2,32 @@
 
 The strategy named by `ensemble.strategy` (one module each in `strategies/`: single,
 self_consistency, permute_vote, cobag, ccv, moi) chooses the views and decides from the
-answers; this node asks the members, records their calls and notes, and writes the vote (for
-the trace) and the strategy's decision (what synthesis reads). When organize answered groups
-(CORG), their aggregate is the decision and no member is asked.
+answers; this node asks the members (members.py), records their calls and notes, and writes
+the vote (for the trace) and the strategy's decision (what synthesis reads).
+
+Where organize left CORG's groups to it (organize.corg_answers "ensemble", the default), the
+strategy answers each group over the group's own passages and CORG's aggregator combines the
+group decisions (groups.py: why, and what a small group costs). Where organize answered its
+groups itself (the CORG paper's aggregator, its baselines), their aggregate is the decision
+and no member is asked. Otherwise (dedupe) the strategy answers the question's top-m.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field, create_model
 
-from nodes.answer_fields import (
-    MEMBER_INSTRUCTIONS,
-    as_answers,
-    checked_citations,
-    member_field,
-    pmid_type,
-)
 from nodes.context import Context
-from nodes.ensemble.strategies import StrategyUnavailable, View, strategy_named
+from nodes.ensemble.groups import answer_groups, for_ensemble
+from nodes.ensemble.members import Ask, ask_members, cited_schema, member_schema
+from nodes.ensemble.strategies import StrategyUnavailable, strategy_named
 from nodes.ensemble.vote import vote
 from nodes.organize.aggregate import aggregate, answered
-from nodes.passages import passages
-from nodes.progress import report
 from nodes.seeds import question_seed
-from nodes.state import Call, Member, Passage, QAState
-from prompts import render
+from nodes.state import Passage, QAState
 
 __all__ = ["StrategyUnavailable", "candidates", "cited_schema", "ensemble", "member_schema"]
-
-
-def member_schema(qtype: str, pmids: list[str]) -> type[BaseModel]:
-    """Return the structured answer a member gives for this question type and these passages."""
-    answer_type, answer_field = member_field(qtype)
-    return create_model(
-        "MemberAnswer",
-        answer=(answer_type, answer_field),
-        pmids=(
-            list[pmid_type(pmids)],
-            Field(description="PMIDs supporting the answer", max_length=3),
-        ),
-    )
-
-
-def cited_schema(qtype: str, shown: int) -> type[BaseModel]:
-    """Return a CCV member's answer: one answer, the number of one passage, and a quote."""
-    answer_type, answer_field = member_field(qtype)
-    return create_model(
-        "CitedAnswer",
-        answer=(answer_type, answer_field),
-        passage=(
-            Literal[tuple(range(1, shown + 1))],
-            Field(description="Number of the one passage that best supports the answer"),
-        ),
-        quote=(str, Field(description="A short quote from that passage", max_length=200)),
-    )
 
 
 def candidates(state: QAState, organized_top_k: int) -> list[Passage]:
@@ -83,11 +51,14 @@ async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     strategy = strategy_named(ctx.settings.ensemble.strategy)
     qtype = state["qtype"]
     question = state["question"]
+    if for_ensemble(state.get("groups") or []):
+        return await answer_groups(ctx, strategy, state, state["groups"])
     groups = [g for g in state.get("groups") or [] if answered(g)]
     if groups:
-        # CORG answered each conflict-free group; its aggregator decides, and the members must
-        # not re-mix all passages and outvote it. organize wrote the aggregate this round, with
-        # its strategy's name and settings; it is rebuilt only for a state written without it.
+        # organize answered each conflict-free group itself (organize.corg_answers "organize",
+        # or a CORG baseline); its aggregator decides, and the members must not re-mix all
+        # passages and outvote it. organize wrote the aggregate this round, with its strategy's
+        # name and settings; it is rebuilt only for a state written without it.
         decision = state.get("decision")
         if not decision or decision.get("source") != "organize":
             decision = aggregate(groups, qtype)
@@ -122,8 +93,8 @@ async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     # synthesis is the decision's order. Both in the trace, so a reader sees which of the
     # reranked abstracts a method actually used.
     plan.settings["shown"] = [plan.contexts[i]["pmid"] for i in sorted(plan.shown())]
-    cited = strategy.cites(qtype)
-    asked = await _answer_views(plan.views, question, qtype, plan.contexts, cited=cited)
+    asks = [Ask(view, question, plan.contexts) for view in plan.views]
+    asked = await ask_members(asks, qtype, cited=strategy.cites(qtype))
     members = [a.member for a in asked]
     calls = plan.calls + [a.call for a in asked]
     votes = await strategy.tally(ctx, qtype, members, plan)
@@ -138,81 +109,3 @@ async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
         "calls": calls,
         "notes": notes,
     }
-
-
-class Asked(NamedTuple):
-    """One member call: the member as the state keeps it, its model call, its citation notes."""
-
-    member: Member
-    call: Call
-    notes: list[str]
-
-
-async def _answer_views(
-    views: list[View],
-    question: str,
-    qtype: str,
-    contexts: list[Passage],
-    *,
-    cited: bool,
-) -> list[Asked]:
-    # Each model bounds its own calls in flight (per endpoint, from its spec), so views of
-    # different endpoints never wait for one another.
-    done = 0
-
-    async def counted(view: View) -> Asked:
-        nonlocal done
-        member = await _member(view, question, qtype, contexts, cited=cited)
-        done += 1
-        report("ensemble", done=done, total=len(views))
-        return member
-
-    report("ensemble", done=0, total=len(views))
-    return list(await asyncio.gather(*(counted(view) for view in views)))
-
-
-async def _member(
-    view: View,
-    question: str,
-    qtype: str,
-    contexts: list[Passage],
-    *,
-    cited: bool,
-) -> Asked:
-    docs = [contexts[i] for i in view.order]
-    model = view.model
-    instructions = MEMBER_INSTRUCTIONS[qtype]
-    if cited:
-        instructions += " Give the number of the one passage that best supports it, and a quote."
-        schema = cited_schema(qtype, len(docs))
-    else:
-        schema = member_schema(qtype, [d["pmid"] for d in docs])
-    messages = render(
-        "ensemble",
-        instructions=instructions,
-        contexts=passages(docs, model.context_chars),
-        question=question,
-    )
-    reply = await model.structured(schema, messages, temperature=view.temperature)
-    value = reply.value
-    member: Member = {
-        "model": model.name,
-        "view": view.number,
-        "order": [d["pmid"] for d in docs],
-        "temperature": view.temperature,
-        "answer": as_answers(qtype, value.answer) if value else [],
-        "pmids": [],
-        "raw": reply.raw,
-        "error": reply.error,
-        "latency_s": round(reply.latency_s, 3),
-        "tokens": reply.input_tokens + reply.output_tokens,
-    }
-    notes: list[str] = []
-    if value is not None and cited:
-        member |= {"passage": value.passage, "quote": value.quote}
-        member["pmids"] = [docs[value.passage - 1]["pmid"]]
-    elif value is not None:
-        member["pmids"], notes = checked_citations(
-            list(value.pmids), [d["pmid"] for d in docs], f"ensemble member {view.number}"
-        )
-    return Asked(member, reply.record("ensemble"), notes)

@@ -21,11 +21,16 @@ The rule here:
   distinct answer (BioASQ takes five); its share is the first answer's support (times the
   share of groups that answered).
 - list: the union of the groups' items; summary: the groups' answers, joined.
+- a group the ensemble answered (organize.corg_answers "ensemble") carries its strategy's
+  share of the group's members behind its answer: the decision's share is multiplied by the
+  mean share of the groups giving its first answer, so a group split 3 to 2 is no surer than
+  the same vote over the top-m. A group organize answered in one call counts 1.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection
+from typing import Any, Literal
 
 from infra.bioasq.answers import normalize_answer
 from nodes.relations_and_votes import DecidedAnswer, Decision, Group
@@ -34,6 +39,20 @@ from nodes.relations_and_votes import DecidedAnswer, Decision, Group
 def answered(group: Group) -> bool:
     """Return whether a group's call gave an answer."""
     return bool(group.get("answer") or group.get("exact"))
+
+
+def supported_by(group: Group, cited: Collection[str]) -> list[str]:
+    """Return the PMIDs carrying a CORG group's answer, never those dealt in to even groups.
+
+    They are the contexts the answer cites, else the group's counterfactual side (`rivals`),
+    with those dropped in their favour (`twins`), in rank order. The paper's aggregator
+    answers with references to the source contexts (§4); the contexts dealt in are there to
+    be read, and a group holding more of them says no more.
+    """
+    carrying = [p for p in group["pmids"] if p in cited] or list(group.get("rivals") or [])
+    twins = group.get("twins") or {}
+    behind = {t for p in carrying for t in twins.get(p, [])}
+    return [p for p in group.get("covers") or group["pmids"] if p in carrying or p in behind]
 
 
 def carriers(group: Group, k: int) -> list[str]:
@@ -54,14 +73,18 @@ def aggregate(
     *,
     strategy: str = "corg",
     settings: dict[str, Any] | None = None,
+    source: Literal["organize", "ensemble"] = "organize",
+    orders: list[list[str]] | None = None,
 ) -> Decision:
     """Return the decision the group answers make: all answers with the contexts carrying them.
 
     Args:
         groups: The answered groups, in the order organize formed them.
         qtype: The question type: yesno and factoid keep answers apart; list and summary join.
-        strategy: The organize strategy that formed the groups.
+        strategy: The strategy that answered the groups: organize's, or the ensemble's.
         settings: Every setting of that strategy, recorded in the decision.
+        source: Who answered the groups: organize's calls, or the ensemble's members.
+        orders: Per group, the evidence order its answer chose (default: its PMIDs).
     """
     done = [k for k, g in enumerate(groups) if answered(g)]
     # A failed group's side is unknown: agreement among the rest is only that sure.
@@ -69,23 +92,25 @@ def aggregate(
     if qtype in ("list", "summary") or not any(g.get("exact") for g in groups):
         answers = _all_in_one(groups, done, qtype)
         ranked, conflict = list(range(len(groups))), []
-        share = heard if answers else 0.0
+        share = heard * _sure(groups, done) if answers else 0.0
     else:
         answers, ranked = _ranked(groups, done)
         conflict = _conflict(groups, done)
-        if not answers:
+        giving = [k for k in done if answers and _gives(groups[k], answers[0]["answer"])]
+        if not answers or (conflict and qtype == "yesno"):
             share = 0.0
-        elif not conflict:
-            share = answers[0]["support"] * heard
         else:
-            share = 0.0 if qtype == "yesno" else answers[0]["support"] * heard
+            share = answers[0]["support"] * heard * _sure(groups, giving)
+    evidence = orders or [g["pmids"] for g in groups]
     decision: Decision = {
         "strategy": strategy,
         "answers": answers,
-        "order": list(dict.fromkeys(p for k in ranked for p in groups[k]["pmids"])),
-        "why": _why(strategy, groups, done, answers, conflict, qtype),
+        "order": list(
+            dict.fromkeys(p for k in ranked for p in [*evidence[k], *groups[k]["pmids"]])
+        ),
+        "why": _why(strategy, source, groups, done, answers, conflict, qtype),
         "settings": dict(settings or {}),
-        "source": "organize",
+        "source": source,
         "share": round(share, 4),
     }
     if conflict:
@@ -95,6 +120,16 @@ def aggregate(
 
 def _items(group: Group) -> list[str]:
     return group.get("exact") or [group["answer"]]
+
+
+def _gives(group: Group, answer: str | list[str]) -> bool:
+    return isinstance(answer, str) and _key(answer) in {_key(i) for i in _items(group)}
+
+
+def _sure(groups: list[Group], ks: list[int]) -> float:
+    """Return the mean share of these groups' voters behind their answers (1 without a vote)."""
+    shares = [float(groups[k].get("share", 1.0)) for k in ks]
+    return sum(shares) / len(shares) if shares else 1.0
 
 
 def _key(item: str) -> str:
@@ -166,13 +201,15 @@ def stated(answers: list[DecidedAnswer]) -> str:
 
 def _why(
     strategy: str,
+    source: str,
     groups: list[Group],
     done: list[int],
     answers: list[DecidedAnswer],
     conflict: list[str],
     qtype: str,
 ) -> str:
-    head = f"{strategy}: {len(done)} of {len(groups)} group(s) answered apart"
+    who = strategy if source == "organize" else f"{strategy} in each CORG group"
+    head = f"{who}: {len(done)} of {len(groups)} group(s) answered apart"
     if not answers:
         return f"{head}; none gave an answer"
     if not conflict:

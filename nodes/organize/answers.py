@@ -1,4 +1,8 @@
-"""One answer per group of contexts, as CORG's aggregator and its baselines ask for them."""
+"""Groups of contexts asked the question: answered here, or put in plural form for the ensemble.
+
+One call per group answers it here, as CORG's aggregator and its baselines ask for it; with
+organize.corg_answers "ensemble" only a group's plural form is asked, and the ensemble answers.
+"""
 
 from __future__ import annotations
 
@@ -112,6 +116,52 @@ async def answer_groups(
     return list(await asyncio.gather(*(one(k, g) for k, g in enumerate(groups))))
 
 
+async def plural_form(
+    model: ChatModel, question: str, docs: list[Passage], calls: list[Call]
+) -> str:
+    """Return the question a group is asked: in plural form for a group of several contexts."""
+    if len(docs) < 2:
+        return question
+    # CORG's finding: a plural question beats extra instructions for a multi-answer group.
+    reply = await model.structured(PluralQuestion, render("organize_pluralize", question=question))
+    calls.append(reply.record("organize"))
+    return reply.value.question if reply.value else question
+
+
+async def unanswered_groups(
+    model: ChatModel,
+    question: str,
+    groups: list[list[Passage]],
+    calls: list[Call],
+    *,
+    max_concurrency: int,
+) -> list[Group]:
+    """Return every group with the question it is to be asked, for the ensemble to answer.
+
+    organize.corg_answers "ensemble": the plural form is organize's (CORG's reranker
+    reformulates a group of several); the answer is the ensemble strategy's vote over the
+    group's passages, so organize pays no answer call that the members would repeat.
+    """
+    limit = asyncio.Semaphore(max_concurrency)
+
+    async def one(docs: list[Passage]) -> Group:
+        async with limit:
+            form = await plural_form(model, question, docs, calls)
+        pmids = [d["pmid"] for d in docs]
+        return {
+            "pmids": pmids,
+            "question": form,
+            "answer": "",
+            "cited": [],
+            "error": None,
+            "exact": [],
+            "covers": list(pmids),
+            "answered_by": "ensemble",
+        }
+
+    return list(await asyncio.gather(*(one(g) for g in groups)))
+
+
 async def _answer_group(
     model: ChatModel,
     question: str,
@@ -123,14 +173,7 @@ async def _answer_group(
     reformulate: bool,
     shown: str | None,
 ) -> Group:
-    form = question
-    if reformulate and len(docs) > 1:
-        # CORG's finding: a plural question beats extra instructions for a multi-answer group.
-        reply = await model.structured(
-            PluralQuestion, render("organize_pluralize", question=question)
-        )
-        calls.append(reply.record("organize"))
-        form = reply.value.question if reply.value else question
+    form = await plural_form(model, question, docs, calls) if reformulate else question
     pmids = [d["pmid"] for d in docs]
     contexts = shown
     if contexts is None:
@@ -147,6 +190,7 @@ async def _answer_group(
         "error": reply.error,
         "exact": _exact(getattr(value, "exact", None)),
         "covers": list(pmids),
+        "answered_by": "organize",
     }
     if shown is not None:
         group["shown"] = shown

@@ -48,21 +48,17 @@ class Grouping:
         home = self.homes()
         return [sorted([*g, *(i for i, t in home.items() if t in g)]) for g in self.groups]
 
-    def supported_by(self, k: int, cited: set[int], graph: RelationGraph) -> list[int]:
-        """Return the contexts that carry group k's answer, never those dealt in to even groups.
+    def sides(self, graph: RelationGraph) -> list[list[int]]:
+        """Return per group its counterfactual side: its contexts contradicting a kept one.
 
-        They are the contexts the answer cites, else the group's counterfactual side, with
-        those dropped in their favour. The paper's aggregator answers with references to the
-        source contexts (§4); the contexts dealt in are there to be read, and a group holding
-        more of them says no more.
+        What carries a group's answer when it cites nothing (aggregate.supported_by): the
+        contexts dealt in to even the groups never do.
         """
-        group = self.groups[k]
         kept = {i for g in self.groups for i in g}
-        carrying = [i for i in group if i in cited] or [
-            i for i in group if any(j in kept for j in graph.neighbours(i, "counterfactual"))
+        return [
+            [i for i in g if any(j in kept for j in graph.neighbours(i, "counterfactual"))]
+            for g in self.groups
         ]
-        home = self.homes()
-        return sorted([*carrying, *(i for i, t in home.items() if t in carrying)])
 
 
 def _described(descriptors: dict[int, str] | None, i: int) -> bool | None:

@@ -3,9 +3,11 @@
 "auto" (the default) runs corg for an OpenAI-compatible organize model and dedupe for a local
 one; the first note of the update says which ran and why (the trace shows it).
 
-A strategy that answers groups of contexts (corg and the CORG paper's baselines) also writes
-`decision`: the aggregate of its group answers (aggregate.py), which the ensemble node keeps
-as the decision instead of voting over all the contexts again.
+A strategy that forms groups of contexts (corg and the CORG paper's baselines) writes them.
+The baselines, and corg with organize.corg_answers "organize", answer them too, and the node
+then writes `decision`: the aggregate of the group answers (aggregate.py), which the ensemble
+node keeps. corg with "ensemble" (the default) leaves them to the ensemble node, whose
+strategy answers each group and whose aggregate, by the same aggregator, is the decision.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ async def organize(state: QAState, runtime: Runtime[Context]) -> Organized:
     if len(contexts) < 2:
         # No groups this round: an earlier round's must not stand in for the ensemble's vote.
         update: Organized = {"organized": contexts, "relations": [], "notes": [chosen]}
-        return update | {"groups": []} if strategy.answers else update
+        return update | {"groups": []} if strategy.forms_groups else update
     model = ctx.models.first("organize")
     qtype = state.get("qtype") or "summary"
     update = await strategy.organize(ctx, state["question"], contexts, model, qtype)

@@ -207,7 +207,9 @@ async def test_corg_writes_the_aggregate_as_the_decision(make_context, settings,
             "cited_pmids": pmids_in(m)[:1],
         },
     )
-    ctx = make_context(model, settings_=with_organize(settings, strategy="corg"))
+    # The paper's aggregator: organize answers each group itself, one call per group.
+    chosen = with_organize(settings, strategy="corg", corg_answers="organize")
+    ctx = make_context(model, settings_=chosen)
     state = {"question": QUESTION, "qtype": "factoid", "contexts": index.fetch(["101", "108"])}
     update = await organize(state, Runtime(context=ctx))
     assert update["groups"][0]["exact"] == ["mitochondria"]
@@ -221,6 +223,7 @@ async def test_corg_writes_the_aggregate_as_the_decision(make_context, settings,
     assert decision["settings"]["relations"] == "graph"
     assert decision["settings"]["relation_chars"] == 2500  # local: 500 x top_k 10 / 2
     assert decision["settings"]["strategy"] == "corg" and decision["settings"]["top_k"] == 10
+    assert decision["settings"]["answers"] == "organize" and decision["source"] == "organize"
     # What `quorum trace show` prints of it, after the relations and the groups.
     lines = trace_text("organize", update)[0]
     assert "  stands for: 101, 108" in lines and "  exact: mitochondria" in lines
@@ -320,8 +323,9 @@ PLANTED = [
 
 
 def planted_model():
-    """Relations: the two sides are counterfactual, the rest unrelated; each group answers
-    with the side it holds and cites it (a group holding both, as without relations, says yes).
+    """Relations: the two sides are counterfactual, the rest unrelated; each group (organize's
+    call or an ensemble member) answers with the side it holds and cites it (a group holding
+    both, as without relations, says yes).
     """
     triple = {"answer": "x", "entity": "mitochondria", "descriptor": ""}
 
@@ -336,19 +340,31 @@ def planted_model():
         cited = "10" if side == "yes" else "11"
         return {"answer": f"{side.title()}.", "exact": side, "cited_pmids": [cited]}
 
-    return script(relation=relation, pluralize={"question": "Which roles?"}, group=answer)
+    def member(messages, kwargs):
+        reply = answer(messages, kwargs)
+        return {"answer": reply["exact"], "pmids": reply["cited_pmids"]}
+
+    return script(
+        relation=relation, pluralize={"question": "Which roles?"}, group=answer, ensemble=member
+    )
 
 
-async def test_a_yesno_conflict_is_never_a_confident_answer_in_vote_mode(make_context, settings):
-    chosen = with_organize(settings, strategy="corg").model_copy(
+@pytest.mark.parametrize("answers", ["ensemble", "organize"])
+async def test_a_yesno_conflict_is_never_a_confident_answer_in_vote_mode(
+    make_context, settings, answers
+):
+    # Whoever answers the groups (the ensemble's members, the default; or organize's own
+    # call, the paper's aggregator), CORG's aggregator keeps both sides and claims neither.
+    chosen = with_organize(settings, strategy="corg", corg_answers=answers).model_copy(
         update={"synthesis": settings.synthesis.model_copy(update={"mode": "vote"})}
     )
     ctx = make_context(planted_model(), settings_=chosen)
     state = {"question": QUESTION, "qtype": "yesno", "contexts": PLANTED}
     state |= await organize(state, Runtime(context=ctx))
     assert [g["pmids"] for g in state["groups"]] == [["10", "12", "14"], ["11", "13"]]
-    assert [g["supported_by"] for g in state["groups"]] == [["10"], ["11"]]
     state |= await ensemble(state, Runtime(context=ctx))
+    assert [g["supported_by"] for g in state["groups"]] == [["10"], ["11"]]
+    assert bool(state["members"]) is (answers == "ensemble")
     assert state["decision"]["plural"] and state["decision"]["share"] < GATE
     answer = (await synthesize(state, Runtime(context=ctx)))["answer"]
     assert answer["confidence"] < GATE and answer["source"] == "decision"
@@ -358,7 +374,9 @@ async def test_a_yesno_conflict_is_never_a_confident_answer_in_vote_mode(make_co
 
 
 async def test_without_relations_no_pair_is_asked_and_no_conflict_split(make_context, settings):
-    control = with_organize(settings, strategy="corg", corg_relations="none")
+    control = with_organize(
+        settings, strategy="corg", corg_relations="none", corg_answers="organize"
+    )
     model = planted_model()
     state = {"question": QUESTION, "qtype": "yesno", "contexts": PLANTED}
     update = await organize(state, Runtime(context=make_context(model, settings_=control)))

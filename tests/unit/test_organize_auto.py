@@ -8,7 +8,7 @@ from graphs.describe import trace_text
 from infra.settings import Settings, load_settings
 from nodes.organize import organize
 from nodes.organize.strategies import chosen_strategy
-from tests.support.fakes import pmids_in, script
+from tests.support.fakes import node_of, pmids_in, script
 
 ENDPOINT = {"provider": "openai", "model": "served-7b", "base_url": "http://127.0.0.1:9/v1"}
 QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
@@ -66,7 +66,12 @@ async def test_a_served_model_is_organized_by_corg_and_the_trace_says_why(
     state = {"question": QUESTION, "qtype": "yesno", "contexts": index.fetch(["101", "103"])}
     model = corg_model()
     update = await organize(state, Runtime(context=make_context(model, settings_=served(settings))))
-    assert update["relation_graph"]["calls"] == 1 and update["decision"]["strategy"] == "corg"
+    # CORG relates and groups; the ensemble answers the group (organize.corg_answers
+    # "ensemble"), so organize asks its plural form and pays no answer call of its own.
+    assert update["relation_graph"]["calls"] == 1 and "decision" not in update
+    assert [node_of(c["messages"]) for c in model.calls] == ["relation", "pluralize"]
+    (group,) = update["groups"]
+    assert group["answered_by"] == "ensemble" and group["question"] != QUESTION
     assert update["notes"][0] == (
         "organize: strategy corg (organize.strategy 'auto': the organize model 'served-7b' is "
         "an OpenAI-compatible endpoint)"
@@ -84,9 +89,12 @@ async def test_a_served_model_is_organized_by_corg_and_the_trace_says_why(
 def test_eval_methods_measures_an_ensemble_strategy_by_its_members_not_by_corg(settings):
     from lab.trials.controls import strategy_settings
 
-    # The planted reader is an endpoint: "auto" would run CORG, whose group answers decide.
+    # The planted reader is an endpoint: "auto" would run CORG, and each strategy would vote
+    # inside its groups, not over the paper's top-m (lab/trials/controls.py says why).
     endpoint = served(settings)
     assert chosen_strategy(endpoint)[0].name == "corg"
     for name in ("single", "permute_vote", "self_consistency", "cobag", "ccv", "moi"):
         assert chosen_strategy(strategy_settings(endpoint, name))[0].name == "dedupe", name
-    assert chosen_strategy(strategy_settings(endpoint, "corg"))[0].name == "corg"
+    corg = strategy_settings(endpoint, "corg")
+    # CORG's arm answers its groups itself, the paper's aggregator, as its baselines do.
+    assert chosen_strategy(corg)[0].name == "corg" and corg.organize.corg_answers == "organize"

@@ -8,11 +8,14 @@ paper's relevance, and a CORG group that cites nothing claimed by all of its con
 
 from __future__ import annotations
 
+import pytest
 from langgraph.runtime import Runtime
 
 from nodes.ensemble import ensemble
 from nodes.organize import organize
+from nodes.organize.aggregate import supported_by
 from nodes.organize.grouping import group_contexts
+from nodes.organize.strategies.corg import group_shapes
 from nodes.organize.relations import Edge, RelationGraph
 from tests.support.fakes import script
 
@@ -91,11 +94,23 @@ def test_a_group_citing_nothing_is_carried_by_its_side_never_by_the_contexts_dea
     graph = graph_of(6, {(0, 1): "counterfactual", (0, 5): "duplicated"})
     grouping = group_contexts(graph, None, top_k=6)
     assert grouping.groups == [[0, 2, 4], [1, 3]]
-    assert grouping.supported_by(0, set(), graph) == [0, 5]
-    assert grouping.supported_by(1, set(), graph) == [1]
-    assert grouping.supported_by(0, {2}, graph) == [2]  # what it cites, when it cites
+    first, second = groups_of(grouping, graph)
+    assert supported_by(first, []) == ["0", "5"]
+    assert supported_by(second, []) == ["1"]
+    assert supported_by(first, ["2"]) == ["2"]  # what it cites, when it cites
     unrelated = graph_of(3, {})
-    assert group_contexts(unrelated, None, top_k=3).supported_by(0, set(), unrelated) == []
+    (only,) = groups_of(group_contexts(unrelated, None, top_k=3), unrelated)
+    assert supported_by(only, []) == []
+
+
+def groups_of(grouping, graph) -> list[dict]:
+    """Return the group records organize writes for this grouping (PMIDs "0", "1", ...)."""
+    contexts = [{"pmid": str(i)} for i in range(graph.n)]
+    shapes = group_shapes(contexts, grouping, graph)
+    return [
+        {"pmids": [str(i) for i in group]} | shape
+        for group, shape in zip(grouping.groups, shapes, strict=True)
+    ]
 
 
 MARKS = ["SIDE-YES", "SIDE-NO", "filler", "filler", "filler"]
@@ -118,24 +133,35 @@ def silent_model(conflict: bool):
         side = "no" if conflict and "SIDE-NO" in messages[-1].content else "yes"
         return {"answer": f"{side.title()}.", "exact": side, "cited_pmids": []}
 
-    return script(relation=relation, pluralize={"question": "Which roles?"}, group=answer)
+    def member(messages, kwargs):
+        return {"answer": answer(messages, kwargs)["exact"], "pmids": []}
+
+    return script(
+        relation=relation, pluralize={"question": "Which roles?"}, group=answer, ensemble=member
+    )
 
 
+@pytest.mark.parametrize("answers", ["ensemble", "organize"])
 async def test_corg_answers_citing_nothing_are_weighed_by_their_sides_not_their_filler(
-    make_context, settings
+    make_context, settings, answers
 ):
     """corg.txt §4 Aggregator: the aggregate gives each answer with its source contexts.
 
     With nothing cited, the "yes" group of three (its side and two filler) weighs what the
     "no" group of two does, 0.5 each, and cites its side only; an answer with no side cites
-    nothing rather than every context it was shown.
+    nothing rather than every context it was shown. So whoever answers the groups: the
+    ensemble's members (organize.corg_answers "ensemble") or organize's one call each.
     """
     chosen = settings.model_copy(
-        update={"organize": settings.organize.model_copy(update={"strategy": "corg"})}
+        update={
+            "organize": settings.organize.model_copy(
+                update={"strategy": "corg", "corg_answers": answers}
+            )
+        }
     )
     state = {"question": QUESTION, "qtype": "yesno", "contexts": PLANTED}
     ctx = make_context(silent_model(conflict=True), settings_=chosen)
-    update = await organize(state, Runtime(context=ctx))
+    update = await decided(state, ctx)
     assert [g["pmids"] for g in update["groups"]] == [["10", "12", "14"], ["11", "13"]]
     assert [g["supported_by"] for g in update["groups"]] == [["10"], ["11"]]
     assert update["decision"]["answers"] == [
@@ -144,6 +170,12 @@ async def test_corg_answers_citing_nothing_are_weighed_by_their_sides_not_their_
     ]
     uncached = chosen.model_copy(update={"home": chosen.home / "unrelated"})  # new relations
     ctx = make_context(silent_model(conflict=False), settings_=uncached)
-    update = await organize(state, Runtime(context=ctx))
+    update = await decided(state, ctx)
     assert [g["supported_by"] for g in update["groups"]] == [[]]
     assert update["decision"]["answers"] == [{"answer": "yes", "support": 1.0, "cited": []}]
+
+
+async def decided(state: dict, ctx) -> dict:
+    """Organize, then the ensemble: the groups as answered and the decision the graph keeps."""
+    update = await organize(state, Runtime(context=ctx))
+    return update | await ensemble(state | update, Runtime(context=ctx))

@@ -30,7 +30,7 @@ from nodes.state import Call, Organized, Passage
 class Ablation(OrganizeStrategy):
     """Group without relation calls and answer each group."""
 
-    answers = True
+    forms_groups = True
     needs_vectors: ClassVar[bool] = False
     reformulate: ClassVar[bool] = True
     """Whether a group of several is asked in plural form, as CORG's aggregator asks it."""

@@ -56,7 +56,7 @@ class Summary(BaseModel):
 class Condense(OrganizeStrategy):
     """Shrink the contexts with one model call, then answer them in one more."""
 
-    answers = True
+    forms_groups = True
 
     def settings(self, ctx: Context, model: ChatModel) -> dict[str, Any]:
         """Return the baseline's settings: each prompt's budget, no reformulation."""

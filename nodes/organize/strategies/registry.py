@@ -22,8 +22,9 @@ class OrganizeStrategy(ABC):
     """One way to relate, group or prune the top contexts before answering."""
 
     name: ClassVar[str]
-    answers: ClassVar[bool] = False
-    """Whether it answers groups of contexts, whose aggregate is then the decision."""
+    forms_groups: ClassVar[bool] = False
+    """Whether it forms groups of contexts, each answered apart (by itself, or for corg by the
+    ensemble: organize.corg_answers); their aggregate is then the decision."""
 
     @abstractmethod
     async def organize(
