@@ -219,12 +219,13 @@ def test_bench_pipeline_prints_one_json_object(home):
     report = json.loads(proc.stdout)
     assert {"wall_s", "llm_calls", "critical_path_calls", "llm_latency_s"} <= set(report)
     # The default for a served model: CORG, one round of 9 relation calls (the simulator labels
-    # every pair a duplicate; 8 in flight at once, ensemble.max_concurrency, so two waves) and
-    # one group answered, whose answer decides: no member is asked. Then synthesis and its
-    # verifier, one after the other, the answer verified at once.
+    # every pair a duplicate; 8 in flight at once, ensemble.max_concurrency, so two waves),
+    # leaving one group of one passage, which the ensemble answers: one call per model (2),
+    # a single passage having one order however many members (2) there are. Then synthesis and
+    # its verifier, one after the other, the answer verified at once.
     calls = report["calls_by_node"]
-    assert calls["organize"] == 10 and calls["ensemble"] == 0 and calls["synthesize"] == 2
-    assert report["llm_calls"] == 1 + 10 + 2 and report["critical_path_calls"] == 1 + 3 + 2
+    assert calls["organize"] == 9 and calls["ensemble"] == 2 and calls["synthesize"] == 2
+    assert report["llm_calls"] == 1 + 9 + 2 + 2 and report["critical_path_calls"] == 1 + 2 + 1 + 2
     assert report["failed_calls"] == 0 and report["llm_latency_s"] == 0.2
 
 

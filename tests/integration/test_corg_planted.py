@@ -7,6 +7,8 @@ node through the `openai` provider path, and scored as `quorum eval organize` sc
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from langgraph.runtime import Runtime
 
@@ -14,6 +16,7 @@ from infra.settings import load_settings
 from lab.simulate.reader import ReaderSettings
 from lab.simulate.server import SimulatedEndpoint
 from lab.trials.organize import Case, evaluate_organize, load_cases
+from nodes.ensemble import ensemble
 from nodes.organize import organize
 from tests.support.data import CONFLICTQA
 
@@ -96,7 +99,9 @@ async def test_the_aggregate_gives_each_side_with_its_own_citations(make_context
     (m0, m1), (c0, c1) = (item["sources"] for item in case.items)
     planted = [plant(0, case, answers=("yes", "no"))]
     with SimulatedEndpoint(0.0, planted=planted, reader=pinned()) as endpoint:
-        ctx = make_context(settings_=reader_settings(tmp_path, endpoint, "corg"))
+        # The paper's aggregator: organize answers each group in one call.
+        chosen = reader_settings(tmp_path, endpoint, "corg", corg_answers="organize")
+        ctx = make_context(settings_=chosen)
         state = {"question": case.question, "qtype": "yesno", "contexts": case.contexts}
         update = await organize(state, Runtime(context=ctx))
     relation_prompts = [c["prompt"][-1]["content"] for c in update["calls"][:4]]
@@ -117,3 +122,29 @@ async def test_the_aggregate_gives_each_side_with_its_own_citations(make_context
     assert decision["answers"][0]["answer"] == "yes" and decision["order"] == [m0, c0]
     assert decision["settings"]["relation_chars"] >= 2 * 1000
     assert {"top_k", "model", "reformulate", "max_concurrency"} <= set(decision["settings"])
+
+
+async def test_by_default_the_reader_s_members_answer_each_side_and_the_answer_stays_plural(
+    make_context, tmp_path
+):
+    # The design card's pipeline over real HTTP: "auto" runs CORG for the endpoint, whose
+    # groups (each memory, its duplicate collapsed into it) the permute_vote members answer.
+    case = CASES[0]
+    (m0, _), (c0, _) = (item["sources"] for item in case.items)
+    planted = [plant(0, case, answers=("yes", "no"))]
+    with SimulatedEndpoint(0.0, planted=planted, reader=pinned()) as endpoint:
+        chosen = reader_settings(tmp_path, endpoint, "auto")
+        ctx = make_context(settings_=chosen)
+        state = {"question": case.question, "qtype": "yesno", "contexts": case.contexts}
+        state |= await organize(state, Runtime(context=ctx))
+        state |= await ensemble(state, Runtime(context=ctx))
+        kinds = Counter(r["kind"] for r in endpoint.reader.records)
+    assert [g["pmids"] for g in state["groups"]] == [[m0], [c0]]
+    # A one-passage group needs no permutations: one member call each, not K = 5.
+    assert [m["group"] for m in state["members"]] == [1, 2]
+    assert "group" not in kinds and kinds["relation"] >= 1
+    assert [g["exact"] for g in state["groups"]] == [["yes"], ["no"]]
+    decision = state["decision"]
+    assert decision["source"] == "ensemble" and decision["strategy"] == "permute_vote"
+    assert decision["plural"] and set(decision["conflict"]) == {"yes", "no"}
+    assert decision["share"] == 0.0

@@ -154,8 +154,9 @@ def test_bench_pipeline_runs_the_whole_graph_against_the_simulator(quorum_home, 
     from infra.settings import load_settings
 
     # The embedded demo index and the real MiniLM embedder; only the LLMs are simulated. The
-    # members' fan-out is what this measures: dedupe, so that the ensemble decides (with CORG,
-    # the default for a served model, its group answers decide and no member is asked).
+    # members' fan-out is what this measures: dedupe, so that they answer the top-m (with
+    # CORG, the default for a served model, the unplanted simulator labels every pair a
+    # duplicate, and the one passage left is one order, asked once per model).
     base = load_settings(home=quorum_home, organize={"strategy": "dedupe"})
     figures = bench_pipeline(base, latency_s=0.2, models=2, members=3, runs=1)
     assert figures["calls_by_node"]["ensemble"] == 6  # 2 models x 3 views

@@ -24,15 +24,21 @@ def member(m, kw):
     return {"answer": "yes", "pmids": pmids_in(m)[:1]}
 
 
-async def run(context, question=QUESTION, **inputs):
+async def run(context, question=QUESTION, progress=None, **inputs):
     saver = InMemorySaver()
     graph = build_graph(checkpointer=saver)
     config = {"configurable": {"thread_id": "t1"}}
     order = []
-    async for update in graph.astream(
-        {"question": question, **inputs}, config, context=context, stream_mode="updates"
+    async for mode, chunk in graph.astream(
+        {"question": question, **inputs},
+        config,
+        context=context,
+        stream_mode=["updates", "custom"],
     ):
-        order.extend(update)
+        if mode == "updates":
+            order.extend(chunk)
+        elif progress is not None:
+            progress.append(chunk)
     state = (await graph.aget_state(config)).values
     return order, state
 
@@ -196,9 +202,16 @@ async def test_answer_shapes_by_type(make_context, qtype, member_answer, expecte
     )
 
 
-async def test_corg_strategy_runs_through_the_graph_and_checkpoints(make_context, settings):
+@pytest.mark.parametrize("answers", ["ensemble", "organize"])
+async def test_corg_strategy_runs_through_the_graph_and_checkpoints(
+    make_context, settings, answers
+):
     corg = settings.model_copy(
-        update={"organize": settings.organize.model_copy(update={"strategy": "corg"})}
+        update={
+            "organize": settings.organize.model_copy(
+                update={"strategy": "corg", "corg_answers": answers}
+            )
+        }
     )
     triple = {"answer": "yes", "entity": "mitochondria", "descriptor": ""}
     model = script(
@@ -209,14 +222,24 @@ async def test_corg_strategy_runs_through_the_graph_and_checkpoints(make_context
         ensemble=member,
         synthesize=answer(0.9),
     )
-    order, state = await run(make_context(model, settings_=corg))
+    progress = []
+    order, state = await run(make_context(model, settings_=corg), progress=progress)
     assert order == ANSWERING_NODES
     graph = state["relation_graph"]
     assert (
         graph["calls"] == graph["naive_calls"]
     )  # nothing to mirror when every pair is distracting
     assert state["groups"] and all(g["answer"] == "yes" for g in state["groups"])
-    assert state["decision"]["source"] == "organize" and state["decision"]["settings"]["top_k"]
+    assert state["decision"]["source"] == answers
+    recorded = state["decision"]["settings"]
+    assert recorded["top_k"] if answers == "organize" else recorded["groups"] == 1
+    if answers == "ensemble":
+        # The members answered the one group (K = 5 orders of its passages): the live progress
+        # counts them, as chat and the page show it ("ensemble 5/5").
+        assert [m["group"] for m in state["members"]] == [1] * 5
+        assert {"node": "ensemble", "done": 5, "total": 5} in progress
+    else:
+        assert state["members"] == [] and not [p for p in progress if p["node"] == "ensemble"]
     assert state["result"]["exact_answer"] == "yes"
 
 

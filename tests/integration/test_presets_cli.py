@@ -43,14 +43,17 @@ def test_a_served_model_is_organized_by_corg_by_default_and_the_trace_says_why(s
         "OpenAI-compatible endpoint)"
     ) in organize
     assert any(line.lstrip().startswith("relation graph:") for line in organize)
-    assert calls["organize"] >= 2 and calls["verify"] >= 1  # CORG's calls, and the verifier's
+    # CORG's relation calls, the ensemble's members answering its group, the verifier's call.
+    assert calls["organize"] >= 2 and calls["ensemble"] >= 1 and calls["verify"] >= 1
+    left = "answer: (the ensemble's to answer: organize.corg_answers 'ensemble')"
+    assert any(line.strip() == left for line in organize)
     assert result["support"]["verified"] != "not verified"
 
 
 def test_preset_papers_runs_corg_and_the_verifier_by_name(simulated):
     _, organize, calls = ask(simulated, "--preset", "papers")
     assert "    strategy corg (organize.strategy 'corg')" in organize
-    assert calls["organize"] >= 2 and calls["verify"] >= 1
+    assert calls["organize"] >= 2 and calls["ensemble"] >= 1 and calls["verify"] >= 1
 
 
 def test_preset_fast_is_one_member_no_corg_no_verifier(simulated):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import types
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
 
+import pytest
 from langgraph.runtime import Runtime
 
 from graphs.qa import build_graph
@@ -146,12 +147,13 @@ async def test_a_follow_up_with_refinement_resynthesis_and_fallback(make_context
     assert problems(summary, ThreadSummary, "summary") == []
 
 
-async def test_corg_groups_decide_over_a_citation_vote_with_failed_synthesis(
-    make_context, settings
-):
+@pytest.mark.parametrize("answers", ["organize", "ensemble"])
+async def test_corg_groups_decide_with_failed_synthesis(make_context, settings, answers):
     chosen = settings.model_copy(
         update={
-            "organize": settings.organize.model_copy(update={"strategy": "corg"}),
+            "organize": settings.organize.model_copy(
+                update={"strategy": "corg", "corg_answers": answers}
+            ),
             "ensemble": settings.ensemble.model_copy(update={"strategy": "ccv"}),
         }
     )
@@ -169,12 +171,23 @@ async def test_corg_groups_decide_over_a_citation_vote_with_failed_synthesis(
     )
     assert state_problems(chosen, thread) == []
     updates = {s["node"]: s["update"] for s in node_updates(chosen, thread)}
-    # CORG's aggregate, with its settings, is the decision: no ccv member re-mixes the groups.
-    assert updates["ensemble"]["members"] == []
-    assert updates["ensemble"]["decision"] == updates["organize"]["decision"]
-    assert updates["organize"]["decision"]["settings"]["strategy"] == "corg"
+    if answers == "organize":
+        # The paper's aggregator: organize answered the groups and its aggregate, with its
+        # settings, is the decision; no ccv member re-mixes the groups.
+        assert updates["ensemble"]["members"] == []
+        assert updates["ensemble"]["decision"] == updates["organize"]["decision"]
+        assert updates["organize"]["decision"]["settings"]["strategy"] == "corg"
+        said = "yes"
+    else:
+        # The default: ccv's members answer inside CORG's one group, its passages only.
+        (group,) = updates["organize"]["groups"]
+        members = updates["ensemble"]["members"]
+        assert "decision" not in updates["organize"] and members
+        assert all(m["group"] == 1 and set(m["order"]) <= set(group["pmids"]) for m in members)
+        assert updates["ensemble"]["decision"]["strategy"] == "ccv"
+        said = "no"
     # Synthesis gave junk, but the groups answered: no model failure, the decision stands in.
-    assert result["exact_answer"] == "yes" and result["failed"] is False
+    assert result["exact_answer"] == said and result["failed"] is False
 
 
 async def test_cobag_and_a_list_question_ccv_leaves_to_the_majority(make_context, settings):

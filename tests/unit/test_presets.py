@@ -58,9 +58,14 @@ def test_papers_is_every_row_of_the_papers_defaults_table_the_verifier_on_and_co
     assert {path: json.loads(value) for path, value in followed.items()} == {
         path: value for path, value in papers.items() if path in followed
     }
-    # Beyond the table: CORG whatever the model, and every answer verified.
+    # Beyond the table: CORG whatever the model, its groups answered by the ensemble strategy
+    # (so every method runs), and every answer verified.
     extra = {path: value for path, value in papers.items() if path not in followed}
-    assert extra == {"organize.strategy": "corg", "verify.enabled": "on"}
+    assert extra == {
+        "organize.strategy": "corg",
+        "organize.corg_answers": "ensemble",
+        "verify.enabled": "on",
+    }
 
 
 def test_fast_is_one_member_no_corg_no_verifier():
