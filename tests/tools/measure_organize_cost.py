@@ -10,6 +10,9 @@ with every model role at one OpenAI-compatible endpoint, once per row:
 - corg on the simulator planting a question none of the shown passages belongs to: every pair
   is "none", nothing is mirrored, every pair is asked, one anchor after another (the most:
   n(n - 1)/2 in n - 1 rounds);
+- each corg row twice: its groups answered by the ensemble strategy's members (organize
+  .corg_answers "ensemble", the default) and by organize's one call per group (the paper's
+  aggregator, "organize");
 - the default settings (organize.strategy auto: corg on an endpoint) and the shipped presets
   `papers` and `fast`, on the simulator without plants.
 
@@ -118,10 +121,13 @@ def rows(model: str | None) -> list[tuple[str, dict[str, Any], Any]]:
             ("dedupe", {"organize": {"strategy": "dedupe"}}, None),
             ("corg", {"organize": {"strategy": "corg"}}, None),
         ]
+    paper = {"organize": {"strategy": "corg", "corg_answers": "organize"}}
     return [
         ("dedupe", {"organize": {"strategy": "dedupe"}}, None),
         ("corg, one round (every pair duplicated)", {"organize": {"strategy": "corg"}}, None),
+        ("corg, one round, organize answers (the paper's aggregator)", paper, None),
         ("corg, every pair asked (none related)", {"organize": {"strategy": "corg"}}, NOBODYS),
+        ("corg, every pair asked, organize answers", paper, NOBODYS),
         ("default (organize.strategy auto)", {}, None),
         ("--preset papers", presets["papers"], None),
         ("--preset fast", presets["fast"], None),

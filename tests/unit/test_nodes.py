@@ -470,9 +470,9 @@ def relation_by_text(messages, kwargs):
 
 
 async def test_organize_with_corg_groups_and_answers_each_group(make_context, settings, index):
-    corg = settings.model_copy(
-        update={"organize": settings.organize.model_copy(update={"strategy": "corg"})}
-    )
+    # organize.corg_answers "organize": the paper's aggregator answers each group here.
+    chosen = {"strategy": "corg", "corg_answers": "organize"}
+    corg = settings.model_copy(update={"organize": settings.organize.model_copy(update=chosen)})
     model = script(
         relation=relation_by_text,
         pluralize={"question": "What roles do mitochondria play in lace plant cell death?"},

@@ -15,8 +15,8 @@ from nodes.ensemble import ensemble
 from nodes.organize import organize
 from nodes.organize.aggregate import supported_by
 from nodes.organize.grouping import group_contexts
-from nodes.organize.strategies.corg import group_shapes
 from nodes.organize.relations import Edge, RelationGraph
+from nodes.organize.strategies.corg import group_shapes
 from tests.support.fakes import script
 
 QUESTION = "Do mitochondria remodel lace plant leaves during programmed cell death?"
