@@ -46,11 +46,12 @@ def for_ensemble(groups: list[Group]) -> bool:
 
 @dataclass
 class GroupPlan:
-    """One group as the strategy plans it: the group, the question its members are asked."""
+    """One group and the strategy's plan for it (its views of the group's passages)."""
 
     number: int
     """From 1, as organize's trace numbers the groups."""
     group: Group
+    """The group as organize wrote it: its PMIDs and the question form its members are asked."""
     plan: Plan
 
 
@@ -67,7 +68,7 @@ def distinct_views(views: list[View]) -> list[View]:
     return kept
 
 
-async def answer_groups(
+async def decide_groups(
     ctx: Context, strategy: Strategy, state: QAState, groups: list[Group]
 ) -> dict[str, Any]:
     """Answer every group with the strategy, aggregate the group decisions; return the update."""

@@ -19,7 +19,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from nodes.context import Context
-from nodes.ensemble.groups import answer_groups, for_ensemble
+from nodes.ensemble.groups import decide_groups, for_ensemble
 from nodes.ensemble.members import Ask, ask_members, cited_schema, member_schema
 from nodes.ensemble.strategies import StrategyUnavailable, strategy_named
 from nodes.ensemble.vote import vote
@@ -52,7 +52,7 @@ async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     qtype = state["qtype"]
     question = state["question"]
     if for_ensemble(state.get("groups") or []):
-        return await answer_groups(ctx, strategy, state, state["groups"])
+        return await decide_groups(ctx, strategy, state, state["groups"])
     groups = [g for g in state.get("groups") or [] if answered(g)]
     if groups:
         # organize answered each conflict-free group itself (organize.corg_answers "organize",
