@@ -86,5 +86,5 @@ def test_optional_fields_are_optional():
     # A NotRequired the TypedDict cannot see (string annotations on Python 3.11) would make
     # every input field required.
     assert InputState.__required_keys__ == {"question"}
-    assert Member.__optional_keys__ == {"passage", "quote"}
+    assert Member.__optional_keys__ == {"passage", "quote", "group"}
     assert Answer.__required_keys__ == {"exact", "ideal", "confidence", "cited"}
