@@ -3,6 +3,9 @@
 The answer contract (infra/bioasq/contract.py) says what counts as an answer at all; this
 module says whether the evidence in hand carries it:
 
+- only a cited passage that addresses the question is evidence (infra/relevance.py judges it):
+  an answer resting only on passages off the question is refused, an item carried only there
+  is dropped, and a yes/no or summary answer's prose must address the question too;
 - a factoid or list entity (or one of its synonyms) must occur in a passage the answer cites,
   compared as terms: case, hyphens and spaces inside names ("IL-6", "IL 6", "IL6"), Greek
   letters ("TNF-α", "TNF-alpha"), plurals, and an abbreviation against the expansion a passage
@@ -25,70 +28,51 @@ another question's answer (docs/measured.md).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from infra.bioasq.contract import degenerate_item, degenerate_prose
+from infra.embeddings import Embedder
 from infra.injection import screened
+from infra.relevance import judge_prose
 from infra.snippets import sentences
-from infra.terms import STOPWORDS, content, roots, terms, words
-
-_DEFINITION = re.compile(r"\(([^()]{2,12})\)")
-"""A parenthesised short form after its long form: "... regulator (CFTR)"."""
+from infra.terms import DEFINITION, STOPWORDS, content, definitions, roots, terms
 
 
 def _holds(haystack: Sequence[str], needle: Sequence[str]) -> bool:
-    """Tell whether `needle` is a run of consecutive terms of `haystack`."""
+    """Tell whether `needle` is a run of consecutive terms of `haystack`, spaced or not.
+
+    "non coding DNA" and "noncoding DNA", "chromosomeX" and "chromosome X" are one run: the
+    same letters, split where one text puts a space or a hyphen and the other does not.
+    """
     n = len(needle)
-    if not n or n > len(haystack):
+    if not n:
         return False
     first = needle[0]
-    return any(
+    if n <= len(haystack) and any(
         haystack[i] == first and list(haystack[i : i + n]) == list(needle)
         for i in range(len(haystack) - n + 1)
+    ):
+        return True
+    wanted = "".join(needle)
+    return any(
+        _whole_prefix(haystack[i:], wanted)
+        for i, term in enumerate(haystack)
+        if wanted.startswith(term)
     )
 
 
-def _initials_match(short: str, long_words: Sequence[str]) -> bool:
-    letters = [c for c in short.casefold() if c.isalnum()]
-    if len(letters) < 2 or not long_words:
-        return False
-    # The short form's letters, in order, each starting a word or inside the long form:
-    # "CFTR" ~ "cystic fibrosis transmembrane conductance regulator" (Schwartz & Hearst's rule,
-    # that the first letter starts the first word and the rest appear in order).
-    joined = " ".join(long_words)
-    if joined[:1] != letters[0]:
-        return False
-    at = 0
-    for c in letters:
-        at = joined.find(c, at)
-        if at < 0:
+def _whole_prefix(run: Sequence[str], wanted: str) -> bool:
+    """Tell whether the first terms of `run`, joined, spell exactly `wanted` (never a part)."""
+    joined = ""
+    for term in run:
+        joined += term
+        if joined == wanted:
+            return True
+        if len(joined) >= len(wanted) or not wanted.startswith(joined):
             return False
-        at += 1
-    return True
-
-
-def definitions(text: str) -> list[tuple[list[str], list[str]]]:
-    """Return the (long form, short form) pairs a text defines: "... regulator (CFTR)".
-
-    The long form is the fewest words before the parenthesis whose initials spell the short
-    form (Schwartz & Hearst, 2003: at most min(|A| + 5, 2|A|) words for a short form of |A|
-    letters).
-    """
-    pairs = []
-    for match in _DEFINITION.finditer(text):
-        short = match.group(1).strip()
-        if not any(c.isalpha() for c in short) or len(short.split()) > 2:
-            continue
-        before = words(text[: match.start()])[-2 * len(short) - 1 :]
-        for size in range(1, min(len(short) + 5, 2 * len(short), len(before)) + 1):
-            long_form = [w.casefold() for w in before[-size:]]
-            if _initials_match(short, long_form):
-                pairs.append((terms(" ".join(long_form)), terms(short)))
-                break
-    return pairs
+    return False
 
 
 def _trimmed(words: list[str]) -> list[str]:
@@ -108,7 +92,7 @@ def variants(entity: str) -> list[list[str]]:
     "the nucleus" also as "nucleus".
     """
     found = [terms(entity)]
-    for match in _DEFINITION.finditer(entity):
+    for match in DEFINITION.finditer(entity):
         found.append(terms(match.group(1)))
         outside = entity[: match.start()] + entity[match.end() :]
         found.append(terms(outside))
@@ -142,22 +126,50 @@ def _sentences(passage: dict[str, Any]) -> list[tuple[str, int, str]]:
     return out
 
 
+def _forms(entity: str, passage: dict[str, Any]) -> tuple[list[list[str]], list[list[str]]]:
+    """Return the entity's own term sequences, and the forms this passage defines for them."""
+    forms = variants(entity)
+    whole = f"{passage.get('title') or ''}\n{passage.get('abstract') or ''}"
+    extra: list[list[str]] = []
+    for long_form, short_form in definitions(whole):
+        if any(form == long_form for form in forms):
+            extra.append(short_form)
+        if any(form == short_form for form in forms):
+            extra.append(long_form)
+    return forms, extra
+
+
+def _content_forms(forms: Sequence[Sequence[str]]) -> list[list[str]]:
+    """Return the entity's forms as content-word stems, for forms of two or more of them."""
+    return [r for r in (roots(content(f)) for f in forms) if len(r) >= 2]
+
+
+def carried_in(entity: str, passage: dict[str, Any], text: str) -> str | None:
+    """Return how one sentence of a passage carries the entity, or None.
+
+    The same term matching as `carrier`: verbatim, by a form the passage defines, or by every
+    content word of an entity of two or more.
+    """
+    forms, extra = _forms(entity, passage)
+    said = terms(text)
+    if any(_holds(said, f) for f in forms):
+        return "verbatim"
+    if any(_holds(said, f) for f in extra):
+        return "abbreviation"
+    have = set(roots(said))
+    if any(all(w in have for w in wanted) for wanted in _content_forms(forms)):
+        return "content words"
+    return None
+
+
 def carrier(entity: str, passages: Sequence[dict[str, Any]]) -> Carrier | None:
     """Return the first sentence of the passages that carries this entity, or None."""
-    forms = variants(entity)
-    if not forms:
+    if not variants(entity):
         return None
     for passage in passages:
-        whole = f"{passage.get('title') or ''}\n{passage.get('abstract') or ''}"
-        extra: list[list[str]] = []
-        for long_form, short_form in definitions(whole):
-            if any(form == long_form for form in forms):
-                extra.append(short_form)
-            if any(form == short_form for form in forms):
-                extra.append(long_form)
-        sents = _sentences(passage)
+        forms, extra = _forms(entity, passage)
         found = []
-        for section, offset, text in sents:
+        for section, offset, text in _sentences(passage):
             said = terms(text)
             if any(_holds(said, f) for f in forms):
                 return Carrier(passage["pmid"], section, offset, text, "verbatim")
@@ -165,7 +177,7 @@ def carrier(entity: str, passages: Sequence[dict[str, Any]]) -> Carrier | None:
                 found.append(Carrier(passage["pmid"], section, offset, text, "abbreviation"))
         if found:
             return found[0]
-    wanted_forms = [r for r in (roots(content(f)) for f in forms) if len(r) >= 2]
+    wanted_forms = _content_forms(variants(entity))
     if not wanted_forms:
         return None
     for passage in passages:
@@ -174,6 +186,47 @@ def carrier(entity: str, passages: Sequence[dict[str, Any]]) -> Carrier | None:
             if any(all(w in have for w in wanted) for wanted in wanted_forms):
                 return Carrier(passage["pmid"], section, offset, text, "content words")
     return None
+
+
+_END = ".!?;:,"
+"""Punctuation a copied sentence may lose or gain at its end."""
+
+
+def whole_sentences(quote: str, passage: dict[str, Any]) -> tuple[str, int, str] | None:
+    """Return where a quote stands in a passage as whole sentences: section, offset, text.
+
+    A quote counts only as one sentence of the passage, or a run of consecutive ones, by the
+    project's sentence splitter (infra/snippets.py), whitespace collapsed and end punctuation
+    aside; case is kept (a copied sentence keeps it, and "NO" is nitric oxide). None: a part of
+    a sentence ("the"), words from two places, or text the passage does not hold.
+    """
+    wanted = _squashed(quote).rstrip(_END).rstrip()
+    if not wanted:
+        return None
+    for section, spans in _section_spans(passage):
+        text = passage.get(section) or ""
+        for i, (begin, _) in enumerate(spans):
+            run = ""
+            for _, end in spans[i:]:
+                run = _squashed(text[begin:end])
+                if len(run.rstrip(_END).rstrip()) >= len(wanted):
+                    break
+            if run.rstrip(_END).rstrip() == wanted:
+                return section, begin, text[begin:end]
+    return None
+
+
+def _section_spans(passage: dict[str, Any]) -> list[tuple[str, list[tuple[int, int]]]]:
+    out = []
+    for section in ("title", "abstract"):
+        text = passage.get(section) or ""
+        spans = sentences(text) or ([(0, len(text))] if text.strip() else [])
+        out.append((section, spans))
+    return out
+
+
+def _squashed(text: str) -> str:
+    return " ".join(text.split())
 
 
 Verdict = Literal["supported", "refused"]
@@ -233,6 +286,10 @@ def check_support(
     exact: Sequence[str],
     ideal: str,
     cited: Sequence[dict[str, Any]],
+    *,
+    question: str,
+    relevance: Mapping[str, Mapping[str, Any]],
+    embedder: Embedder | None = None,
 ) -> Support:
     """Return whether the cited passages carry the answer, checked without a model.
 
@@ -242,6 +299,11 @@ def check_support(
             ["yes"]/["no"]; a summary: []).
         ideal: The ideal answer's prose ("" when only the exact answer is checked).
         cited: The passages the answer cites (dicts with pmid, title, abstract).
+        question: The question answered.
+        relevance: Each passage's relevance verdict by PMID (infra/relevance.py); a cited
+            passage with none is not evidence.
+        embedder: Judges whether a yes/no or summary answer's prose addresses the question
+            (None: by its key terms alone).
     """
     checks: list[dict[str, Any]] = []
 
@@ -259,34 +321,73 @@ def check_support(
         return failed("injection", refusal)
     if flagged is not None:
         checks.append({"check": "injection", "passed": True, "detail": flagged})
+    on = [p for p in cited if (relevance.get(p["pmid"]) or {}).get("relevant")]
+    off = [p for p in cited if p not in on]
+    off_detail = "; ".join(_off_question(p["pmid"], relevance) for p in off[:5])
+    if not on:
+        return failed("relevance", f"no cited passage addresses the question: {off_detail}")
+    detail = f"{len(on)} of {len(cited)} cited address the question"
+    checks.append(
+        {
+            "check": "relevance",
+            "passed": True,
+            "detail": detail + (f"; not evidence, off the question: {off_detail}" if off else ""),
+        }
+    )
     if ideal and (problem := degenerate_prose(ideal)):
         return failed("debris", problem)
     if qtype in ("factoid", "list"):
         kept, dropped, carriers = [], [], {}
+        elsewhere: list[str] = []
         for item in exact:
             if problem := degenerate_item(item):
                 checks.append({"check": "debris", "passed": False, "detail": problem})
                 dropped.append(item)
                 continue
-            where = carrier(item, cited)
+            where = carrier(item, on)
             if where is None:
                 dropped.append(item)
+                if off and (there := carrier(item, off)) is not None:
+                    elsewhere.append(f"{item!r} (only in PMID {there.pmid})")
             else:
                 kept.append(item)
                 carriers[item] = where
         detail = f"{len(kept)} of {len(exact)} carried" + (
-            f"; not in the cited passages: {', '.join(repr(d) for d in dropped[:5])}"
+            f"; not in the cited passages on the question: "
+            f"{', '.join(repr(d) for d in dropped[:5])}"
             if dropped
             else ""
         )
+        if elsewhere:
+            detail += f"; carried only off the question: {', '.join(elsewhere[:5])}"
         if not kept:
             return failed("carried", detail, dropped=dropped)
         checks.append({"check": "carried", "passed": True, "detail": detail})
         return Support("supported", None, kept, dropped, carriers, checks)
     if ideal:
-        share = grounding(ideal, cited)
+        share = grounding(ideal, on)
         detail = f"{share:.0%} of the answer's content words are in the cited passages"
         if share < GROUNDING:
             return failed("grounded", detail)
         checks.append({"check": "grounded", "passed": True, "detail": detail})
+        said = judge_prose(question, ideal, embedder)
+        detail = f"the answer's prose {_signals(said.record())}"
+        if not said.relevant:
+            return failed("addresses", f"{detail}: it is not about the question")
+        checks.append({"check": "addresses", "passed": True, "detail": detail})
     return Support("supported", None, list(exact), [], {}, checks)
+
+
+def _signals(record: Mapping[str, Any]) -> str:
+    """Return a relevance record's signals in words: its key-term share, cosine, cross-encoder."""
+    parts = [f"holds {record.get('terms', 0.0):.0%} of the question's key terms"]
+    if record.get("cosine") is not None:
+        parts.append(f"cosine {record['cosine']:.2f}")
+    if record.get("cross_encoder") is not None:
+        parts.append(f"cross-encoder {record['cross_encoder']:.2f}")
+    return ", ".join(parts)
+
+
+def _off_question(pmid: str, relevance: Mapping[str, Mapping[str, Any]]) -> str:
+    record = relevance.get(pmid)
+    return f"PMID {pmid} ({_signals(record)})" if record else f"PMID {pmid} (not judged)"

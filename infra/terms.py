@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 GREEK = {
@@ -51,6 +51,8 @@ STOPWORDS = frozenset(_STOP_TEXT.split())
 """Words that carry no content of their own: ignored when an entity is matched by its words."""
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+DEFINITION = re.compile(r"\(([^()]{2,12})\)")
+"""A parenthesised short form after its long form: "... regulator (CFTR)"."""
 _SPLIT_CASE = re.compile(r"(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])")
 """Between a letter and a digit: "IL6" and "IL-6" are the terms "il 6" alike."""
 
@@ -72,9 +74,13 @@ def stem(word: str) -> str:
     return word
 
 
+_MARKS = str.maketrans("", "", "™®©℠")
+"""Trade marks: NFKC would spell "HercepTest™" as the one term "herceptesttm"."""
+
+
 def terms(text: str) -> list[str]:
     """Return the text as normalised terms: NFKC, case, Greek letters named, plurals stemmed."""
-    text = _greek(unicodedata.normalize("NFKC", text).casefold())
+    text = _greek(unicodedata.normalize("NFKC", text.translate(_MARKS)).casefold())
     text = _SPLIT_CASE.sub(" ", text)
     return [t if t in STOPWORDS else stem(t) for t in _TOKEN.findall(text)]
 
@@ -104,5 +110,52 @@ def roots(words: Iterable[str]) -> list[str]:
     Used only where an entity is matched by its content words in one sentence, never for the
     verbatim match: a stem alone would carry too much.
     """
-    stemmer = _stemmer()
-    return [stemmer.stem(w) for w in words]
+    return [_root(w) for w in words]
+
+
+@functools.lru_cache(maxsize=65_536)
+def _root(word: str) -> str:
+    # Snowball walks its suffix rules on every call; a question's passages repeat their words,
+    # and the rarity reference (infra/relevance.py) stems some 150,000 words once.
+    return _stemmer().stem(word)
+
+
+def initials_match(short: str, long_words: Sequence[str]) -> bool:
+    """Tell whether a short form can abbreviate these words (Schwartz & Hearst's rule)."""
+    letters = [c for c in short.casefold() if c.isalnum()]
+    if len(letters) < 2 or not long_words:
+        return False
+    # The short form's letters, in order, each starting a word or inside the long form:
+    # "CFTR" ~ "cystic fibrosis transmembrane conductance regulator" (Schwartz & Hearst's rule,
+    # that the first letter starts the first word and the rest appear in order).
+    joined = " ".join(long_words)
+    if joined[:1] != letters[0]:
+        return False
+    at = 0
+    for c in letters:
+        at = joined.find(c, at)
+        if at < 0:
+            return False
+        at += 1
+    return True
+
+
+def definitions(text: str) -> list[tuple[list[str], list[str]]]:
+    """Return the (long form, short form) pairs a text defines: "... regulator (CFTR)".
+
+    The long form is the fewest words before the parenthesis whose initials spell the short
+    form (Schwartz & Hearst, 2003: at most min(|A| + 5, 2|A|) words for a short form of |A|
+    letters).
+    """
+    pairs = []
+    for match in DEFINITION.finditer(text):
+        short = match.group(1).strip()
+        if not any(c.isalpha() for c in short) or len(short.split()) > 2:
+            continue
+        before = words(text[: match.start()])[-2 * len(short) - 1 :]
+        for size in range(1, min(len(short) + 5, 2 * len(short), len(before)) + 1):
+            long_form = [w.casefold() for w in before[-size:]]
+            if initials_match(short, long_form):
+                pairs.append((terms(" ".join(long_form)), terms(short)))
+                break
+    return pairs
