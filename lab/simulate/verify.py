@@ -32,7 +32,8 @@ import re
 from typing import Any
 
 from infra.bioasq.answers import normalize_answer
-from lab.simulate.prompt_text import SENTENCE_END, numbered_passages, question_of, quote
+from infra.snippets import sentences
+from lab.simulate.prompt_text import numbered_passages, question_of, quote
 from lab.simulate.reader import PlantedReader, Reading, Seen
 from lab.simulate.sampling import misquoted
 from lab.simulate.schema_instance import PLACEHOLDER, PROSE, resolved
@@ -106,7 +107,8 @@ def planted_verdict(
         label, named = "contradicts", list(passage.answer)
     else:
         return {"pmid": seen.pmid, "quote": "", "verdict": "unrelated"}
-    said = quote(seen.body.removesuffix(CLIPPED), named, QUOTE_CHARS)
+    body = seen.body.removesuffix(CLIPPED)
+    said = whole(body, quote(body, named, QUOTE_CHARS))
     said = misquoted(reader, reading, said, named, f"verify {seen.pmid}")
     return {"pmid": seen.pmid, "quote": said, "verdict": label}
 
@@ -120,8 +122,22 @@ def own_answer(qtype: str, exact: list[str], ideal: str) -> bool:
 
 def own_verdict(pmid: str, body: str) -> dict[str, str]:
     """Return a passage's verdict on the simulator's own answer: it supports it."""
-    said = quote(body.removesuffix(CLIPPED), [], QUOTE_CHARS)
-    return {"pmid": pmid, "quote": said, "verdict": "supports"}
+    body = body.removesuffix(CLIPPED)
+    return {"pmid": pmid, "quote": whole(body, quote(body, [], QUOTE_CHARS)), "verdict": "supports"}
+
+
+def whole(body: str, said: str) -> str:
+    """Return the quote widened to the sentence it stands in, as quorum splits sentences.
+
+    quorum counts a quote only when it is a whole sentence (infra/snippets.py), and this
+    simulator's own splitter breaks at every full stop ("Dr.", "U.S."): a consistent reader
+    quotes the sentence quorum would show. A sentence longer than the schema allows stays cut.
+    """
+    wanted = " ".join(said.split())
+    for sentence in sentences_of(body):
+        if wanted and wanted in " ".join(sentence.split()) and len(sentence) <= QUOTE_CHARS:
+            return sentence
+    return said
 
 
 def answer_of(text: str) -> tuple[str, list[str], str]:
@@ -161,12 +177,17 @@ def verdict(pmid: str, body: str, qtype: str, exact: list[str], words: set[str])
 
 
 def sentences_of(body: str) -> list[str]:
-    """Return the body's sentences, each a verbatim span of it (a line break ends one too)."""
-    out, start = [], 0
-    for end in SENTENCE_END.finditer(body):
-        out.append(body[start : end.end()].strip())
-        start = end.end()
-    out.append(body[start:].strip())
+    """Return the body's sentences as quorum splits them: the title line, then the abstract's.
+
+    The verifier counts a quote only when it is a whole sentence by quorum's own splitter
+    (infra/snippets.py), so the harness quotes those; a line break inside the abstract is a
+    space, as quorum compares quotes with whitespace collapsed.
+    """
+    lines = body.split("\n")
+    title, abstract = (lines[0], " ".join(lines[1:])) if len(lines) > 1 else ("", body)
+    out = [title.strip()] if title.strip() else []
+    spans = sentences(abstract) or ([(0, len(abstract))] if abstract.strip() else [])
+    out += [abstract[b:e] for b, e in spans]
     return [s for s in out if s]
 
 

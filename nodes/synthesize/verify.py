@@ -1,9 +1,11 @@
 """The verifier: a model reads the answer beside every passage it cites, in one call.
 
 For each cited passage it says supports, contradicts or unrelated, quoting the sentence it rests
-on. A verdict counts only when its quote stands verbatim in that passage (the model cannot
-vouch for text it made up), and a reply that does not parse counts as no support: the verifier
-can refuse an answer, never wave one through. An endpoint that fails says "not verified", which
+on. A verdict counts only when its quote is a whole sentence of that passage, the passage
+addresses the question, and the sentence says what the answer says (`quote_problem`): the model
+cannot vouch for text it made up, for "the", or for a sentence about something else. A reply
+that does not parse counts as no support: the verifier can refuse an answer, never wave one
+through. An endpoint that fails says "not verified", which
 leaves the decision to the model-free check and says so, rather than passing in silence.
 `verify.enabled` "auto" turns it on for OpenAI-compatible endpoints only: the local demo model
 (135M parameters) cannot judge entailment.
@@ -15,14 +17,16 @@ Who judged is part of the verdict: a verifier that is the model that wrote the a
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field, create_model
 
 from infra.injection import flagged
 from infra.models import PROVIDERS, UNPARSEABLE, ChatModel, ModelPool
+from infra.relevance import QUOTE_TERMS, key_terms
 from infra.settings import Settings
+from infra.support import carried_in, whole_sentences
 from nodes.answer_fields import pmid_type
 from nodes.passages import passages as numbered
 from nodes.records import Answer, Call, Passage, PassageVerdict, Verification
@@ -120,6 +124,7 @@ async def verify_answer(
     passages: list[Passage],
     *,
     authors: Sequence[ChatModel],
+    relevant: Collection[str],
 ) -> tuple[Verification, Call | None]:
     """Ask the verifier about every cited passage at once; return its verification and call.
 
@@ -132,6 +137,8 @@ async def verify_answer(
         passages: The passages the answer cites; none means refused without a call (None).
         authors: The models that wrote the answer (`answer_authors`): the verification says
             whether its judge is one of them.
+        relevant: The PMIDs of the passages that address the question: a quote from any
+            other counts as nothing.
     """
     judge = judge_of(model, authors)
     # Evidence is data: a passage that addresses the model is never shown to the judge, and
@@ -145,7 +152,9 @@ async def verify_answer(
         why = "every cited passage addresses the model: none is evidence"
         verdicts = [left_out[p["pmid"]] for p in passages]
         return {"status": "refused", "passages": verdicts, "why": why, "judge": judge}, None
-    verification, call = await _verification(model, question, qtype, exact, ideal, shown)
+    verification, call = await _verification(
+        model, question, qtype, exact, ideal, shown, relevant=relevant
+    )
     if found:
         judged_ = {v["pmid"]: v for v in verification["passages"]}
         verification["passages"] = [judged_.get(p["pmid"]) or left_out[p["pmid"]] for p in passages]
@@ -159,6 +168,8 @@ async def _verification(
     exact: list[str],
     ideal: str,
     passages: list[Passage],
+    *,
+    relevant: Collection[str],
 ) -> tuple[Verification, Call | None]:
     if not passages:
         return {"status": "refused", "passages": [], "why": "the answer cites no passage"}, None
@@ -178,14 +189,23 @@ async def _verification(
             return {"status": "refused", "passages": unjudged(passages), "why": why}, call
         why = f"the verifier's call failed: {reply.error}"
         return {"status": "not verified", "passages": [], "why": why}, call
-    return judged(qtype, exact, reply.value, passages), call
+    return judged(question, qtype, exact, reply.value, passages, relevant=relevant), call
 
 
-def judged(qtype: str, exact: list[str], value: Any, passages: list[Passage]) -> Verification:
-    """Return the verification a parsed reply earns: only verbatim quotes count.
+def judged(
+    question: str,
+    qtype: str,
+    exact: list[str],
+    value: Any,
+    passages: list[Passage],
+    *,
+    relevant: Collection[str],
+) -> Verification:
+    """Return the verification a parsed reply earns: only quotes that say the answer count.
 
     PMIDs the model names that were not shown are ignored (and a second verdict on one PMID);
-    a passage it skipped is unrelated.
+    a passage it skipped is unrelated. `relevant`: the PMIDs of the passages that address the
+    question (infra/relevance.py).
     """
     said: dict[str, Any] = {}
     for check in getattr(value, "verdicts", None) or []:
@@ -197,15 +217,56 @@ def judged(qtype: str, exact: list[str], value: Any, passages: list[Passage]) ->
             verdicts.append(_skipped(passage["pmid"]))
             continue
         quote = str(check.quote)
-        verdicts.append(
-            {
-                "pmid": passage["pmid"],
-                "verdict": check.verdict,
-                "quote": quote,
-                "quoted": verbatim(quote, passage),
-            }
-        )
+        entry: PassageVerdict = {
+            "pmid": passage["pmid"],
+            "verdict": check.verdict,
+            "quote": quote,
+            "quoted": verbatim(quote, passage),
+        }
+        if check.verdict != "unrelated":
+            problem = quote_problem(
+                question, qtype, exact, quote, passage, passage["pmid"] in relevant
+            )
+            entry["counts"] = problem is None
+            if problem is not None:
+                entry["why_not"] = problem
+        verdicts.append(entry)
     return _decided(qtype, exact, verdicts)
+
+
+def quote_problem(
+    question: str,
+    qtype: str,
+    exact: list[str],
+    quote: str,
+    passage: Passage,
+    relevant: bool,
+) -> str | None:
+    """Return why a verdict's quote counts as nothing, or None when it says what the answer says.
+
+    A quote counts only when it is a whole sentence of that passage (infra/snippets.py's
+    splitter; a run of whole sentences too), the passage addresses the question (item 1 of
+    issue 55), and the sentence holds the answer's entity (a factoid's first candidate, any
+    list item: infra/support.py's term matching) or, for yes/no and summary, the question's
+    key terms. "the" is no sentence; a sentence of another passage is not in this one.
+    """
+    if not verbatim(quote, passage):
+        return "the quote is not in this passage"
+    found = whole_sentences(quote, passage)
+    if found is None:
+        return "the quote is not a whole sentence of this passage"
+    if not relevant:
+        return "the passage does not address the question"
+    sentence = found[2]
+    if qtype in ("factoid", "list"):
+        wanted = exact[:1] if qtype == "factoid" else exact
+        if not any(carried_in(item, dict(passage), sentence) for item in wanted):
+            return "the quoted sentence does not hold the answer"
+        return None
+    share, _ = key_terms(question).share(sentence)
+    if share < QUOTE_TERMS:
+        return f"the quoted sentence holds {share:.0%} of the question's key terms"
+    return None
 
 
 def verbatim(quote: str, passage: Passage) -> bool:
@@ -222,14 +283,21 @@ def verbatim(quote: str, passage: Passage) -> bool:
 
 
 def counted(verdict: PassageVerdict) -> str:
-    """Return the verdict as it counts: unrelated unless its quote is verbatim."""
-    return verdict["verdict"] if verdict["quoted"] else "unrelated"
+    """Return the verdict as it counts: unrelated unless its quote says what the answer says.
+
+    A record from before quotes were held to `quote_problem` counts when its quote is verbatim.
+    """
+    return verdict["verdict"] if verdict.get("counts", verdict["quoted"]) else "unrelated"
 
 
 def _decided(qtype: str, exact: list[str], verdicts: list[PassageVerdict]) -> Verification:
     supports = [v for v in verdicts if counted(v) == "supports"]
     contradicts = [v for v in verdicts if counted(v) == "contradicts"]
-    unquoted = [v["pmid"] for v in verdicts if v["verdict"] != "unrelated" and not v["quoted"]]
+    unquoted = [
+        f"PMID {v['pmid']}: {v.get('why_not') or 'not found verbatim'}"
+        for v in verdicts
+        if v["verdict"] != "unrelated" and counted(v) == "unrelated"
+    ]
     shown = f"the answer {exact[0]!r}" if qtype == "yesno" and exact else "the answer"
     if qtype == "yesno" and contradicts:
         first = contradicts[0]
@@ -238,7 +306,7 @@ def _decided(qtype: str, exact: list[str], verdicts: list[PassageVerdict]) -> Ve
     if not supports:
         why = f"no cited passage supports {shown}"
         if unquoted:
-            why += f" (a quote not found verbatim in PMID {', '.join(unquoted)})"
+            why += f" (quotes that count as nothing: {'; '.join(unquoted)})"
         return {"status": "refused", "passages": verdicts, "why": why}
     why = f"PMID {', '.join(v['pmid'] for v in supports)} support{'s' * (len(supports) == 1)} it"
     return {"status": "supported", "passages": verdicts, "why": why}
