@@ -149,8 +149,13 @@ class PassageVerdict(TypedDict):
     """The sentence of the passage the model said its verdict rests on ("" when none)."""
     quoted: bool
     """Whether the quote is non-empty and stands verbatim in the passage's title or abstract
-    (whitespace collapsed): only then does the verdict count; otherwise it counts as
-    unrelated, and stays here as the model said it."""
+    (whitespace collapsed)."""
+    counts: NotRequired[bool]
+    """Whether the verdict counts: its quote is a whole sentence of a passage that addresses
+    the question and says what the answer says (verify.quote_problem); otherwise it counts as
+    unrelated, and stays here as the model said it. Absent in older records: `quoted` decides."""
+    why_not: NotRequired[str]
+    """Why the quote counts as nothing (absent when it counts)."""
     flagged: NotRequired[str]
     """The passage addresses the model (infra/injection.py: what it said): it was not shown to
     the verifier and is unrelated, never support."""
@@ -188,6 +193,23 @@ def verified_label(verification: Verification | dict[str, Any]) -> str:
     return status
 
 
+class PassageRelevance(TypedDict):
+    """Whether one passage addresses the question (infra/relevance.py), by rerank or synthesize."""
+
+    relevant: bool
+    """Whether it does: only then can it be evidence for an answer."""
+    terms: float
+    """The share of the question's key terms it holds, each weighted by its rarity."""
+    cosine: float | None
+    """The embedder's cosine between the question and the passage."""
+    cross_encoder: float | None
+    """The cross-encoder's score of the pair (None: no cross-encoder is configured)."""
+    missing: list[str]
+    """The question's key terms (Snowball roots) it lacks."""
+    subject: NotRequired[bool]
+    """Whether it holds the question's heaviest key term (its subject)."""
+
+
 class Carried(TypedDict):
     """Where a cited passage carries one exact answer (infra/support.py Carrier)."""
 
@@ -223,6 +245,11 @@ class SupportRecord(TypedDict):
     verified: NotRequired[Verification]
     """The verifier's reading (nodes/synthesize/verify.py): "not verified" when it is off or its
     call failed, so an unverified answer says so."""
+    relevance: NotRequired[dict[str, PassageRelevance]]
+    """The relevance verdict of each passage the answer cites (and of any it was re-cited to)."""
+    recited: NotRequired[dict[str, list[str]]]
+    """When the passages an answer cited did not carry it and shown passages on the question
+    do (verify.recite): "from", the PMIDs it cited; "to", those it now cites."""
 
 
 class Answer(TypedDict):
@@ -244,8 +271,9 @@ class Answer(TypedDict):
     model_confidence: NotRequired[float | None]
     """The synthesizer's own confidence (0 for an attempt that failed or broke the contract):
     what the paper's gate reads; None when no model answered."""
-    confidence_parts: NotRequired[dict[str, float | None]]
-    """What the confidence was earned from: model, answered, agreement, citations, evidence."""
+    confidence_parts: NotRequired[dict[str, float | str | bool | None]]
+    """What the confidence was earned from: model, answered, agreement, on_question, citations,
+    supported, evidence; who judged it (judge), whether it was capped, whether re-cited."""
     failed: NotRequired[str]
     """Why this attempt is not an answer (the call failed, or the answer broke the contract)."""
     insufficient: NotRequired[str]
@@ -332,6 +360,8 @@ class Evidence(TypedDict):
     """Where the sentence is: "title" or "abstract"."""
     offset: int
     """The sentence's first character in that section."""
+    relevance: NotRequired[PassageRelevance]
+    """Whether the passage addresses the question (infra/relevance.py)."""
 
 
 class Result(TypedDict):
@@ -358,7 +388,7 @@ class Result(TypedDict):
     """The confidence the evidence earns (the model's word capped by the evidence)."""
     model_confidence: float | None
     """The synthesizer's own confidence; None when no model gave one."""
-    confidence_parts: dict[str, float | None]
+    confidence_parts: dict[str, float | str | bool | None]
     """What the confidence was earned from (nodes/synthesize/confidence.py)."""
     evidence: list[Evidence]
     """Cited evidence: the passages the answer rests on, each with its supporting sentence."""
@@ -373,6 +403,9 @@ class Result(TypedDict):
     """The support check on the answer: verdict (supported/refused), verified (supported,
     self-verified, refused or not verified), judge (independent or self, when a verifier was
     asked) and why; None when nothing was to be answered."""
+    relevance: NotRequired[dict[str, PassageRelevance]]
+    """Whether each retrieved document listed, and each cited passage, addresses the question
+    (infra/relevance.py), by PMID: those judged."""
 
 
 ALL_FAILED = "no model could answer this question from the evidence found"

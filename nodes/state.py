@@ -21,6 +21,7 @@ from nodes.records import (
     Given,
     Message,
     Passage,
+    PassageRelevance,
     Query,
     Result,
     Search,
@@ -70,6 +71,7 @@ __all__ = [
     "Organized",
     "OutputState",
     "Passage",
+    "PassageRelevance",
     "QAState",
     "Query",
     "Relation",
@@ -147,6 +149,9 @@ class QAState(InputState, total=False):
     """Reranked candidates as (PMID, fused score), best first, at most rerank.top_k."""
     contexts: list[Passage]
     """The top reranked documents with text: pmid, title, abstract, score."""
+    relevance: Annotated[dict[str, PassageRelevance], merge_by_pmid]
+    """Whether each passage addresses the question, by PMID (infra/relevance.py): rerank
+    judges its contexts, synthesize any passage it reads that was not judged (phase B's)."""
     relations: list[Relation]
     """Relations found between contexts: a, b (PMIDs), label, and whether it was applied."""
     organized: list[Passage]

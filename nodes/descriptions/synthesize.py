@@ -6,9 +6,9 @@ from typing import Any
 
 from nodes.describing import NodeDescription, Outcome, confidence_text, describes
 from nodes.records import JUDGES, SupportRecord, Verification, verified_label
-from nodes.trace_view import Block, Lines
+from nodes.trace_view import Block, Lines, Table
 
-COVERS = frozenset({"attempts", "answer"})
+COVERS = frozenset({"attempts", "answer", "relevance"})
 """The update's keys these blocks show (the rest is shown as it is)."""
 
 
@@ -23,6 +23,10 @@ def support_lines(support: SupportRecord | None) -> list[str]:
     for check in support.get("checks") or []:
         mark = "ok" if check["passed"] else "FAILED"
         lines.append(f"    {check['check']} {mark}: {check['detail']}")
+    if recited := support.get("recited"):
+        lines.append(
+            f"    re-cited from PMID {', '.join(recited['from'])} to {', '.join(recited['to'])}"
+        )
     for carried in support.get("carriers") or []:
         lines.append(
             f"    {carried['answer']!r} in {carried['pmid']} ({carried['how']}): "
@@ -33,9 +37,30 @@ def support_lines(support: SupportRecord | None) -> list[str]:
     return lines
 
 
+def relevance_table(relevance: dict[str, Any]) -> Table:
+    """Return each judged passage's relevance: the verdict and the signals that decided it."""
+    rows = tuple(
+        (
+            pmid,
+            "yes" if r.get("relevant") else "NO",
+            f"{r.get('terms', 0.0):.0%}",
+            "-" if r.get("cosine") is None else f"{r['cosine']:.2f}",
+            "-" if r.get("cross_encoder") is None else f"{r['cross_encoder']:.2f}",
+            ", ".join((r.get("missing") or [])[:6]),
+        )
+        for pmid, r in relevance.items()
+    )
+    on = sum(bool(r.get("relevant")) for r in relevance.values())
+    title = f"relevance: {on} of {len(rows)} passages address the question (only they are evidence)"
+    header = ("PMID", "on the question", "key terms held", "cosine", "cross-encoder", "lacks")
+    return Table(title, header, rows, frozenset({2, 3, 4}))
+
+
 def synthesize_trace(update: dict[str, Any]) -> list[Block]:
-    """Return one block of lines per synthesis attempt."""
+    """Return the relevance verdicts it made, then one block of lines per synthesis attempt."""
     blocks: list[Block] = []
+    if update.get("relevance"):
+        blocks.append(relevance_table(update["relevance"]))
     for attempt in update.get("attempts", []):
         answer = attempt.get("answer") or {}
         if answer.get("source") == "decision":
@@ -72,7 +97,9 @@ def verification_lines(verification: Verification) -> list[str]:
         if v.get("flagged"):
             lines.append(f"  {v['pmid']} not shown: it addresses the model, {v['flagged']}")
             continue
-        kept = "" if v["quoted"] or not v["quote"] else " (quote not in the passage: unrelated)"
+        kept = f" ({v['why_not']}: unrelated)" if v.get("why_not") else ""
+        if not kept and v["quote"] and not v["quoted"]:
+            kept = " (quote not in the passage: unrelated)"
         quote = f': "{v["quote"]}"' if v["quote"] else ""
         lines.append(f"  {v['pmid']} {v['verdict']}{kept}{quote}")
     return lines

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -29,10 +30,19 @@ from nodes.answer_fields import (
 )
 from nodes.context import Context
 from nodes.passages import passages
-from nodes.state import Answer, Attempt, Call, Decision, Passage, QAState, evidence_round
+from nodes.state import (
+    Answer,
+    Attempt,
+    Call,
+    Decision,
+    Passage,
+    PassageRelevance,
+    QAState,
+    evidence_round,
+)
 from nodes.synthesize.confidence import earned_confidence
 from nodes.synthesize.rule import decided, insufficient, rule_answer, stated
-from nodes.synthesize.support import held_to_evidence, support_share
+from nodes.synthesize.support import held_to_evidence, relevance_for, support_share
 from prompts import render
 
 
@@ -83,6 +93,14 @@ def evidence_for(state: QAState, decision: Decision | None, m: int) -> list[Pass
     return (state.get("organized") or state.get("contexts") or [])[:m]
 
 
+def _readable(state: QAState, contexts: list[Passage]) -> list[Passage]:
+    """Return every passage the answer or a member may cite: the evidence and all contexts."""
+    known: dict[str, Passage] = {}
+    for c in [*contexts, *(state.get("organized") or []), *(state.get("contexts") or [])]:
+        known.setdefault(c["pmid"], c)
+    return list(known.values())
+
+
 def overrides(qtype: str, decision: Decision | None, extracted: list[str]) -> bool:
     """Tell whether the synthesizer's exact answer departs from the decision's first answer."""
     if qtype == "summary" or not decision or not decision.get("answers"):
@@ -128,15 +146,26 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
     decision = state.get("decision")
     contexts = evidence_for(state, decision, ctx.settings.ensemble.contexts)
     this_round = evidence_round(state)
+    judging = asyncio.to_thread(
+        relevance_for, ctx, state["question"], _readable(state, contexts), state.get("relevance")
+    )
     if ctx.settings.synthesis.mode == "vote":
-        answer, checking = await _standing_in(state, decision, contexts, ctx, why_failed=None)
+        judged = await judging
+        relevance = {**(state.get("relevance") or {}), **judged}
+        answer, checking = await _standing_in(
+            state, decision, contexts, ctx, relevance, why_failed=None
+        )
         attempt: Attempt = {
             "round": this_round,
             "temperature": 0.0,
             "answer": answer,
             "error": None,
         }
-        return {"answer": answer, "attempts": [attempt]} | ({"calls": checking} if checking else {})
+        return (
+            {"answer": answer, "attempts": [attempt]}
+            | ({"calls": checking} if checking else {})
+            | ({"relevance": judged} if judged else {})
+        )
     earlier = [a for a in state.get("attempts", []) if a["round"] == this_round]
     last = len(earlier) + 1 >= ctx.settings.synthesis.max_attempts
     temperature = ctx.settings.synthesis.temperature if not earlier else 0.0
@@ -154,15 +183,18 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
         decision=decision_lines(decision, groups),
     )
     # While the model thinks, embed the sentences finalize will pick snippets from (the
-    # documents it cites come from these contexts): CPU work overlapped with the wait.
-    reply, _ = await asyncio.gather(
+    # documents it cites come from these contexts), and judge the relevance of passages no
+    # earlier node judged: CPU work overlapped with the wait.
+    reply, _, judged = await asyncio.gather(
         model.structured(
             synthesis_schema(qtype, [c["pmid"] for c in contexts]),
             messages,
             temperature=temperature,
         ),
         asyncio.to_thread(prefetch_sentences, contexts, ctx.embedder),
+        judging,
     )
+    relevance = {**(state.get("relevance") or {}), **judged}
     notes: list[str] = []
     calls = [reply.record("synthesize")]
     error = reply.error
@@ -180,16 +212,20 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
         else:
             # Kept the contract; now the evidence it cites must carry it.
             answer, error, checking = await held_to_evidence(
-                ctx, state["question"], qtype, answer, contexts
+                ctx, state["question"], qtype, answer, contexts, relevance
             )
             calls += checking
         if error is None:
-            answer |= _earned(state, answer, contexts, model=float(reply.value.confidence))
+            answer |= _earned(
+                state, answer, contexts, relevance, model=float(reply.value.confidence)
+            )
     if error is not None:
         notes.append(f"synthesize: attempt {len(earlier) + 1} failed: {error}")
         if last:
             # The round's last attempt failed too: the decision stands in, by the rule step.
-            answer, standing = await _standing_in(state, decision, contexts, ctx, why_failed=error)
+            answer, standing = await _standing_in(
+                state, decision, contexts, ctx, relevance, why_failed=error
+            )
             calls += standing
             notes.append(f"synthesize: the {answer['source']} answer stands in")
         else:
@@ -206,7 +242,7 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
         "attempts": [attempt],
         "calls": calls,
         "notes": notes,
-    }
+    } | ({"relevance": judged} if judged else {})
 
 
 def _from_reply(
@@ -239,7 +275,12 @@ def _from_reply(
 
 
 def _earned(
-    state: QAState, answer: Answer, contexts: list[Passage], *, model: float | None
+    state: QAState,
+    answer: Answer,
+    contexts: list[Passage],
+    relevance: Mapping[str, PassageRelevance],
+    *,
+    model: float | None,
 ) -> dict[str, Any]:
     """Return the answer's confidence fields, earned from the evidence."""
     earned = earned_confidence(
@@ -251,6 +292,8 @@ def _earned(
         members=state.get("members") or [],
         passages=contexts,
         supported=support_share(state["qtype"], answer),
+        relevance=relevance,
+        support=answer.get("support"),
     )
     return {
         "confidence": earned["confidence"],
@@ -264,13 +307,20 @@ async def _standing_in(
     decision: Decision | None,
     contexts: list[Passage],
     ctx: Context,
+    relevance: Mapping[str, PassageRelevance],
     *,
     why_failed: str | None,
 ) -> tuple[Answer, list[Call]]:
     """Return the decision formatted by the rule step, its confidence earned from the evidence.
 
-    Held to its evidence as synthesis's answer is; the verifier's call comes back beside it.
+    Held to its evidence as synthesis's answer is (a passage off the question is never
+    evidence, nor the sentence its prose quotes); the verifier's call comes back beside it.
     """
+    # The rule step states the answer with a sentence of a passage on the question (an
+    # off-topic sentence that happens to hold the decided entity would read as support), and
+    # cites what the decision cites: a decision resting on passages off the question is
+    # refused on them.
+    on_question = [c for c in contexts if (relevance.get(c["pmid"]) or {}).get("relevant")]
     answer = await asyncio.to_thread(
         rule_answer,
         state["qtype"],
@@ -279,15 +329,18 @@ async def _standing_in(
         contexts,
         ctx.embedder,
         why_failed=why_failed,
+        stating=on_question,
     )
     if answer["source"] == "insufficient":
         return answer | {"model_confidence": None}, []
     qtype = state["qtype"]
-    answer, refused, calls = await held_to_evidence(ctx, state["question"], qtype, answer, contexts)
+    answer, refused, calls = await held_to_evidence(
+        ctx, state["question"], qtype, answer, contexts, relevance
+    )
     if refused is None and answer["support"]["dropped"]:
         # Stated again from what the evidence carries, never from the items it lost.
         answer["ideal"], _ = await asyncio.to_thread(
-            stated, qtype, state["question"], answer["exact"], decision, contexts, ctx.embedder
+            stated, qtype, state["question"], answer["exact"], decision, on_question, ctx.embedder
         )
     if refused is not None:
         reason = refused if why_failed is None else f"{refused}; synthesis failed: {why_failed}"
@@ -295,4 +348,4 @@ async def _standing_in(
             "model_confidence": None,
             "support": answer["support"],
         }, calls
-    return answer | _earned(state, answer, contexts, model=None), calls
+    return answer | _earned(state, answer, contexts, relevance, model=None), calls

@@ -98,6 +98,7 @@ def rule_answer(
     embedder: Embedder,
     *,
     why_failed: str | None = None,
+    stating: Sequence[Passage] | None = None,
 ) -> Answer:
     """Return the decision as the answer, or the insufficient-evidence answer when it has none.
 
@@ -108,10 +109,14 @@ def rule_answer(
         contexts: The passages synthesis reads, in the decision's order.
         embedder: Scores the sentences of the supporting abstracts.
         why_failed: What went wrong before the rule step stood in (synthesis's failure).
+        stating: The passages its prose may quote a sentence of (default: `contexts`); it
+            cites what the decision cites among `contexts` all the same, so a decision resting
+            on passages off the question is judged on them.
     """
     extracted = decided(qtype, decision)
     exact = [] if qtype == "summary" else format_exact(qtype, extracted)
-    ideal, quoted = stated(qtype, question, exact or extracted, decision, contexts, embedder)
+    quotable = list(contexts) if stating is None else list(stating)
+    ideal, quoted = stated(qtype, question, exact or extracted, decision, quotable, embedder)
     problem = answer_problem(qtype, exact_answer_shape(qtype, exact), ideal, question=question)
     if problem is not None:
         reason = "the ensemble reached no answer" if not extracted else problem
