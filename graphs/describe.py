@@ -229,6 +229,8 @@ def _answer_lines(answer: Answer) -> list[str]:
         lines.append(f"{CITED_EVIDENCE}:")
         for cited in answer.evidence:
             lines.append(f"  [{cited.pmid}] {cited.title or '(no title)'}")
+            if cited.relevance:
+                lines.append(f"      {cited.relevance}")
             if cited.sentence:
                 lines.append(f'      "{cited.sentence}"')
     else:
@@ -237,6 +239,8 @@ def _answer_lines(answer: Answer) -> list[str]:
         lines.append(f"{RETRIEVED_DOCUMENTS} ({RETRIEVAL_ORDER}):")
         for rank, document in enumerate(answer.documents, 1):
             mark = " (cited)" if document.cited else ""
+            if document.relevance.startswith("off"):
+                mark += " (off the question)"
             lines.append(f"  {rank}. [{document.pmid}] {document.title or '(no title)'}{mark}")
         if answer.more:
             lines.append(f"  … {answer.more} more")

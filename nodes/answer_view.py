@@ -31,34 +31,72 @@ def given_exact(result: dict[str, Any]) -> Any:
     return None if result.get("insufficient") else result.get("exact_answer")
 
 
+def relevance_text(record: dict[str, Any] | None) -> str:
+    """Return a passage's relevance verdict in words ("" when it was not judged).
+
+    "on the question (62% of its key terms, cosine 0.58)"; "off the question (…)".
+    """
+    if not isinstance(record, dict) or "relevant" not in record:
+        return ""
+    signals = [f"{float(record.get('terms') or 0.0):.0%} of its key terms"]
+    if record.get("cosine") is not None:
+        signals.append(f"cosine {float(record['cosine']):.2f}")
+    if record.get("cross_encoder") is not None:
+        signals.append(f"cross-encoder {float(record['cross_encoder']):.2f}")
+    verdict = "on the question" if record["relevant"] else "off the question"
+    return f"{verdict} ({', '.join(signals)})"
+
+
 def cited_evidence(result: dict[str, Any]) -> list[dict[str, str]]:
-    """Return the passages the answer rests on: pmid, title and the sentence that supports it."""
+    """Return the passages the answer rests on: pmid, title, supporting sentence, relevance."""
     titles = result.get("titles") or {}
+    judged = result.get("relevance") or {}
     rows = []
     for item in result.get("evidence") or []:
         if not isinstance(item, dict) or not item.get("pmid"):
             continue
         pmid = str(item["pmid"])
         title = item.get("title") or titles.get(pmid) or ""
-        rows.append({"pmid": pmid, "title": title, "sentence": item.get("sentence") or ""})
+        relevance = relevance_text(item.get("relevance") or judged.get(pmid))
+        rows.append(
+            {
+                "pmid": pmid,
+                "title": title,
+                "sentence": item.get("sentence") or "",
+                "relevance": relevance,
+            }
+        )
     return rows
 
 
 def retrieved_documents(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Return the retrieved documents in retrieval order: pmid, title, whether it is cited."""
+    """Return the retrieved documents in retrieval order: pmid, title, cited, relevance."""
     titles = result.get("titles") or {}
+    judged = result.get("relevance") or {}
     cited = {row["pmid"] for row in cited_evidence(result)}
     return [
-        {"pmid": str(p), "title": titles.get(p) or "", "cited": str(p) in cited}
+        {
+            "pmid": str(p),
+            "title": titles.get(p) or "",
+            "cited": str(p) in cited,
+            "relevance": relevance_text(judged.get(p)),
+        }
         for p in result.get("documents") or []
     ]
 
 
 def support_text(result: dict[str, Any]) -> str | None:
-    """Return what the support check says of a given answer, or None (refused, or older)."""
+    """Return what the support check says of a given answer, or None (refused, or older).
+
+    Never "carried by the cited passages" beside a passage judged off the question: such a
+    passage is no evidence, so a result that shows one says so instead.
+    """
     support = result.get("support") or {}
     if support.get("verdict") != "supported":
         return None
+    off = [row["pmid"] for row in cited_evidence(result) if row["relevance"].startswith("off")]
+    if off:
+        return f"not carried: PMID {', '.join(off)} cited beside it is off the question"
     verified = support.get("verified", "not verified")
     if verified == "self-verified":
         # The only judge was the author: say so, so no reader takes it for a second opinion.

@@ -64,6 +64,10 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
             cited_evidence, state["question"], answer, [by_pmid[p] for p in cited], ctx.embedder
         ),
     )
+    judged = state.get("relevance") or {}
+    for item in evidence:
+        if item["pmid"] in judged:
+            item["relevance"] = judged[item["pmid"]]
     if reason:
         # Say so in the answer itself rather than pass junk or nothing off as a result, and
         # give no exact answer: an empty answer shaped as yes/no would read "no", a guess.
@@ -86,6 +90,7 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
             "snippets": snippets,
             "titles": {p: by_pmid[p].get("title", "") for p in documents if p in by_pmid},
             "support": support_summary(answer, reason),
+            "relevance": {p: judged[p] for p in [*documents, *cited] if p in judged},
         }
     }
 

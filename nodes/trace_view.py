@@ -118,6 +118,8 @@ class Cited:
     title: str
     sentence: str
     """The sentence of it that supports the answer ("" when none was found)."""
+    relevance: str = ""
+    """Whether it addresses the question, in words ("" when not judged)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,8 @@ class Retrieved:
     title: str
     cited: bool
     """Whether the answer cites it."""
+    relevance: str = ""
+    """Whether it addresses the question, in words ("" when not judged)."""
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,7 @@ def _answer(answer: Answer) -> str:
     if answer.evidence is not None:
         evidence = "".join(
             f"<li><code>{e(cited.pmid)}</code> {e(cited.title or '(no title)')}"
+            + (f' <span class="muted">{e(cited.relevance)}</span>' if cited.relevance else "")
             + (
                 f'<blockquote class="sentence">{e(cited.sentence)}</blockquote>'
                 if cited.sentence
@@ -116,6 +117,11 @@ def _answer(answer: Answer) -> str:
     documents = "".join(
         f"<li><code>{e(document.pmid)}</code> {e(document.title or '(no title)')}"
         + (' <span class="cited">cited</span>' if document.cited else "")
+        + (
+            f' <span class="muted">{e(document.relevance)}</span>'
+            if document.relevance.startswith("off")
+            else ""
+        )
         + "</li>"
         for document in answer.documents
     )

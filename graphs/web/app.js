@@ -262,13 +262,16 @@ function evidenceItem(e) {
   const abstract = el("div", { class: "abstract", hidden: "" });
   return el("li", { "data-pmid": e.pmid }, pmidButton(e.pmid, abstract), " ",
     e.title || "(no title)",
+    e.relevance ? el("span", { class: "muted" }, ` ${e.relevance}`) : null,
     e.sentence ? el("blockquote", { class: "sentence" }, e.sentence) : null, abstract);
 }
 
 function documentItem(d) {
   const abstract = el("div", { class: "abstract", hidden: "" });
   return el("li", { "data-pmid": d.pmid }, pmidButton(d.pmid, abstract), " ",
-    d.title || "(no title)", d.cited ? el("span", { class: "badge" }, "cited") : null, abstract);
+    d.title || "(no title)", d.cited ? el("span", { class: "badge" }, "cited") : null,
+    (d.relevance || "").startsWith("off") ? el("span", { class: "muted" }, " off the question")
+      : null, abstract);
 }
 
 async function showAbstract(pmid, box) {
