@@ -201,30 +201,39 @@ def eval_support(
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
-    """The support check on golden answers: gold refused (false) and another's accepted (swap)."""
-    from graphs.eval.support import evaluate_support, verifier_for
+    """The support check on golden answers: gold refused (false), another's accepted (swap)."""
+    from graphs.eval.support import support_report
     from infra.bioasq.formats import load_questions
 
     paths = [*questions, *extra_files(ctx)]
     loaded = [q for path in paths for q in load_questions(path)][:limit]
     if not any(q.snippets for q in loaded):
         raise CliError("these files hold no question with gold snippets; give golden files")
-    verifier = None if no_verify else verifier_for(settings_for())
-    report = asyncio.run(evaluate_support(loaded, verifier=verifier))
+    report = asyncio.run(support_report(settings_for(), loaded, verify=not no_verify))
     if as_json:
         write_json(report)
         return
     out.print(f"questions {report['questions']} (gold snippets as the cited evidence)")
+    head = "type      n  false refusal  swap refusal  contradictory  kept  swap refused"
     for title, key in (("model-free", "by_type"), ("with the verifier", "by_type_verified")):
         if key not in report:
             continue
-        out.print(f"{title}:  type      n  false refusal  swap refusal", markup=False)
+        out.print(f"{title}:  {head}", markup=False)
         for qtype, row in report[key].items():
-            out.print(
+            line = (
                 f"  {qtype:>17} {row['n']:>5} {row['false_refusal']:>14.1%} "
-                f"{row['swap_refusal']:>13.1%}",
-                markup=False,
+                f"{row['swap_refusal']:>13.1%}"
             )
+            if "relevance_kept" in row:
+                line += (
+                    f" {row['gold_contradictory']:>14} {_share(row['relevance_kept']):>5} "
+                    f"{_share(row['relevance_swap_refused']):>13}"
+                )
+            out.print(line, markup=False)
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
 
 
 def _grid(
