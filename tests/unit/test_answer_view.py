@@ -76,6 +76,7 @@ def test_evidence_titles_fall_back_to_the_titles_map():
             "pmid": "201",
             "title": "Rivoparin and heparin-induced thrombocytopenia: a review",
             "sentence": "A review.",
+            "relevance": "",
         }
     ]
 
@@ -135,3 +136,60 @@ def test_an_answer_its_author_alone_judged_says_so():
         "Support: carried by the cited passages; self-verified: judged only by the model that "
         "wrote the answer (PMID 7 supports it)"
     ) in answer_lines(result)
+
+
+def judged(relevant, terms=0.8, cosine=0.6):
+    return {"relevant": relevant, "terms": terms, "cosine": cosine, "cross_encoder": None}
+
+
+def test_each_passage_says_whether_it_addresses_the_question():
+    # ask, chat, the page and the export read the relevance verdicts finalize keeps.
+    result = {
+        **CITED,
+        "support": {"verdict": "supported", "verified": "not verified", "why": ""},
+        "relevance": {
+            "203": judged(True),
+            "205": judged(True, 0.5, 0.41),
+            "202": judged(False, 0.0, 0.05),
+        },
+    }
+    lines = answer_lines(result)
+    at = lines.index("Cited evidence:")
+    assert lines[at + 1 : at + 3] == [
+        "  [203] Thrombocytopenia after rivoparin: a cohort study",
+        "      on the question (80% of its key terms, cosine 0.60)",
+    ]
+    assert "  2. [202] Morvan-Kessler syndrome in two siblings (off the question)" in lines
+    assert "  1. [201] Rivoparin and heparin-induced thrombocytopenia: a review" in lines
+    assert any(line.startswith("Support: carried by the cited passages") for line in lines)
+    assert [d["relevance"][:3] for d in retrieved_documents(result)][:2] == ["", "off"]
+
+
+def test_support_is_never_claimed_beside_a_passage_off_the_question():
+    # The README's question with the demo model: "No", citing an abstract on mesial temporal
+    # sclerosis, read "Support: carried by the cited passages" (issue 55).
+    result = {
+        **CITED,
+        "support": {"verdict": "supported", "verified": "not verified", "why": ""},
+        "relevance": {"203": judged(True), "205": judged(False, 0.05, 0.1)},
+    }
+    shown = "\n".join(answer_lines(result))
+    assert "carried by the cited passages" not in shown
+    assert "Support: not carried: PMID 205 cited beside it is off the question" in shown
+    result["relevance"]["205"] = judged(True)
+    assert "carried by the cited passages" in "\n".join(answer_lines(result))
+
+
+def test_the_export_and_the_page_show_each_passage_s_relevance():
+    from graphs.traces.blocks_html import blocks_html
+    from nodes.answer_view import answer_view
+
+    result = {
+        **CITED,
+        "relevance": {"203": judged(True), "205": judged(True), "202": judged(False, 0.0, 0.05)},
+    }
+    html = blocks_html([answer_view(result)])
+    assert "on the question (80% of its key terms, cosine 0.60)" in html
+    assert "off the question (0% of its key terms, cosine 0.05)" in html  # 202, retrieved
+    rows = cited_evidence(result)  # what the page's server sends
+    assert rows[0]["relevance"].startswith("on the question")

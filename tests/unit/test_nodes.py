@@ -274,7 +274,7 @@ async def test_synthesize_cites_only_context_pmids_and_records_the_attempt(make_
     model = script(
         synthesize={
             "exact_answer": "yes",
-            "ideal_answer": "Yes, early in the process.",
+            "ideal_answer": "Yes, mitochondria change early in lace plant programmed cell death.",
             "confidence": 0.8,
             "cited_pmids": ["101"],
             "rationale": "Both abstracts report mitochondrial changes.",
@@ -299,17 +299,22 @@ async def test_synthesize_cites_only_context_pmids_and_records_the_attempt(make_
     assert update["answer"] == {
         "extracted": ["yes"],
         "exact": ["yes"],
-        "ideal": "Yes, early in the process.",
-        # The model's 0.8, which the evidence allows: every decided vote, its citation backed.
-        "confidence": 0.8,
+        "ideal": "Yes, mitochondria change early in lace plant programmed cell death.",
+        # The model's 0.8, which the evidence allows (every decided vote, its citation on the
+        # question and backed), capped at 0.5: no model other than its author judged it.
+        "confidence": 0.5,
         "model_confidence": 0.8,
         "confidence_parts": {
             "model": 0.8,
             "answered": 1.0,
             "agreement": 1.0,
+            "on_question": 1.0,
             "citations": 1.0,
             "supported": 1.0,
             "evidence": 1.0,
+            "judge": "none",
+            "capped": True,
+            "recited": False,
         },
         "cited": ["101"],
         "rationale": "Both abstracts report mitochondrial changes.",
@@ -325,7 +330,7 @@ async def test_synthesize_removes_and_records_a_citation_it_was_not_shown(make_c
     model = script(
         synthesize={
             "exact_answer": "yes",
-            "ideal_answer": "Yes, it does so.",
+            "ideal_answer": "Yes, mitochondria play a role in lace plant programmed cell death.",
             "confidence": 0.9,
             "cited_pmids": ["555", "101"],
         }

@@ -32,8 +32,13 @@ TNF = {
 }
 
 
-def verdict(qtype, exact, cited, ideal=""):
-    return check_support(qtype, exact, ideal, cited)
+ON = {"relevant": True, "terms": 1.0, "cosine": 1.0, "cross_encoder": None, "missing": []}
+
+
+def verdict(qtype, exact, cited, ideal="", question="What do these abstracts report?"):
+    # Every cited passage judged on the question: these tests hold the rest of the check.
+    relevance = {p["pmid"]: ON for p in cited}
+    return check_support(qtype, exact, ideal, cited, question=question, relevance=relevance)
 
 
 @pytest.mark.parametrize(
@@ -94,11 +99,16 @@ def test_an_answer_with_no_retrieved_evidence_is_never_given():
     assert verdict("factoid", ["CFTR"], [CF]).verdict == "supported"
 
 
+LOSARTAN_Q = "Is losartan effective against brain atrophy in Alzheimer's disease?"
+
+
 def test_prose_must_share_its_words_with_the_passages_it_cites():
     off_topic = "CFTR is the answer to this question, as the cited study reports."
-    assert verdict("yesno", ["yes"], [LOSARTAN], ideal=off_topic).verdict == "refused"
+    found = verdict("yesno", ["yes"], [LOSARTAN], ideal=off_topic, question=LOSARTAN_Q)
+    assert found.verdict == "refused" and found.reason.startswith("grounded:")
     on_topic = "No. Losartan did not reduce brain atrophy over 12 months."
-    assert verdict("yesno", ["no"], [LOSARTAN], ideal=on_topic).verdict == "supported"
+    found = verdict("yesno", ["no"], [LOSARTAN], ideal=on_topic, question=LOSARTAN_Q)
+    assert found.verdict == "supported"
 
 
 @pytest.mark.parametrize(
@@ -240,7 +250,7 @@ def test_a_yes_whose_own_prose_negates_the_question_contradicts_itself():
 async def test_an_uncited_answer_is_verified_against_what_it_was_made_from(make_context, settings):
     # The rule step's yes/no stand-in cites nothing when the members cited nothing: the
     # verifier reads the passages it was made from, and the answer cites the one it quotes.
-    from nodes.synthesize.support import held_to_evidence
+    from nodes.synthesize.support import held_to_evidence, relevance_for
 
     chosen = settings.model_copy(
         update={
@@ -259,11 +269,15 @@ async def test_an_uncited_answer_is_verified_against_what_it_was_made_from(make_
     }
     contexts = [{**LOSARTAN, "score": 1.0}, {**CF, "score": 0.5}]
     question = "Is losartan effective against brain atrophy?"
-    checked, refused, calls = await held_to_evidence(ctx, question, "yesno", answer, contexts)
+    judged = relevance_for(ctx, question, contexts, None)
+    assert judged["1"]["relevant"] and not judged["2"]["relevant"]
+    checked, refused, calls = await held_to_evidence(
+        ctx, question, "yesno", answer, contexts, judged
+    )
     assert refused is None and checked["cited"] == ["1"] and len(calls) == 1
     assert checked["support"]["verified"]["status"] == "supported"
     # Control: the verifier quoting nothing verbatim supports nothing, and the answer is refused.
     said = {"verdicts": [{"pmid": "1", "quote": "Losartan works.", "verdict": "supports"}]}
     ctx = make_context(script(verify=said), settings_=chosen)
-    checked, refused, _ = await held_to_evidence(ctx, question, "yesno", answer, contexts)
+    checked, refused, _ = await held_to_evidence(ctx, question, "yesno", answer, contexts, judged)
     assert refused is not None and "verifier" in refused and checked["cited"] == []

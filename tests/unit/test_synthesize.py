@@ -112,12 +112,18 @@ async def test_vote_mode_makes_the_decision_final_without_a_model_call(
     # abstract the decision cites, so the support check drops that candidate.
     assert answer["exact"] == ["ENaC"] and answer["support"]["dropped"] == ["CFTR"]
     assert answer["ideal"].startswith("ENaC. ENaC hyperactivity dehydrates")
-    # A share of 0.6, and the abstract cited holds "ENaC": citations 1.0.
-    assert answer["confidence"] == 0.6 and answer["cited"] == ["103"]
+    # A share of 0.6, and the abstract cited holds "ENaC": citations 1.0; no model other than
+    # the answering one judged it (the local demo model is not verified): capped at 0.5.
+    assert answer["confidence_parts"]["evidence"] == 0.6 and answer["cited"] == ["103"]
+    assert answer["confidence"] == 0.5 and answer["confidence_parts"]["capped"] is True
     assert answer["source"] == "decision" and answer["rationale"] == DECIDED["why"]
     assert update["attempts"] == [{"round": 0, "temperature": 0.0, "answer": answer, "error": None}]
-    assert trace_text("synthesize", update)[0][0].startswith(
-        "attempt in round 0 the decision is final (synthesis.mode vote, no model call)"
+    shown = trace_text("synthesize", update)[0]
+    # Phase B's passages had no verdict yet: synthesize judged them, and the trace says so.
+    assert shown[0].startswith("relevance: 2 of 3 passages address the question")
+    assert any(
+        line.startswith("attempt in round 0 the decision is final (synthesis.mode vote")
+        for line in shown
     )
 
 
@@ -161,9 +167,10 @@ async def test_vote_mode_confidence_is_the_support_share_of_the_cited_evidence(
     del decided["share"]  # organize's aggregate may not give one
     ctx = make_context(script(), settings_=with_mode(settings, "vote"))
     update = await synthesize(state_for(index, decided=decided), Runtime(context=ctx))
-    # The share is 3 of 4, and the abstract cited holds the answer.
-    assert update["answer"]["confidence"] == 0.75
+    # The share is 3 of 4, and the abstract cited holds the answer (capped: not verified).
+    assert update["answer"]["confidence_parts"]["evidence"] == 0.75
     assert update["answer"]["confidence_parts"]["agreement"] == 0.75
+    assert update["answer"]["confidence"] == 0.5
 
 
 async def test_a_decision_nothing_shown_carries_is_never_given(make_context, settings, index):

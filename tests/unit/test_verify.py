@@ -62,7 +62,9 @@ def uncached(make_context, settings):
     )
 
 
-async def verified(make_context, answer, qtype="yesno", exact=("yes",), passages=PASSAGES):
+async def verified(
+    make_context, answer, qtype="yesno", exact=("yes",), passages=PASSAGES, relevant=None
+):
     model = answer if not isinstance(answer, dict | str | Exception) else script(verify=answer)
     ctx = make_context(model)
     verification, call = await verify_answer(
@@ -73,6 +75,7 @@ async def verified(make_context, answer, qtype="yesno", exact=("yes",), passages
         "Losartan reduces brain atrophy.",
         list(passages),
         authors=[ctx.models.first("synthesis")],
+        relevant={p["pmid"] for p in passages} if relevant is None else relevant,
     )
     return verification, call, model
 
@@ -101,6 +104,7 @@ async def test_a_verbatim_quote_counts_whitespace_collapsed(make_context):
         "verdict": "supports",
         "quote": quote,
         "quoted": True,
+        "counts": True,
     }
 
 
@@ -115,8 +119,10 @@ async def test_a_paraphrased_quote_is_not_counted_but_kept(make_context):
         "verdict": "supports",  # what the model said, kept for the trace
         "quote": paraphrase,
         "quoted": False,
+        "counts": False,
+        "why_not": "the quote is not in this passage",
     }
-    assert "not found verbatim in PMID 101" in v["why"]
+    assert "PMID 101: the quote is not in this passage" in v["why"]
 
 
 async def test_an_empty_quote_gives_no_support(make_context):
@@ -331,3 +337,92 @@ def test_the_simulators_rule_reads_polarity_from_negation_cues():
     )
     found = verify_reply([("user", text)])
     assert [v["verdict"] for v in found["verdicts"]] == ["supports", "contradicts"]
+
+
+# --- a quote counts only when it says what the answer says (issue 55, item 2) -------------------
+
+WHOLE_102 = SUPPORT_102
+"""A whole sentence of 102, on the question's key terms (brain atrophy)."""
+
+
+async def test_a_one_word_quote_counts_as_nothing(uncached):
+    # A separate verifier answering `supports` with the quote "the" verified a wrong gene.
+    v, _, _ = await verified(uncached, reply(("102", "supports", "with")))
+    assert v["status"] == "refused"
+    assert v["passages"][1]["quoted"] is True  # "with" does stand in 102 …
+    assert v["passages"][1]["counts"] is False  # … but is no sentence of it
+    assert "not a whole sentence" in v["passages"][1]["why_not"]
+    assert "not a whole sentence" in v["why"]
+    # Control: the whole sentence counts.
+    v, _, _ = await verified(uncached, reply(("102", "supports", WHOLE_102)))
+    assert v["status"] == "supported" and v["passages"][1]["counts"] is True
+
+
+async def test_part_of_a_sentence_is_no_quote(uncached):
+    part = "Angiotensin receptor blockers were associated with less brain atrophy"
+    v, _, _ = await verified(uncached, reply(("102", "supports", part)))
+    assert v["status"] == "supported"  # the end's full stop aside, it is the whole sentence
+    v, _, _ = await verified(uncached, reply(("102", "supports", part.rsplit(" ", 2)[0])))
+    assert v["status"] == "refused"
+
+
+async def test_a_quote_from_another_cited_passage_counts_as_nothing(uncached):
+    # 101's sentence, quoted as 102's verdict: verbatim in the prompt, not in 102.
+    contra = " ".join(CONTRA.split())
+    v, _, _ = await verified(uncached, reply(("102", "supports", contra)), exact=["no"])
+    assert v["status"] == "refused" and v["passages"][1]["counts"] is False
+    assert v["passages"][1]["why_not"] == "the quote is not in this passage"
+    # Control: the same sentence as 101's verdict counts.
+    v, _, _ = await verified(uncached, reply(("101", "supports", contra)), exact=["no"])
+    assert v["status"] == "supported"
+
+
+async def test_quotes_are_compared_with_their_case(uncached):
+    v, _, _ = await verified(uncached, reply(("102", "supports", WHOLE_102.lower())))
+    assert v["status"] == "refused" and v["passages"][1]["quoted"] is False
+    v, _, _ = await verified(uncached, reply(("102", "supports", WHOLE_102)))
+    assert v["status"] == "supported"
+
+
+async def test_a_quote_from_a_passage_off_the_question_counts_as_nothing(uncached):
+    answer = reply(("102", "supports", WHOLE_102))
+    v, _, _ = await verified(uncached, answer, relevant={"101", "103"})
+    assert v["status"] == "refused"
+    assert v["passages"][1]["why_not"] == "the passage does not address the question"
+    v, _, _ = await verified(uncached, answer, relevant={"101", "102"})
+    assert v["status"] == "supported"
+
+
+async def test_a_factoid_quote_must_hold_the_answer(uncached):
+    # The cystic fibrosis liar's kind of quote: a sentence of a passage on the question that
+    # does not name the answer given.
+    beside = "The CFTR gene is mutated in cystic fibrosis."
+    v, _, _ = await verified(
+        uncached, reply(("103", "supports", beside)), qtype="factoid", exact=["MBL2"]
+    )
+    assert v["status"] == "refused"
+    assert v["passages"][2]["why_not"] == "the quoted sentence does not hold the answer"
+    v, _, _ = await verified(
+        uncached, reply(("103", "supports", beside)), qtype="factoid", exact=["CFTR"]
+    )
+    assert v["status"] == "supported"
+    # A list answer: the sentence holds one of its items.
+    v, _, _ = await verified(
+        uncached, reply(("103", "supports", beside)), qtype="list", exact=["MBL2", "CFTR"]
+    )
+    assert v["status"] == "supported"
+
+
+async def test_a_yesno_quote_must_hold_the_question_s_key_terms(uncached):
+    aside = "We ran a trial of 211 patients."
+    v, _, _ = await verified(uncached, reply(("101", "supports", aside)))
+    assert v["status"] == "refused" and "key terms" in v["passages"][0]["why_not"]
+    v, _, _ = await verified(uncached, reply(("102", "supports", WHOLE_102)))
+    assert v["status"] == "supported"
+
+
+async def test_a_contradiction_must_be_a_whole_sentence_to_refuse(uncached):
+    # "Losartan was not" would refuse a yes on three words: it is no sentence of 101.
+    answer = reply(("101", "contradicts", "Losartan was not"), ("102", "supports", WHOLE_102))
+    v, _, _ = await verified(uncached, answer)
+    assert v["status"] == "supported"
