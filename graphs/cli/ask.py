@@ -111,6 +111,7 @@ ANSWER_KEYS = (
     "documents",
     "snippets",
     "titles",
+    "relevance",
     "thread_id",
 )
 """What `ask --json` prints, in this order; `insufficient` is always true or false."""

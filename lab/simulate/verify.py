@@ -49,6 +49,8 @@ NEGATION = re.compile(
     r"\b(?:not|no|never|neither|nor|without|cannot|unable|fail(?:s|ed)? to|lack(?:s|ed)?)\b|n't\b",
     re.IGNORECASE,
 )
+DELIMITERS = frozenset({"<evidence>", "</evidence>"})
+"""The lines nodes/passages.py frames the passages with (the lab stands on infra alone)."""
 CLIPPED = " …"
 """How nodes/passages.py marks an abstract cut to the model's budget: never part of a quote."""
 
@@ -88,7 +90,8 @@ def verify_reply(
         )
         return {FIELD: said}
     if own_answer(qtype, exact, ideal):
-        return {FIELD: [own_verdict(b.pmid, b.body) for b in blocks]}
+        asked = content_words(question_of(text) or "")
+        return {FIELD: [own_verdict(b.pmid, b.body, asked) for b in blocks]}
     words = content_words(f"{question_of(text) or ''} {ideal}")
     return {FIELD: [verdict(b.pmid, b.body, qtype, exact, words) for b in blocks]}
 
@@ -120,10 +123,19 @@ def own_answer(qtype: str, exact: list[str], ideal: str) -> bool:
     return bool(ideal) and len(ideal) >= 20 and PROSE.startswith(ideal)
 
 
-def own_verdict(pmid: str, body: str) -> dict[str, str]:
-    """Return a passage's verdict on the simulator's own answer: it supports it."""
+def own_verdict(pmid: str, body: str, asked: set[str] = frozenset()) -> dict[str, str]:
+    """Return a passage's verdict on the simulator's own answer: it supports it.
+
+    Quoted by the sentence most about the question (the most of its content words; the opening
+    sentence when none holds any), as a reader quotes the sentence its answer rests on.
+    """
     body = body.removesuffix(CLIPPED)
-    return {"pmid": pmid, "quote": whole(body, quote(body, [], QUOTE_CHARS)), "verdict": "supports"}
+    said = whole(body, quote(body, [], QUOTE_CHARS))
+    scored = [(len(asked & content_words(s)), -i, s) for i, s in enumerate(sentences_of(body))]
+    best = max(scored, default=(0, 0, ""))
+    if best[0] and len(best[2]) <= QUOTE_CHARS:
+        said = best[2]
+    return {"pmid": pmid, "quote": said, "verdict": "supports"}
 
 
 def whole(body: str, said: str) -> str:
@@ -183,8 +195,9 @@ def sentences_of(body: str) -> list[str]:
     (infra/snippets.py), so the harness quotes those; a line break inside the abstract is a
     space, as quorum compares quotes with whitespace collapsed.
     """
-    lines = body.split("\n")
-    title, abstract = (lines[0], " ".join(lines[1:])) if len(lines) > 1 else ("", body)
+    # The evidence delimiters (nodes/passages.py) frame the passages: never part of a sentence.
+    lines = [line for line in body.split("\n") if line.strip() not in DELIMITERS]
+    title, abstract = (lines[0], " ".join(lines[1:])) if len(lines) > 1 else ("", " ".join(lines))
     out = [title.strip()] if title.strip() else []
     spans = sentences(abstract) or ([(0, len(abstract))] if abstract.strip() else [])
     out += [abstract[b:e] for b, e in spans]

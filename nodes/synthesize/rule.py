@@ -53,7 +53,8 @@ def stated(
     if (decision or {}).get("plural") and qtype != "summary":
         sides = [a["answer"] for a in (decision or {}).get("answers") or []]
         named = ", ".join(repr(s if isinstance(s, str) else "; ".join(s)) for s in sides[:5])
-        return f"The abstracts conflict on this question: they answer {named}.", None
+        # The question restated: the prose of an answer must address its question (issue 55).
+        return f'The abstracts conflict on "{question.strip()}": they answer {named}.', None
     if qtype == "summary":  # the members' own summary: it is prose already
         return " ".join(exact), None
     if not exact:

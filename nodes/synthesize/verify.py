@@ -124,7 +124,7 @@ async def verify_answer(
     passages: list[Passage],
     *,
     authors: Sequence[ChatModel],
-    relevant: Collection[str],
+    relevant: Collection[str] | None = None,
 ) -> tuple[Verification, Call | None]:
     """Ask the verifier about every cited passage at once; return its verification and call.
 
@@ -138,7 +138,8 @@ async def verify_answer(
         authors: The models that wrote the answer (`answer_authors`): the verification says
             whether its judge is one of them.
         relevant: The PMIDs of the passages that address the question: a quote from any
-            other counts as nothing.
+            other counts as nothing (None: the caller shows only passages it judged on the
+            question, as `judge_answer` does).
     """
     judge = judge_of(model, authors)
     # Evidence is data: a passage that addresses the model is never shown to the judge, and
@@ -152,8 +153,9 @@ async def verify_answer(
         why = "every cited passage addresses the model: none is evidence"
         verdicts = [left_out[p["pmid"]] for p in passages]
         return {"status": "refused", "passages": verdicts, "why": why, "judge": judge}, None
+    on = {p["pmid"] for p in passages} if relevant is None else relevant
     verification, call = await _verification(
-        model, question, qtype, exact, ideal, shown, relevant=relevant
+        model, question, qtype, exact, ideal, shown, relevant=on
     )
     if found:
         judged_ = {v["pmid"]: v for v in verification["passages"]}

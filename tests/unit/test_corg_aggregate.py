@@ -317,7 +317,12 @@ async def test_summarize_answers_from_the_summary_alone(make_context, settings, 
 
 MARKS = ["SIDE-YES", "SIDE-NO", "filler", "filler", "filler"]
 PLANTED = [
-    {"pmid": str(10 + k), "title": "", "abstract": f"{mark} abstract {k}.", "score": 0.0}
+    {
+        "pmid": str(10 + k),
+        "title": "",
+        "abstract": f"{mark} abstract {k} on mitochondria in lace plant programmed cell death.",
+        "score": 0.0,
+    }
     for k, mark in enumerate(MARKS)
 ]
 
@@ -370,7 +375,7 @@ async def test_a_yesno_conflict_is_never_a_confident_answer_in_vote_mode(
     assert answer["confidence"] < GATE and answer["source"] == "decision"
     assert answer["cited"] == ["10", "11"]  # both sides, each with its reference
     # Plain prose: the references ride beside it (cited), never inside the ideal answer.
-    assert answer["ideal"] == "The abstracts conflict on this question: they answer 'yes', 'no'."
+    assert answer["ideal"] == f"The abstracts conflict on \"{QUESTION}\": they answer 'yes', 'no'."
 
 
 async def test_without_relations_no_pair_is_asked_and_no_conflict_split(make_context, settings):

@@ -37,10 +37,25 @@ def verifier(settings, url: str):
     return ModelPool(chosen).first("verify")
 
 
+LACE = {
+    "pmid": "21645374",
+    "title": "Do mitochondria play a role in remodelling lace plant leaves during programmed "
+    "cell death?",
+    "abstract": "BACKGROUND: Programmed cell death (PCD) is the regulated death of cells within "
+    "an organism. The role of mitochondria during PCD has been recognized in animals; however, "
+    "it has been less studied during PCD in plants.",
+    "score": 1.0,
+}
+
+
 async def test_the_simulator_verifies_its_own_answer_and_not_another(settings):
     with SimulatedEndpoint(0.0) as endpoint:
         model = verifier(settings, endpoint.base_url)
-        own, _ = await verify_answer(
+        own, _ = await verify_answer(model, QUESTION, "yesno", ["yes"], PROSE, [LACE], authors=())
+        # What the bench question's first synthesis cited: the simulator supports its own
+        # answer there too, but its quote holds none of the question's key terms, and quorum
+        # counts it as nothing (issue 55).
+        stored, _ = await verify_answer(
             model, QUESTION, "yesno", ["yes"], PROSE, [STORAGE], authors=()
         )
         # Negative control: the same passage, an answer the simulator never gave it.
@@ -56,7 +71,9 @@ async def test_the_simulator_verifies_its_own_answer_and_not_another(settings):
     assert own["status"] == "supported", own["why"]
     (passage,) = own["passages"]
     assert passage["verdict"] == "supports" and passage["quoted"]  # verbatim, as members cite
-    assert passage["quote"].startswith("BACKGROUND: The temporal pattern")
+    assert passage["quote"].startswith("Do mitochondria play a role")  # most about the question
+    assert stored["status"] == "refused" and stored["passages"][0]["verdict"] == "supports"
+    assert "key terms" in stored["passages"][0]["why_not"]
     assert other["status"] == "refused" and other["passages"][0]["verdict"] == "unrelated"
 
 
