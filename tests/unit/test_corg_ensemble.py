@@ -26,10 +26,16 @@ QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during 
 PLURAL = "Which roles do mitochondria play in remodelling lace plant leaves?"
 MARKS = ["SIDE-YES", "SIDE-NO", "filler", "filler", "filler"]
 PLANTED = [
-    {"pmid": str(10 + k), "title": "", "abstract": f"{mark} abstract {k}.", "score": 0.0}
+    {
+        "pmid": str(10 + k),
+        "title": "Mitochondria in lace plant leaf remodelling",
+        "abstract": f"{mark} abstract {k}.",
+        "score": 0.0,
+    }
     for k, mark in enumerate(MARKS)
 ]
-"""10 says yes, 11 contradicts it (no); 12, 13 and 14 say nothing of it."""
+"""10 says yes, 11 contradicts it (no); 12, 13 and 14 say nothing of it. The title puts each on
+the question's subject, so synthesis's relevance check treats them as evidence."""
 
 
 def served(settings: Settings, **changes: dict) -> Settings:
@@ -183,7 +189,7 @@ async def test_groups_that_disagree_give_a_plural_answer_claiming_neither_side(
     ]
     answer = (await synthesize(state, Runtime(context=ctx)))["answer"]
     assert answer["cited"] == ["10", "11"] and answer["confidence"] < 0.5
-    assert answer["ideal"] == "The abstracts conflict on this question: they answer 'yes', 'no'."
+    assert answer["ideal"] == f"The abstracts conflict on \"{QUESTION}\": they answer 'yes', 'no'."
 
 
 async def test_a_factoid_plural_keeps_each_group_s_answer_with_its_references(
