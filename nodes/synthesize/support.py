@@ -20,6 +20,7 @@ from typing import Any
 from infra.bioasq import exact_answer_shape
 from infra.bioasq.contract import answer_problem, contradiction
 from infra.embeddings import Embedder
+from infra.injection import flagged
 from infra.models import ChatModel
 from infra.relevance import judge_relevance
 from infra.support import check_support
@@ -114,8 +115,9 @@ def check_answer(
 
     A factoid or list answer keeps only the items its cited passages on the question carry;
     the ideal answer's prose is held to what those passages say and must address the question.
-    A cited passage off the question is dropped from the citations: it is never evidence. The
-    record of the check rides on the answer.
+    A cited passage off the question, or one that addresses the model (infra/injection.py), is
+    dropped from the citations: it is never evidence. The record of the check rides on the
+    answer.
     """
     exact = list(answer.get("exact") or [])
     ideal = answer.get("ideal") or ""
@@ -156,7 +158,8 @@ def check_answer(
     if recited:
         checked["cited"] = recited
     elif cited:
-        checked["cited"] = [p["pmid"] for p in cited if p["pmid"] in relevant]
+        planted = flagged([dict(p) for p in cited])
+        checked["cited"] = [p["pmid"] for p in cited if p["pmid"] in relevant - planted.keys()]
     if qtype in ("factoid", "list"):
         checked["exact"] = [e for e in exact if e in found.kept]
         if not cited:
