@@ -8,9 +8,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from infra.bioasq import exact_answer_shape
-from infra.bioasq.contract import answer_problem, insufficient_answer
+from infra.bioasq.contract import insufficient_answer
 from infra.embeddings import Embedder
 from infra.snippets import best_snippets, supporting_sentences
+from nodes.answered import why_unanswered
 from nodes.context import Context
 from nodes.records import ALL_FAILED, Answer, Call, verified_label
 from nodes.state import Evidence, Passage, QAState
@@ -176,19 +177,18 @@ def model_failure(calls: list[Call]) -> str | None:
 def _why_unanswered(
     state: QAState, answer: Answer, qtype: str, exact: Any, ideal: str
 ) -> str | None:
-    """Return why a question that was to be answered has no answer, or None when it has one."""
+    """Return why a question that was to be answered has no answer (the one door), else None."""
     members = state.get("members") or []
     if state.get("answer") is None and not members:
         return None  # phase A retrieves only: nothing was to be answered
-    if members and not any(m.get("error") is None and m.get("answer") for m in members):
-        # Nobody answered: no answer can be confident, whatever synthesis made of it.
-        errors = [m["error"] for m in members if m.get("error")]
-        last = f" (last error: {errors[-1][:300]})" if errors else ""
-        return f"no ensemble member gave a usable answer from the evidence found{last}"
-    if answer.get("insufficient"):
-        return str(answer["insufficient"])
-    problem = answer_problem(qtype, exact, ideal, question=state["question"])
-    if problem is not None:  # the contract, held once more where the result is made
-        errors = [a["error"] for a in state.get("attempts", []) if a.get("error")]
-        return f"{problem}{f' ({errors[-1]})' if errors else ''}"
-    return None
+    errors = [a["error"] for a in state.get("attempts", []) if a.get("error")]
+    return why_unanswered(
+        qtype,
+        state["question"],
+        exact,
+        ideal,
+        said=str(answer["insufficient"]) if answer.get("insufficient") else None,
+        members=members,
+        verdict=(answer.get("support") or {}).get("verdict"),
+        failed=errors[-1] if errors else None,
+    )

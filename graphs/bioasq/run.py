@@ -9,9 +9,11 @@ a re-run tries them again.
 
 A question quorum could not answer from the evidence is journalled with its honest answer
 ("Insufficient evidence: <why>.") as `"status": "insufficient"`; a re-run tries it again unless
-told to keep it (`keep_insufficient`). The answer contract (infra/bioasq/contract.py) is applied
-here too, so an answer that breaks it (empty, debris, a contradiction) is never journalled ok,
-whatever a node let through: it is tried again, then journalled insufficient. A run in which no
+told to keep it (`keep_insufficient`). Whether a result is an answer is the one door's word
+(nodes/answered.py): finalize's verdict stands, and a result that no support check held to the
+answer contract (infra/bioasq/contract.py) is held to it here, so an answer that breaks it
+(empty, debris, a contradiction) is never journalled ok, whatever a node let through: it is
+tried again, then journalled insufficient. A run in which no
 model gave a parseable answer (nodes/records.model_failed) is tried again, then journalled
 `"status": "failed"` with the same honest answer, and a re-run tries it again. A submission must
 hold a yes/no exact answer: an unanswered yes/no question is written with
@@ -34,15 +36,17 @@ from tqdm import tqdm
 from graphs.bioasq.journal import Journal, answer_support, fingerprint, journal_path
 from graphs.inputs import load_testset
 from graphs.runtime import GraphRunner
-from infra.bioasq.contract import answer_problem, insufficient_answer
+from infra.bioasq.contract import insufficient_answer
 from infra.bioasq.formats import Question
 from infra.bioasq.types import ANSWERING_PHASES, RETRIEVING_PHASES
 from infra.bioasq.urls import pubmed_url
 from infra.bioasq.validate import SNIPPET_KEYS
 from infra.files import write_json_atomic
 from infra.heartbeat import Heartbeat
+from nodes.answered import why_unanswered
 from nodes.context import Context
 from nodes.records import model_failed
+from nodes.state import Result
 
 
 @dataclass
@@ -276,26 +280,29 @@ async def _answer(
 
 
 def _why_insufficient(
-    question: Question, phase: str, result: dict[str, Any], entry: dict[str, Any]
+    question: Question, phase: str, result: Result, entry: dict[str, Any]
 ) -> str | None:
     """Return why a result is no answer (an honest insufficient one, or junk), else None.
 
-    Junk (an answer that breaks the contract) is rewritten in `entry` into the honest answer,
-    so that it is never submitted as if it were one.
+    The one door decides (nodes/answered.py): it takes finalize's verdict, and holds to the
+    contract only a result that no support check held to it (junk a node let through). Junk
+    is rewritten in `entry` into the honest answer, so that it is never submitted as if it
+    were one.
     """
     if phase not in ANSWERING_PHASES:
         return None
-    if result.get("insufficient"):
-        return str(result.get("insufficient_reason") or "")
-    problem = answer_problem(
+    said = str(result.get("insufficient_reason") or "") if result.get("insufficient") else None
+    reason = why_unanswered(
         question.type,
+        question.body,
         entry.get("exact_answer"),
         entry.get("ideal_answer"),
-        question=question.body,
+        said=said,
+        verdict=(result.get("support") or {}).get("verdict"),
     )
-    if problem is None:
-        return None
-    reason = f"the answer broke the answer contract: {problem}"
+    if reason is None or said is not None:
+        return reason
+    reason = f"the answer broke the answer contract: {reason}"
     entry["ideal_answer"] = insufficient_answer(reason)
     return reason
 

@@ -19,7 +19,6 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, create_model
 
 from infra.bioasq import exact_answer_shape, format_exact, normalize_answer
-from infra.bioasq.contract import answer_problem
 from infra.snippets import prefetch_sentences
 from nodes.answer_fields import (
     TYPE_INSTRUCTIONS,
@@ -28,6 +27,7 @@ from nodes.answer_fields import (
     exact_field,
     pmid_type,
 )
+from nodes.answered import insufficient, why_unanswered
 from nodes.context import Context
 from nodes.passages import passages
 from nodes.state import (
@@ -41,7 +41,7 @@ from nodes.state import (
     evidence_round,
 )
 from nodes.synthesize.confidence import earned_confidence
-from nodes.synthesize.rule import decided, insufficient, rule_answer, stated
+from nodes.synthesize.rule import decided, rule_answer, stated
 from nodes.synthesize.support import held_to_evidence, relevance_for, support_share
 from prompts import render
 
@@ -201,20 +201,12 @@ async def synthesize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any
     answer: Answer | None = None
     if reply.value is not None:
         answer, notes = _from_reply(qtype, reply.value, decision, contexts)
-        problem = answer_problem(
-            qtype,
-            exact_answer_shape(qtype, answer["exact"]),
-            answer["ideal"],
-            question=state["question"],
+        # The support check holds it to the contract first (its one gate), then to the
+        # evidence it cites.
+        answer, error, checking = await held_to_evidence(
+            ctx, state["question"], qtype, answer, contexts, relevance
         )
-        if problem is not None:
-            error = f"the answer broke the contract: {problem}"
-        else:
-            # Kept the contract; now the evidence it cites must carry it.
-            answer, error, checking = await held_to_evidence(
-                ctx, state["question"], qtype, answer, contexts, relevance
-            )
-            calls += checking
+        calls += checking
         if error is None:
             answer |= _earned(
                 state, answer, contexts, relevance, model=float(reply.value.confidence)
@@ -338,9 +330,13 @@ async def _standing_in(
         ctx, state["question"], qtype, answer, contexts, relevance
     )
     if refused is None and answer["support"]["dropped"]:
-        # Stated again from what the evidence carries, never from the items it lost.
+        # Stated again from what the evidence carries, never from the items it lost: new
+        # prose, so it meets the contract (the door) again.
         answer["ideal"], _ = await asyncio.to_thread(
             stated, qtype, state["question"], answer["exact"], decision, on_question, ctx.embedder
+        )
+        refused = why_unanswered(
+            qtype, state["question"], exact_answer_shape(qtype, answer["exact"]), answer["ideal"]
         )
     if refused is not None:
         reason = refused if why_failed is None else f"{refused}; synthesis failed: {why_failed}"

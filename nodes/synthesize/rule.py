@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infra.bioasq import exact_answer_shape, format_exact
-from infra.bioasq.contract import answer_problem, insufficient_answer
 from infra.embeddings import Embedder
 from infra.snippets import supporting_sentences
+from nodes.answered import insufficient, why_unanswered
 from nodes.state import Answer, Decision, Passage
 
 
@@ -78,19 +78,6 @@ def stated(
     )
 
 
-def insufficient(reason: str, rationale: str) -> Answer:
-    """Return the answer that says the evidence is insufficient, and why: no exact answer."""
-    return {
-        "exact": [],
-        "ideal": insufficient_answer(reason),
-        "confidence": 0.0,
-        "cited": [],
-        "source": "insufficient",
-        "insufficient": reason,
-        "rationale": rationale,
-    }
-
-
 def rule_answer(
     qtype: str,
     question: str,
@@ -118,7 +105,7 @@ def rule_answer(
     exact = [] if qtype == "summary" else format_exact(qtype, extracted)
     quotable = list(contexts) if stating is None else list(stating)
     ideal, quoted = stated(qtype, question, exact or extracted, decision, quotable, embedder)
-    problem = answer_problem(qtype, exact_answer_shape(qtype, exact), ideal, question=question)
+    problem = why_unanswered(qtype, question, exact_answer_shape(qtype, exact), ideal)
     if problem is not None:
         reason = "the ensemble reached no answer" if not extracted else problem
         if why_failed:

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.bioasq import exact_answer_shape
-from infra.bioasq.contract import answer_problem, contradiction
+from infra.bioasq.contract import contradiction
 from infra.embeddings import Embedder
 from infra.injection import flagged
 from infra.models import ChatModel
 from infra.relevance import judge_relevance
 from infra.support import check_support
+from nodes.answered import RULE_STEP, why_unanswered
 from nodes.context import Context
 from nodes.state import Answer, Call, Passage, PassageRelevance
 from nodes.synthesize.verify import answer_authors, counted, verifier_enabled, verify_answer
@@ -98,10 +99,16 @@ def cited_passages(answer: Answer, contexts: Sequence[Passage]) -> list[Passage]
 
 
 def _contract(judging: Judging, qtype: str, answer: Answer) -> dict[str, Any] | None:
-    """Return the failed contract check of an answer (a contradiction named so), or None."""
+    """Return the failed contract check of an answer (a contradiction named so), or None.
+
+    The rule step's answer met the contract where it was made (rule_answer): it is not held
+    to it twice. Every other answer meets it here, its one gate.
+    """
+    if answer.get("source") in RULE_STEP:
+        return None
     exact = exact_answer_shape(qtype, list(answer.get("exact") or []))
     ideal = answer.get("ideal") or ""
-    problem = answer_problem(qtype, exact, ideal, question=judging.question)
+    problem = why_unanswered(qtype, judging.question, exact, ideal)
     if problem is None:
         return None
     said = contradiction(qtype, exact, ideal, judging.question)
