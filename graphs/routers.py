@@ -35,8 +35,12 @@ def needs_resynthesis(state: QAState) -> bool:
     return confidence < limits["min_confidence"] and len(this_round) < limits["max_attempts"]
 
 
-def evidence_insufficient(state: QAState) -> bool:
-    """Tell whether the evidence cannot support an answer: too few contexts, or low confidence."""
+def fallback_wanted(state: QAState) -> bool:
+    """Tell whether to look for more evidence elsewhere: too few contexts, or low confidence.
+
+    Not whether an answer is given: that is the one door's word (nodes/answered.py), at
+    finalize; this only asks for another search while rounds are left.
+    """
     limits = state["limits"]
     contexts = state.get("organized") or state.get("contexts") or []
     confidence = (state.get("answer") or {}).get("confidence", 0.0)
@@ -44,9 +48,9 @@ def evidence_insufficient(state: QAState) -> bool:
 
 
 def needs_fallback(state: QAState) -> bool:
-    """Tell whether to search elsewhere: insufficient evidence and fallback rounds left."""
+    """Tell whether to search elsewhere: a fallback is wanted and rounds are left."""
     return (
-        evidence_insufficient(state)
+        fallback_wanted(state)
         and len(state.get("fallbacks", [])) < state["limits"]["max_fallbacks"]
     )
 

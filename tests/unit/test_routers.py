@@ -1,7 +1,7 @@
 from graphs.routers import (
     after_fallback,
     after_synthesis,
-    evidence_insufficient,
+    fallback_wanted,
     needs_fallback,
     needs_refinement,
     needs_resynthesis,
@@ -63,14 +63,14 @@ def test_resynthesis_bounded_per_evidence_round():
 
 def test_fallback_when_low_confidence_after_attempts():
     s = state(organized=CONTEXTS, answer={"confidence": 0.2}, attempts=[attempt(), attempt(0, 0.0)])
-    assert evidence_insufficient(s)
+    assert fallback_wanted(s)
     assert needs_fallback(s)
     assert after_synthesis(s) == "fallback_search"
 
 
 def test_fallback_when_no_contexts_even_if_confident():
     s = state(organized=[], contexts=[], answer={"confidence": 0.9}, attempts=[attempt()])
-    assert evidence_insufficient(s)
+    assert fallback_wanted(s)
     assert after_synthesis(s) == "fallback_search"
 
 
@@ -93,7 +93,7 @@ def test_fallback_disabled():
 
 def test_sufficient_evidence_finishes():
     s = state(organized=CONTEXTS, answer={"confidence": 0.8}, attempts=[attempt()])
-    assert not evidence_insufficient(s)
+    assert not fallback_wanted(s)
     assert after_synthesis(s) == "finalize"
 
 
