@@ -23,7 +23,7 @@ from graphs.describe import measure_text
 from infra.bioasq.formats import FormatError
 from infra.bioasq.measures import challenge_version, evaluate_phase_a, evaluate_phase_b
 from infra.bioasq.measures.parsed import pairs
-from infra.bioasq.types import ANSWERING_PHASES, RETRIEVING_PHASES
+from infra.bioasq.types import ANSWERING_PHASES, QUESTION_TYPES, RETRIEVING_PHASES
 from infra.files import check_target, write_atomic
 from infra.stats import mcnemar
 
@@ -307,7 +307,7 @@ def support_text(counts: dict[str, int]) -> str:
 def type_table(run: Run, types: dict[str, str]) -> list[list[str]]:
     """Rows per question type: questions, the type's measure, mean confidence, calls, tokens."""
     rows = []
-    for qtype in ("yesno", "factoid", "list", "summary"):
+    for qtype in QUESTION_TYPES:
         ids = [q for q in run.scores if types.get(q) == qtype]
         if not ids:
             continue

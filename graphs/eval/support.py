@@ -28,6 +28,7 @@ from typing import Any
 
 from infra.bioasq.contract import ideal_problem
 from infra.bioasq.formats import Question
+from infra.bioasq.types import QUESTION_TYPES
 from infra.bioasq.urls import pmid_of
 from infra.embeddings import Embedder
 from infra.models import ChatModel, ModelPool
@@ -39,7 +40,6 @@ from nodes.state import Answer, Passage
 from nodes.synthesize.support import Judging, judge_answer, record_of
 from nodes.synthesize.verify import verifier_enabled
 
-QUESTION_TYPES = ("yesno", "factoid", "list", "summary")
 NO_VERIFIER = "no verifier in this evaluation (--no-verify, or verify.enabled is off)"
 
 

@@ -1,12 +1,25 @@
-"""Question type detection for when the user does not say (BioASQ always does)."""
+"""BioASQ's question types and phases, and type detection for when the user does not say."""
 
 from __future__ import annotations
 
 import re
-from typing import Literal, get_args
+from enum import StrEnum
 
-QuestionType = Literal["yesno", "factoid", "list", "summary"]
-QUESTION_TYPES: tuple[str, ...] = get_args(QuestionType)
+
+class QuestionType(StrEnum):
+    """A BioASQ question type, defined here once.
+
+    A str: JSON, files, the state and comparisons with plain strings read it as its value.
+    """
+
+    YESNO = "yesno"
+    FACTOID = "factoid"
+    LIST = "list"
+    SUMMARY = "summary"
+
+
+QUESTION_TYPES: tuple[QuestionType, ...] = tuple(QuestionType)
+"""Every question type, in BioASQ's order (yesno, factoid, list, summary)."""
 PHASES = ("A", "A+", "B")
 """BioASQ Task B phases: A retrieves, A+ retrieves and answers, B answers from given snippets."""
 RETRIEVING_PHASES = ("A", "A+")
@@ -47,12 +60,15 @@ _SUMMARY = re.compile(
 
 
 def detect_type(question: str) -> str:
-    """Guess the BioASQ type of a question from its form (yesno, list, summary, else factoid)."""
+    """Guess the BioASQ type of a question from its form (yesno, list, summary, else factoid).
+
+    The type's value, a plain str: the state holds it so, and checkpoints store it as one.
+    """
     text = question.strip().lstrip("¿\"'( ")
     if _YESNO.match(text):
-        return "yesno"
+        return QuestionType.YESNO.value
     if _SUMMARY.match(text):
-        return "summary"
+        return QuestionType.SUMMARY.value
     if _LIST.match(text) or _PLURAL.match(text):
-        return "list"
-    return "factoid"
+        return QuestionType.LIST.value
+    return QuestionType.FACTOID.value

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import json
+from pathlib import Path
+
 import pytest
 
 from infra.bioasq import (
     QUESTION_TYPES,
+    QuestionType,
     detect_type,
     exact_answer_shape,
     normalize_answer,
@@ -17,6 +22,43 @@ from infra.bioasq import (
 
 def test_question_types_are_the_four_bioasq_types():
     assert QUESTION_TYPES == ("yesno", "factoid", "list", "summary")
+    assert json.dumps({QuestionType.LIST: list(QUESTION_TYPES)}) == (
+        '{"list": ["yesno", "factoid", "list", "summary"]}'
+    )
+    assert "yesno" in QUESTION_TYPES and ", ".join(QUESTION_TYPES).startswith("yesno, factoid")
+
+
+def test_a_detected_type_is_a_plain_string_as_the_state_holds_it():
+    detected = detect_type("Is aspirin safe in pregnancy?")
+    assert type(detected) is str and detected == QuestionType.YESNO
+
+
+def spelled_types(source: str) -> int:
+    """Return how many tuple, list or set literals in the code spell all four question types."""
+    wanted = set(QuestionType)
+    return sum(
+        isinstance(node, ast.Tuple | ast.List | ast.Set)
+        and {e.value for e in node.elts if isinstance(e, ast.Constant)} == wanted
+        for node in ast.walk(ast.parse(source))
+    )
+
+
+def test_the_question_types_are_spelled_once_in_the_product():
+    root = Path(__file__).resolve().parents[2]
+    spelled = [
+        path.relative_to(root).as_posix()
+        for top in ("graphs", "nodes", "infra", "prompts")
+        for path in sorted((root / top).rglob("*.py"))
+        if spelled_types(path.read_text(encoding="utf-8"))
+    ]
+    assert spelled == []  # the enum's members are named, never listed as strings
+
+
+def test_the_scan_sees_the_types_listed_again():
+    """The negative control: the list each of four modules once kept is found; a pair is not."""
+    assert spelled_types('TYPES = ("yesno", "factoid", "list", "summary")') == 1
+    assert spelled_types('for t in ["summary", "list", "factoid", "yesno"]: pass') == 1
+    assert spelled_types('CITED = ("yesno", "factoid")') == 0
 
 
 @pytest.mark.parametrize(

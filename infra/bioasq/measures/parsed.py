@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.bioasq.formats import FormatError
+from infra.bioasq.types import QUESTION_TYPES
 from infra.bioasq.urls import canonical_url
 
 EPSILON = 0.00001  # SEE: EvaluatorTask1b.epsilon, added to each average precision in GMAP.
-TYPES = ("yesno", "factoid", "list", "summary")
 
 
 def challenge_version(edition: int) -> int:
@@ -195,7 +195,7 @@ def parse(data: Any, *, version: int, gold: bool) -> list[Question]:
         out.append(
             Question(
                 id=None if item.get("id") is None else str(item["id"]),
-                type=item.get("type") if item.get("type") in TYPES else None,
+                type=item.get("type") if item.get("type") in QUESTION_TYPES else None,
                 # SEE: Task1bData.readDocuments: duplicates dropped; whole strings compared later.
                 # NOTE: every PubMed URL form is first written one way (recent golden files mix
                 # them); files in one form, as all of editions 7-11, score exactly as before.

@@ -5,8 +5,9 @@ Ideal answers are not scored by that evaluator: the ``*_approx`` ROUGE keys are 
 
 from __future__ import annotations
 
-from infra.bioasq.measures.parsed import TYPES, Answer, challenge_version, nz, pairs, total
+from infra.bioasq.measures.parsed import Answer, challenge_version, nz, pairs, total
 from infra.bioasq.rouge import rouge
+from infra.bioasq.types import QUESTION_TYPES
 
 
 def _factoid(gold: Answer, response: Answer | None, version: int) -> tuple[float, float, float]:
@@ -63,7 +64,7 @@ def evaluate_phase_b(gold: dict, submission: dict, *, edition: int = 11) -> dict
         FormatError: when either file has a shape the official evaluator cannot read.
     """
     version = challenge_version(edition)
-    counts = dict.fromkeys(TYPES, 0)
+    counts = dict.fromkeys(QUESTION_TYPES, 0)
     exact = 0
     yesno: list[tuple[bool, float]] = []
     factoid: list[tuple[float, float, float]] = []

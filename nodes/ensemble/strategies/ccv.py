@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
-from infra.bioasq import normalize_answer
+from infra.bioasq import QuestionType, normalize_answer
 from infra.models import ChatModel
 from nodes.context import Context
 from nodes.ensemble.decide import cited_by, majority_decision, order_pmids
@@ -165,7 +165,7 @@ class CCV(Strategy):
 
     def cites(self, qtype: str) -> bool:
         """Tell whether members cite one passage: for the question types CCV decides."""
-        return qtype in ("yesno", "factoid")
+        return qtype in (QuestionType.YESNO, QuestionType.FACTOID)
 
     async def plan(
         self,
