@@ -6,9 +6,10 @@ so a trace alone says how a run was decided and how to run it again.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from infra.bioasq import normalize_answer
+from nodes.ensemble.strategy_settings import StrategySettings
 from nodes.state import DecidedAnswer, Decision, Member, Passage, Votes
 
 
@@ -16,7 +17,7 @@ class Plan(Protocol):
     """What a decision reads of a strategy's plan (strategies/registry.py's Plan)."""
 
     contexts: list[Passage]
-    settings: dict[str, Any]
+    settings: StrategySettings
     clusters: dict[str, str]
 
     def shown_order(self) -> list[int]:
@@ -74,7 +75,7 @@ def majority_decision(
         "answers": [],
         "order": order_pmids(plan),
         "why": f"no member answered ({how})",
-        "settings": plan.settings,
+        "settings": plan.settings.record(),
         "source": "ensemble",
         "share": 0.0,
     }
@@ -94,7 +95,7 @@ def majority_decision(
                 "cited": list(dict.fromkeys(p for row in kept for p in cited[row["normalized"]])),
             }
         ]
-        quorum = plan.settings.get("list_quorum", 0.5)
+        quorum = plan.settings.list_quorum
         why = (
             f"{len(kept)} item(s) named by at least {quorum:.0%} of {answering} members ({how}); "
             f"support: the items' mean share of members"

@@ -25,7 +25,7 @@ K, MoI's orders) per group and model, and by min(K, n!) for a group of n.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nodes.context import Context
@@ -86,7 +86,9 @@ async def decide_groups(
         docs = [known[p] for p in group["pmids"] if p in known]
         plan = await strategy.plan(ctx, group["question"], docs, models, seed + number - 1)
         plan.views = distinct_views(plan.views)
-        plan.settings["shown"] = [plan.contexts[i]["pmid"] for i in sorted(plan.shown())]
+        plan.settings = replace(
+            plan.settings, shown=tuple(plan.contexts[i]["pmid"] for i in sorted(plan.shown()))
+        )
         return GroupPlan(number, group, plan)
 
     plans = list(await asyncio.gather(*(planned(n, g) for n, g in enumerate(groups, 1))))
@@ -115,7 +117,7 @@ async def decide_groups(
             }
         )
         answered.append(decided_group(gp.group, decision, qtype))
-    settings = {k: v for k, v in plans[0].plan.settings.items() if k not in VARYING} | {
+    settings = {k: v for k, v in plans[0].plan.settings.record().items() if k not in VARYING} | {
         "shown": list(dict.fromkeys(p for v in voted for p in v["decision"]["settings"]["shown"])),
         "groups": len(plans),
         "corg_answers": "ensemble",

@@ -14,6 +14,7 @@ and no member is asked. Otherwise (dedupe) the strategy answers the question's t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -51,6 +52,7 @@ async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     strategy = strategy_named(ctx.settings.ensemble.strategy)
     qtype = state["qtype"]
     question = state["question"]
+    quorum = ctx.settings.ensemble.list_quorum
     if for_ensemble(state.get("groups") or []):
         return await decide_groups(ctx, strategy, state, state["groups"])
     groups = [g for g in state.get("groups") or [] if answered(g)]
@@ -64,7 +66,7 @@ async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
             decision = aggregate(groups, qtype)
         return {
             "members": [],
-            "votes": vote(qtype, []) | {"strategy": strategy.name},
+            "votes": vote(qtype, [], list_quorum=quorum) | {"strategy": strategy.name},
             "decision": decision,
             "notes": [
                 f"ensemble: organize's {len(groups)} group answer(s) decide "
@@ -75,7 +77,7 @@ async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     if not contexts:
         return {
             "members": [],
-            "votes": vote(qtype, []) | {"strategy": strategy.name},
+            "votes": vote(qtype, [], list_quorum=quorum) | {"strategy": strategy.name},
             "decision": {
                 "strategy": strategy.name,
                 "answers": [],
@@ -92,7 +94,9 @@ async def ensemble(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     # What reached the members (the union of the views, in rank order); what reaches
     # synthesis is the decision's order. Both in the trace, so a reader sees which of the
     # reranked abstracts a method actually used.
-    plan.settings["shown"] = [plan.contexts[i]["pmid"] for i in sorted(plan.shown())]
+    plan.settings = replace(
+        plan.settings, shown=tuple(plan.contexts[i]["pmid"] for i in sorted(plan.shown()))
+    )
     asks = [Ask(view, question, plan.contexts) for view in plan.views]
     asked = await ask_members(asks, qtype, cited=strategy.cites(qtype))
     members = [a.member for a in asked]

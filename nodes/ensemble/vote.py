@@ -63,7 +63,7 @@ def vote(
     qtype: str,
     answers: Sequence[Sequence[str]],
     *,
-    list_quorum: float = 0.5,
+    list_quorum: float,
     weights: Sequence[float] | None = None,
     clusters: dict[str, str] | None = None,
 ) -> Votes:
@@ -75,7 +75,7 @@ def vote(
     Args:
         qtype: BioASQ question type.
         answers: Each member's answers, best first ([] for a member that failed).
-        list_quorum: Share of members a list item needs.
+        list_quorum: Share of members a list item needs (ensemble.list_quorum, stated there).
         weights: Per member; equal votes go to the answer whose best supporter weighs most
             (CoBag: the member whose view is most relevant). Default: best rank, then name.
         clusters: Normalized candidate → cluster key (`synonym_clusters`); synonyms vote

@@ -106,9 +106,13 @@ async def test_a_registered_ensemble_strategy_is_what_the_node_runs(
     class Reversed(ensemble_registry.Strategy):
         async def plan(self, ctx, question, contexts, models, seed):
             order = list(range(len(contexts)))[::-1]
+            ran = ensemble_registry.StrategySettings.of(
+                ctx, models, members=1, contexts=len(contexts), temperature=0.0
+            )
             return ensemble_registry.Plan(
                 ensemble_registry.every_model(models, [order], 0.0),
                 contexts,
+                ran,
                 diagnostics={"toy": True},
             )
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
+from infra.settings.methods import EnsembleSettings
+from nodes.ensemble import vote as voting
 from nodes.ensemble.views import permuted_views
-from nodes.ensemble.vote import vote
 from nodes.seeds import question_seed
+
+vote = partial(voting.vote, list_quorum=EnsembleSettings().list_quorum)
+"""The vote at the configured list quorum, read from settings: the default stated once."""
 
 # --- vote -------------------------------------------------------------------------------------
 

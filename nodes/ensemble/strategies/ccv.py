@@ -15,7 +15,7 @@ from nodes.ensemble.decide import cited_by, majority_decision, order_pmids
 from nodes.ensemble.strategies.registry import (
     Plan,
     Strategy,
-    common_settings,
+    StrategySettings,
     every_model,
     register,
 )
@@ -150,6 +150,16 @@ def ccv_select(
     }
 
 
+@dataclass(frozen=True, kw_only=True)
+class CcvSettings(StrategySettings):
+    """CCV's settings beside every strategy's."""
+
+    evidence: str
+    """ccv.evidence: "relaxed" or "strict", which citations count."""
+    vote: str
+    """ccv.vote: "citation" (the method) or "answer_count" (its control)."""
+
+
 @register("ccv")
 class CCV(Strategy):
     """K permuted views whose members cite one passage; the answer whose citations agree wins.
@@ -178,13 +188,15 @@ class CCV(Strategy):
         """Return K distinct orders of the top-m (the rank order first), answered greedily."""
         settings = ctx.settings.ensemble
         orders = permuted_views(len(contexts), settings.ccv.members, settings.ccv.contexts, seed)
-        recorded = common_settings(ctx, models) | {
-            "members": settings.ccv.members,
-            "contexts": settings.ccv.contexts,
-            "evidence": settings.ccv.evidence,
-            "vote": settings.ccv.vote,
-            "temperature": 0.0,
-        }
+        recorded = CcvSettings.of(
+            ctx,
+            models,
+            members=settings.ccv.members,
+            contexts=settings.ccv.contexts,
+            evidence=settings.ccv.evidence,
+            vote=settings.ccv.vote,
+            temperature=0.0,
+        )
         return Plan(every_model(models, orders, 0.0), contexts, recorded)
 
     async def tally(self, ctx: Context, qtype: str, members: list[Member], plan: Plan) -> Votes:
@@ -230,7 +242,7 @@ class CCV(Strategy):
             "answers": answers,
             "order": order,
             "why": "no member answered (citation-consistent vote)",
-            "settings": plan.settings,
+            "settings": plan.settings.record(),
             "source": "ensemble",
             "share": 0.0,
         }

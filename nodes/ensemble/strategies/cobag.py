@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from nodes.ensemble.decide import majority_decision
 from nodes.ensemble.strategies.registry import (
     Plan,
     Strategy,
-    common_settings,
+    StrategySettings,
     every_model,
     register,
 )
@@ -100,6 +101,26 @@ def mean_relevance(view: Sequence[int], relevance: Sequence[float]) -> float:
     return float(np.mean([relevance[i] for i in view]))
 
 
+@dataclass(frozen=True, kw_only=True)
+class CobagSettings(StrategySettings):
+    """CoBag's settings beside every strategy's."""
+
+    core: int
+    """Passages every bag shares (cobag.core, at most m)."""
+    tau: float
+    """cobag.tau: the relevance sampling's temperature."""
+    shuffle: bool
+    """cobag.shuffle: whether a bag's order is shuffled (False: the NoShuffle ablation)."""
+    sampling: str
+    """cobag.sampling: "relevance", or "uniform" (the Uniform ablation)."""
+    pool: int
+    """cobag.pool: the passages bags are drawn from."""
+    pool_available: int
+    """The passages the pool held for this question."""
+    tie_break: str
+    """How equal votes are broken."""
+
+
 @register("cobag")
 class CoBag(Strategy):
     """Bagged views from a pool larger than m; equal votes go to the most relevant view.
@@ -132,18 +153,20 @@ class CoBag(Strategy):
             shuffle=bag.shuffle,
             sampling=bag.sampling,
         )
-        settings = common_settings(ctx, models) | {
-            "members": bag.members,
-            "contexts": bag.contexts,
-            "core": core,
-            "tau": bag.tau,
-            "shuffle": bag.shuffle,
-            "sampling": bag.sampling,
-            "pool": bag.pool,
-            "pool_available": len(pool),
-            "temperature": 0.0,
-            "tie_break": "mean relevance of the view",
-        }
+        settings = CobagSettings.of(
+            ctx,
+            models,
+            members=bag.members,
+            contexts=bag.contexts,
+            core=core,
+            tau=bag.tau,
+            shuffle=bag.shuffle,
+            sampling=bag.sampling,
+            pool=bag.pool,
+            pool_available=len(pool),
+            temperature=0.0,
+            tie_break="mean relevance of the view",
+        )
         notes = []
         if not bag.shuffle or bag.sampling == "uniform":
             ablation = "NoShuffle" if not bag.shuffle else "Uniform"

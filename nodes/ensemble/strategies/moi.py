@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 from typing_extensions import override
@@ -22,9 +24,9 @@ from nodes.ensemble.strategies.moi_orders import moi_permutations
 from nodes.ensemble.strategies.registry import (
     Plan,
     Strategy,
+    StrategySettings,
     StrategyUnavailable,
     View,
-    common_settings,
     register,
 )
 from nodes.passages import passages
@@ -37,6 +39,28 @@ __all__ = ["MoI", "MoIFit", "moi_permutations", "moi_solve", "observation_text"]
 def observation_text(docs: list[Passage], chars: int) -> str:
     """Return the prompt text an order is scored on: its passages, then the question marker."""
     return passages(docs, chars) + "\n\nQuestion: "
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoiSettings(StrategySettings):
+    """MoI's settings beside every strategy's."""
+
+    permutations: str
+    """moi.permutations: how the observed orders are drawn."""
+    observed_orders: int
+    """The orders whose likelihood was observed."""
+    observation: str
+    """moi.observation: what the likelihood is of ("joint" or "question")."""
+    order: str
+    """moi.order: how the debiased order is read from the fit."""
+    weights: str
+    """moi.weights: "fitted" (the method) or "flat" (its control)."""
+    prefix_length: int | None = None
+    """moi.prefix_length, for prefix and variable permutations."""
+    prefix_lengths: tuple[int, ...] | None = None
+    """The length of each observed order, for prefix and variable permutations."""
+    dropped: Mapping[str, str] | None = None
+    """The models whose likelihood calls failed, and why (they were dropped, not the question)."""
 
 
 @register("moi")
@@ -128,19 +152,21 @@ class MoI(Strategy):
                 "residual": round(float(fit.residual), 6),
                 "orientation": orientation,
             }
-        recorded = (
-            common_settings(ctx, models)
-            | ({"dropped": dropped} if dropped else {})
-            | {
-                "members": 1,  # one greedy answer per model, from its debiased order
-                "contexts": settings.contexts,
-                "permutations": moi.permutations,
-                "observed_orders": len(perms),
-                "observation": moi.observation,
-                "order": moi.order,
-                "weights": moi.weights,
-                "temperature": 0.0,
-            }
+        prefixed = moi.permutations in ("prefix", "variable")
+        recorded = MoiSettings.of(
+            ctx,
+            models,
+            members=1,  # one greedy answer per model, from its debiased order
+            contexts=settings.contexts,
+            permutations=moi.permutations,
+            observed_orders=len(perms),
+            observation=moi.observation,
+            order=moi.order,
+            weights=moi.weights,
+            temperature=0.0,
+            prefix_length=moi.prefix_length if prefixed else None,
+            prefix_lengths=tuple(len(p) for p in perms) if prefixed else None,
+            dropped=dropped or None,
         )
         notes = []
         if moi.weights == "flat":
@@ -148,9 +174,6 @@ class MoI(Strategy):
                 "moi: flat position weights, utilities are plain mean likelihoods: MoI's "
                 "control with its position debiasing removed, not the method"
             )
-        if moi.permutations in ("prefix", "variable"):
-            recorded["prefix_length"] = moi.prefix_length
-            recorded["prefix_lengths"] = [len(p) for p in perms]
         return Plan(
             views,
             top,

@@ -7,7 +7,7 @@ from nodes.context import Context
 from nodes.ensemble.strategies.registry import (
     Plan,
     Strategy,
-    common_settings,
+    StrategySettings,
     every_model,
     register,
 )
@@ -34,9 +34,7 @@ class PermuteVote(Strategy):
         """Return the rank order and K-1 distinct shuffles of the top-m, answered greedily."""
         settings = ctx.settings.ensemble
         orders = permuted_views(len(contexts), settings.members, settings.contexts, seed)
-        recorded = common_settings(ctx, models) | {
-            "members": settings.members,
-            "contexts": settings.contexts,
-            "temperature": 0.0,
-        }
+        recorded = StrategySettings.of(
+            ctx, models, members=settings.members, contexts=settings.contexts, temperature=0.0
+        )
         return Plan(every_model(models, orders, 0.0), contexts, recorded)

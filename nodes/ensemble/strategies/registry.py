@@ -11,12 +11,13 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from infra.models import ChatModel
 from infra.settings import Settings, SettingsError
 from nodes.context import Context
 from nodes.ensemble.decide import majority_decision
+from nodes.ensemble.strategy_settings import StrategySettings
 from nodes.ensemble.vote import candidate_keys, synonym_clusters, vote
 from nodes.state import Call, Decision, Member, Passage, Votes
 
@@ -42,9 +43,9 @@ class Plan:
     views: list[View]
     contexts: list[Passage]
     """The contexts the views' orders index into."""
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: StrategySettings
     """Every setting the strategy ran with (its K as `members`, its m as `contexts`); the
-    decision carries them into state and trace, with `shown`: the PMIDs some member saw."""
+    decision records them into state and trace, with `shown`: the PMIDs some member saw."""
     weights: list[float] | None = None
     """A vote weight per view number; None: one member, one vote."""
     order: list[int] | None = None
@@ -107,7 +108,7 @@ class Strategy(ABC):
         """Return the vote table: a (weighted) majority, synonyms merged for factoid and list."""
         weights = [plan.weights[m["view"]] for m in members] if plan.weights else None
         answers = [m["answer"] if m["error"] is None else [] for m in members]
-        settings = ctx.settings.ensemble
+        settings = plan.settings  # what the decision records is what acts
         clusters = None
         if qtype in ("factoid", "list"):
             keys = candidate_keys(answers)
@@ -159,18 +160,3 @@ def every_model(models: list[ChatModel], orders: list[list[int]], temperature: f
         for model in models
         for number, order in enumerate(orders)
     ]
-
-
-def common_settings(ctx: Context, models: list[ChatModel]) -> dict[str, Any]:
-    """Return the settings every strategy's decision records: models, seed, vote rules.
-
-    Views are drawn from `question_seed(seed, question)`, so the seed and the question the trace
-    holds reproduce them (the derived 64-bit seed itself would lose digits in a browser).
-    """
-    settings = ctx.settings.ensemble
-    return {
-        "models": [m.name for m in models],
-        "seed": settings.seed,
-        "list_quorum": settings.list_quorum,
-        "synonym_cosine": settings.synonym_cosine,
-    }

@@ -7,7 +7,7 @@ from nodes.context import Context
 from nodes.ensemble.strategies.registry import (
     Plan,
     Strategy,
-    common_settings,
+    StrategySettings,
     every_model,
     register,
 )
@@ -32,10 +32,12 @@ class SelfConsistency(Strategy):
         """Return the top-m view K times at the sampling temperature."""
         settings = ctx.settings.ensemble
         top = list(range(min(len(contexts), settings.contexts)))
-        recorded = common_settings(ctx, models) | {
-            "members": settings.members,
-            "contexts": settings.contexts,
-            "temperature": settings.sample_temperature,
-        }
+        recorded = StrategySettings.of(
+            ctx,
+            models,
+            members=settings.members,
+            contexts=settings.contexts,
+            temperature=settings.sample_temperature,
+        )
         views = every_model(models, [top] * settings.members, settings.sample_temperature)
         return Plan(views, contexts, recorded)

@@ -7,7 +7,7 @@ from nodes.context import Context
 from nodes.ensemble.strategies.registry import (
     Plan,
     Strategy,
-    common_settings,
+    StrategySettings,
     every_model,
     register,
 )
@@ -29,5 +29,5 @@ class Single(Strategy):
         """Return the top-m in rank order, answered greedily."""
         m = ctx.settings.ensemble.contexts
         top = list(range(min(len(contexts), m)))
-        settings = common_settings(ctx, models) | {"members": 1, "contexts": m, "temperature": 0.0}
+        settings = StrategySettings.of(ctx, models, members=1, contexts=m, temperature=0.0)
         return Plan(every_model(models, [top], 0.0), contexts, settings)
