@@ -21,7 +21,7 @@ import nodes.descriptions  # noqa: F401  # registers every node's description
 from infra.text import clip
 from nodes.answer_view import answer_view
 from nodes.describing import DESCRIPTIONS, MARKS
-from nodes.state import Call, QAState
+from nodes.state import Call, QAState, Result
 from nodes.trace_view import (
     CITED_EVIDENCE,
     CONFIDENCE,
@@ -31,7 +31,7 @@ from nodes.trace_view import (
     RETRIEVAL_ORDER,
     RETRIEVED_DOCUMENTS,
     SUPPORT,
-    Answer,
+    AnswerBlock,
     Block,
     Facts,
     Lines,
@@ -168,7 +168,7 @@ def block_lines(block: Block) -> list[str]:
         return list(block.lines)
     if isinstance(block, Table):
         return [f"{block.title.lower()}:", *_aligned(block)]
-    if isinstance(block, Answer):
+    if isinstance(block, AnswerBlock):
         return _answer_lines(block)
     if isinstance(block, ModelCall):
         return _call_lines(block)
@@ -213,7 +213,7 @@ def _call_lines(call: ModelCall) -> list[str]:
     return lines
 
 
-def _answer_lines(answer: Answer) -> list[str]:
+def _answer_lines(answer: AnswerBlock) -> list[str]:
     lines = []
     if answer.exact is not None:
         lines.append(f"{EXACT_ANSWER} ({answer.qtype}): {answer.exact}")
@@ -247,7 +247,7 @@ def _answer_lines(answer: Answer) -> list[str]:
     return lines
 
 
-def answer_lines(result: dict[str, Any], *, documents: int | None = None) -> list[str]:
+def answer_lines(result: Result, *, documents: int | None = None) -> list[str]:
     """Return the answer as plain lines (ask, chat): `answer_view` as text.
 
     Args:

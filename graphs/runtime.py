@@ -14,7 +14,7 @@ from graphs.qa import build_graph
 from infra.checkpoints import async_saver, thread_exists
 from infra.settings import Settings, SettingsError, secret_from_env
 from nodes.records import call_tokens
-from nodes.state import Call
+from nodes.state import Call, InputState, QAState, Result
 
 # NOTE: the models, the engine and the embedder are imported where they are used: a command
 # that only checks settings or endpoints pays for none of them. Reading a trace needs none of
@@ -141,7 +141,7 @@ class Progress:
 
     on_start: Callable[[str], None] | None = None
     """Called with the node's name as each node starts (what the run is doing now)."""
-    on_event: Callable[[str, dict[str, Any]], None] | None = None
+    on_event: Callable[[str, QAState], None] | None = None
     """Called with (node, update) as each node finishes."""
     on_progress: Callable[[dict[str, Any]], None] | None = None
     """Called with what nodes report while they run (e.g. ensemble members done)."""
@@ -157,10 +157,10 @@ class Outcome:
     """What a run left: its thread and its final state, with the result, calls and tokens."""
 
     thread_id: str
-    values: dict[str, Any]
+    values: QAState
 
     @property
-    def result(self) -> dict[str, Any]:
+    def result(self) -> Result:
         """Return finalize's result with the thread id ({} when the run did not get there)."""
         result = dict(self.values.get("result") or {})
         return result | {"thread_id": self.thread_id} if result else result
@@ -209,7 +209,7 @@ class GraphRunner:
     async def run(
         self,
         context: Context,
-        inputs: dict[str, Any],
+        inputs: InputState,
         *,
         thread_id: str | None = None,
         metadata: dict[str, Any] | None = None,
@@ -226,10 +226,10 @@ class GraphRunner:
         else:
             await self._stream(context, inputs, config, progress)
         final = await self.graph.aget_state(config)
-        return Outcome(thread_id, dict(final.values))
+        return Outcome(thread_id, QAState(**final.values))
 
     async def _stream(
-        self, context: Context, inputs: dict[str, Any], config: dict[str, Any], sink: Progress
+        self, context: Context, inputs: InputState, config: dict[str, Any], sink: Progress
     ) -> None:
         modes = ["updates"] + (["tasks"] if sink.on_start or sink.stop else [])
         modes += (["custom"] if sink.on_progress else []) + (["messages"] if sink.on_token else [])
@@ -268,7 +268,7 @@ async def run_question(
     progress: Progress | None = None,
     inputs: dict[str, Any] | None = None,
     metadata: dict[str, Any] | None = None,
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, Result]:
     """Answer one question in a checkpointed thread; return (thread_id, result).
 
     Args:
@@ -286,7 +286,7 @@ async def run_question(
     if thread_id and thread_exists(settings.checkpoint_path, thread_id):
         # A run's state accumulates (queries, attempts, fallback pool): one question per thread.
         raise InputProblem(f"thread {thread_id!r} already holds a run; use a new thread id")
-    state: dict[str, Any] = {"question": question, "qtype": qtype, **(inputs or {})}
+    state: InputState = {"question": question, "qtype": qtype, **(inputs or {})}
     async with GraphRunner(settings) as runner:
         outcome = await runner.run(
             context, state, thread_id=thread_id, metadata=metadata, progress=progress or Progress()

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from nodes.describing import confidence_text
-from nodes.records import JUDGES
-from nodes.trace_view import Answer, Cited, Retrieved
+from nodes.records import JUDGES, PassageRelevance, Result
+from nodes.trace_view import AnswerBlock, Cited, Retrieved
 
 
 def exact_text(exact: Any) -> str | None:
@@ -22,7 +22,7 @@ def exact_text(exact: Any) -> str | None:
     return str(exact)
 
 
-def given_exact(result: dict[str, Any]) -> Any:
+def given_exact(result: Result) -> Any:
     """Return the exact answer a result gives: None when nothing was supported (insufficient).
 
     finalize gives none then; a result kept from before it did may hold an empty answer shaped
@@ -31,7 +31,7 @@ def given_exact(result: dict[str, Any]) -> Any:
     return None if result.get("insufficient") else result.get("exact_answer")
 
 
-def relevance_text(record: dict[str, Any] | None) -> str:
+def relevance_text(record: PassageRelevance | None) -> str:
     """Return a passage's relevance verdict in words ("" when it was not judged).
 
     "on the question (62% of its key terms, cosine 0.58)"; "off the question (…)".
@@ -47,7 +47,7 @@ def relevance_text(record: dict[str, Any] | None) -> str:
     return f"{verdict} ({', '.join(signals)})"
 
 
-def cited_evidence(result: dict[str, Any]) -> list[dict[str, str]]:
+def cited_evidence(result: Result) -> list[Cited]:
     """Return the passages the answer rests on: pmid, title, supporting sentence, relevance."""
     titles = result.get("titles") or {}
     judged = result.get("relevance") or {}
@@ -58,34 +58,22 @@ def cited_evidence(result: dict[str, Any]) -> list[dict[str, str]]:
         pmid = str(item["pmid"])
         title = item.get("title") or titles.get(pmid) or ""
         relevance = relevance_text(item.get("relevance") or judged.get(pmid))
-        rows.append(
-            {
-                "pmid": pmid,
-                "title": title,
-                "sentence": item.get("sentence") or "",
-                "relevance": relevance,
-            }
-        )
+        rows.append(Cited(pmid, title, item.get("sentence") or "", relevance))
     return rows
 
 
-def retrieved_documents(result: dict[str, Any]) -> list[dict[str, Any]]:
+def retrieved_documents(result: Result) -> list[Retrieved]:
     """Return the retrieved documents in retrieval order: pmid, title, cited, relevance."""
     titles = result.get("titles") or {}
     judged = result.get("relevance") or {}
-    cited = {row["pmid"] for row in cited_evidence(result)}
+    cited = {row.pmid for row in cited_evidence(result)}
     return [
-        {
-            "pmid": str(p),
-            "title": titles.get(p) or "",
-            "cited": str(p) in cited,
-            "relevance": relevance_text(judged.get(p)),
-        }
+        Retrieved(str(p), titles.get(p) or "", str(p) in cited, relevance_text(judged.get(p)))
         for p in result.get("documents") or []
     ]
 
 
-def support_text(result: dict[str, Any]) -> str | None:
+def support_text(result: Result) -> str | None:
     """Return what the support check says of a given answer, or None (refused, or older).
 
     Never "carried by the cited passages" beside a passage judged off the question: such a
@@ -94,7 +82,7 @@ def support_text(result: dict[str, Any]) -> str | None:
     support = result.get("support") or {}
     if support.get("verdict") != "supported":
         return None
-    off = [row["pmid"] for row in cited_evidence(result) if row["relevance"].startswith("off")]
+    off = [row.pmid for row in cited_evidence(result) if row.relevance.startswith("off")]
     if off:
         return f"not carried: PMID {', '.join(off)} cited beside it is off the question"
     verified = support.get("verified", "not verified")
@@ -107,7 +95,7 @@ def support_text(result: dict[str, Any]) -> str | None:
     return f"carried by the cited passages; {verified}{why}"
 
 
-def answer_view(result: dict[str, Any], *, documents: int | None = None) -> Answer:
+def answer_view(result: Result, *, documents: int | None = None) -> AnswerBlock:
     """Return the answer as a block: exact, ideal, confidence, support, evidence, retrieved.
 
     Args:
@@ -117,14 +105,14 @@ def answer_view(result: dict[str, Any], *, documents: int | None = None) -> Answ
     retrieved = retrieved_documents(result)
     shown = retrieved if documents is None else retrieved[:documents]
     kept = "evidence" in result
-    return Answer(
+    return AnswerBlock(
         qtype=result.get("type") or "?",
         exact=exact_text(given_exact(result)),
         ideal=result.get("ideal_answer") or "",
         insufficient=bool(result.get("insufficient")),
         confidence=confidence_text(result),
         support=support_text(result),
-        evidence=tuple(Cited(**row) for row in cited_evidence(result)) if kept else None,
-        documents=tuple(Retrieved(**row) for row in shown),
+        evidence=tuple(cited_evidence(result)) if kept else None,
+        documents=tuple(shown),
         more=len(retrieved) - len(shown),
     )

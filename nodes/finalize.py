@@ -13,7 +13,7 @@ from infra.embeddings import Embedder
 from infra.snippets import best_snippets, supporting_sentences
 from nodes.answered import why_unanswered
 from nodes.context import Context
-from nodes.records import ALL_FAILED, Answer, Call, verified_label
+from nodes.records import ALL_FAILED, Answer, Call, SupportSummary, verified_label
 from nodes.state import Evidence, Passage, QAState
 
 MAX_DOCUMENTS = 10
@@ -96,13 +96,13 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-def support_summary(answer: Answer, reason: str | None) -> dict[str, str] | None:
+def support_summary(answer: Answer, reason: str | None) -> SupportSummary | None:
     """Return what the support check said of the answer given: verdict, verifier, why."""
     support = answer.get("support")
     if not support:
         return None
     verified = support.get("verified") or {}
-    summary = {
+    summary: SupportSummary = {
         "verdict": "refused" if reason else support["verdict"],
         "verified": verified_label(verified),
         "why": verified.get("why") or support.get("reason") or "",

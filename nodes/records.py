@@ -7,7 +7,7 @@ ensemble's records are in nodes/relations_and_votes.py.
 
 # NOTE: no `from __future__ import annotations`: under it, Python 3.11's TypedDict cannot
 # see NotRequired and counts every field as required.
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 
 class Exchange(TypedDict):
@@ -185,7 +185,7 @@ JUDGES = {
 """What a verification's `judge` says, in words."""
 
 
-def verified_label(verification: Verification | dict[str, Any]) -> str:
+def verified_label(verification: Verification) -> str:
     """Return the verifier's word as a reader gets it: a self-judged support is self-verified."""
     status = verification.get("status", "not verified")
     if status == "supported" and verification.get("judge") == "self":
@@ -250,6 +250,20 @@ class SupportRecord(TypedDict):
     recited: NotRequired[dict[str, list[str]]]
     """When the passages an answer cited did not carry it and shown passages on the question
     do (verify.recite): "from", the PMIDs it cited; "to", those it now cites."""
+
+
+class SupportSummary(TypedDict):
+    """What the support check said of the answer given, as a result carries it (finalize)."""
+
+    verdict: Literal["supported", "refused"]
+    """The support record's verdict; "refused" whenever no answer is given."""
+    verified: str
+    """The verifier's word as a reader gets it (`verified_label`): supported, self-verified,
+    refused or not verified."""
+    why: str
+    """What decided it: the verifier's why, else the support check's reason ("" when none)."""
+    judge: NotRequired[Literal["independent", "self"]]
+    """Who verified, when a verifier was asked (Verification.judge)."""
 
 
 class Answer(TypedDict):
@@ -399,20 +413,23 @@ class Result(TypedDict):
     """The sentences of those documents closest to the question."""
     titles: dict[str, str]
     """Title per document PMID."""
-    support: NotRequired[dict[str, str] | None]
+    support: NotRequired[SupportSummary | None]
     """The support check on the answer: verdict (supported/refused), verified (supported,
     self-verified, refused or not verified), judge (independent or self, when a verifier was
     asked) and why; None when nothing was to be answered."""
     relevance: NotRequired[dict[str, PassageRelevance]]
     """Whether each retrieved document listed, and each cited passage, addresses the question
     (infra/relevance.py), by PMID: those judged."""
+    thread_id: NotRequired[str]
+    """The run's thread, added by whoever ran it (graphs/runtime.Outcome, ask, chat); never
+    in the state."""
 
 
 ALL_FAILED = "no model could answer this question from the evidence found"
 """How the reason of a model failure begins (finalize writes it, `model_failed` reads it)."""
 
 
-def model_failed(result: Result | dict[str, Any]) -> bool:
+def model_failed(result: Result) -> bool:
     """Return whether a run's result is a model failure (finalize's `failed`), not an answer."""
     if "failed" in result:
         return bool(result["failed"])

@@ -26,6 +26,8 @@ from nodes.records import (
     Result,
     Search,
     Snippet,
+    SupportRecord,
+    SupportSummary,
     call_tokens,
 )
 from nodes.relations_and_votes import (
@@ -80,6 +82,8 @@ __all__ = [
     "Result",
     "Search",
     "Snippet",
+    "SupportRecord",
+    "SupportSummary",
     "Triple",
     "VoteRow",
     "Votes",

@@ -7,7 +7,7 @@ registers a `trace` function with its
 description (`nodes.describing.NodeDescription`). That function returns these blocks, and
 nothing else decides what a trace shows: `graphs.describe.trace_lines` prints them for
 `quorum trace show`, chat's /trace and the page; `graphs.traces.export` turns the same blocks
-into HTML (tables, the relation graph as a picture). A run's answer (`Answer`) and each model
+into HTML (tables, the relation graph as a picture). A run's answer (`AnswerBlock`) and each model
 call (`ModelCall`) are blocks too, so ask, chat and `trace show` print the same description the
 HTML export draws.
 """
@@ -135,7 +135,7 @@ class Retrieved:
 
 
 @dataclass(frozen=True)
-class Answer:
+class AnswerBlock:
     """A run's answer: ask and chat print it, the HTML export draws it, in the same words."""
 
     qtype: str
@@ -166,7 +166,7 @@ class ModelCall:
     """Where it stands among the step's calls ("call 2/5"), when shown among them."""
 
 
-Block = Facts | Lines | Table | RelationGraph | Answer | ModelCall
+Block = Facts | Lines | Table | RelationGraph | AnswerBlock | ModelCall
 
 
 def cell(value: Any) -> str:

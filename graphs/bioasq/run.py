@@ -46,7 +46,7 @@ from infra.heartbeat import Heartbeat
 from nodes.answered import why_unanswered
 from nodes.context import Context
 from nodes.records import model_failed
-from nodes.state import Result
+from nodes.state import InputState, Result
 
 
 @dataclass
@@ -70,7 +70,7 @@ class BatchReport:
     output: Path | None = None
 
 
-def submission_entry(question: Question, phase: str, result: dict[str, Any]) -> dict[str, Any]:
+def submission_entry(question: Question, phase: str, result: Result) -> dict[str, Any]:
     """Shape one answered question as a Task B submission entry for the phase."""
     entry: dict[str, Any] = {"id": question.id, "body": question.body, "type": question.type}
     if phase in RETRIEVING_PHASES:
@@ -226,7 +226,7 @@ async def _answer(
     *,
     unanswered_yesno: str,
 ) -> dict[str, Any]:
-    inputs: dict[str, Any] = {"question": question.body, "qtype": question.type}
+    inputs: InputState = {"question": question.body, "qtype": question.type}
     if phase == "B":
         inputs["given"] = {"documents": question.documents, "snippets": question.snippets}
     error = ""

@@ -18,12 +18,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from graphs.runtime import Progress, run_question
 from infra.settings import Settings
 from nodes.context import Context
-from nodes.state import Exchange
+from nodes.state import Exchange, Result
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,7 @@ class Turn:
     asked: str
     question: str
     thread_id: str
-    result: dict[str, Any]
+    result: Result
 
     @property
     def answer_text(self) -> str:

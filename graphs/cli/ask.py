@@ -28,7 +28,7 @@ from graphs.cli.interrupts import Interrupts
 from graphs.live import LiveStatus
 
 if TYPE_CHECKING:
-    from nodes.state import QAState
+    from nodes.state import QAState, Result
 
 
 def ask(
@@ -66,7 +66,7 @@ def ask(
         def finished(node: str, update: QAState) -> None:
             status.print(f"[dim]{escape(progress_line(node, update))}[/dim]")
 
-        async def answer() -> tuple[dict[str, Any], bool]:
+        async def answer() -> tuple[Result, bool]:
             with Interrupts("the step in flight") as interrupts:
                 thread, result = await run_question(
                     settings,
@@ -117,7 +117,7 @@ ANSWER_KEYS = (
 """What `ask --json` prints, in this order; `insufficient` is always true or false."""
 
 
-def answer_json(result: dict[str, Any]) -> dict[str, Any]:
+def answer_json(result: Result) -> dict[str, Any]:
     """Return the one JSON object `ask --json` prints for a result."""
     shown = {k: result.get(k) for k in ANSWER_KEYS}
     shown["insufficient"] = bool(result.get("insufficient"))
@@ -125,7 +125,7 @@ def answer_json(result: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def _print_answer(result: dict[str, Any]) -> None:
+def _print_answer(result: Result) -> None:
     from graphs.describe import answer_lines
 
     for line in answer_lines(result):

@@ -20,7 +20,7 @@ from nodes.trace_view import (
     RETRIEVAL_ORDER,
     RETRIEVED_DOCUMENTS,
     SUPPORT,
-    Answer,
+    AnswerBlock,
     Block,
     Facts,
     Lines,
@@ -57,7 +57,7 @@ def blocks_html(blocks: Iterable[Block]) -> str:
                 f"<h3>{e(block.title)}</h3>",
                 table(block.header, block.rows, numeric=block.numeric),
             ]
-        elif isinstance(block, Answer):
+        elif isinstance(block, AnswerBlock):
             parts.append(_answer(block))
         elif isinstance(block, ModelCall):
             parts.append(_call(block))
@@ -87,7 +87,7 @@ def table(
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _answer(answer: Answer) -> str:
+def _answer(answer: AnswerBlock) -> str:
     """The answer as a table of its parts; the parts it lacks as "-"."""
     rows = [(f"{EXACT_ANSWER} ({answer.qtype})", e(answer.exact or "-"))]
     ideal = e(answer.ideal or "-")

@@ -15,8 +15,8 @@ from graphs.traces.blocks_html import blocks_html, table
 from graphs.traces.blocks_html import e as _e
 from graphs.traces.read import Step
 from nodes.answer_view import answer_view
-from nodes.state import Call, call_tokens
-from nodes.trace_view import Answer
+from nodes.state import Call, Result, call_tokens
+from nodes.trace_view import AnswerBlock
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1100px;
@@ -92,7 +92,7 @@ def export_html(steps: list[Step], *, thread_id: str, question: str) -> str:
         blocks, _ = trace_blocks(step["node"], step["update"])
         shown = blocks_html(blocks) if blocks else ""
         if final and step["update"].get("result") is final:  # finalize's: once, at the top
-            kept = [b for b in blocks if not isinstance(b, Answer)]
+            kept = [b for b in blocks if not isinstance(b, AnswerBlock)]
             shown = '<p class="meta">The answer it made is at the top of this page.</p>'
             shown += blocks_html(kept) if kept else ""
         if shown:
@@ -122,8 +122,8 @@ def _span(steps: list[Step]) -> str:
     return f"started {first or '?'}, {wall:.2f}s in nodes"
 
 
-def _result(steps: list[Step]) -> dict[str, Any]:
-    return next((s["update"]["result"] for s in reversed(steps) if s["update"].get("result")), {})
+def _result(steps: list[Step]) -> Result | None:
+    return next((s["update"]["result"] for s in reversed(steps) if s["update"].get("result")), None)
 
 
 def _answer(steps: list[Step]) -> str:

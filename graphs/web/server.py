@@ -25,6 +25,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -360,9 +361,9 @@ def _answer(turn: Turn) -> dict[str, Any]:
         "confidence_text": confidence_text(result),
         "support_text": support_text(result),
         "verified": (result.get("support") or {}).get("verified"),
-        "evidence": cited_evidence(result),
+        "evidence": [asdict(row) for row in cited_evidence(result)],
         "evidence_kept": "evidence" in result,
-        "documents": retrieved_documents(result),
+        "documents": [asdict(row) for row in retrieved_documents(result)],
         "snippets": result.get("snippets") or [],
     }
 

@@ -7,6 +7,7 @@ from graphs.cli.ask import ANSWER_KEYS, answer_json
 from graphs.describe import answer_lines
 from nodes.answer_view import cited_evidence, exact_text, retrieved_documents
 from nodes.describing import confidence_text
+from nodes.trace_view import Cited
 
 ANSWERS = Path(__file__).resolve().parents[1] / "fixtures" / "answers"
 CITED = json.loads((ANSWERS / "cited.json").read_text())
@@ -34,7 +35,7 @@ def test_the_cited_evidence_comes_with_sentences_apart_from_the_retrieved_docume
 
 
 def test_retrieved_documents_keep_retrieval_order_and_a_limit_says_how_many_more():
-    assert [d["pmid"] for d in retrieved_documents(CITED)] == CITED["documents"]
+    assert [d.pmid for d in retrieved_documents(CITED)] == CITED["documents"]
     lines = answer_lines(CITED, documents=2)
     assert lines[-3:] == [
         "  1. [201] Rivoparin and heparin-induced thrombocytopenia: a review",
@@ -72,12 +73,12 @@ def test_a_summary_has_no_exact_answer_line_and_names_its_type():
 def test_evidence_titles_fall_back_to_the_titles_map():
     result = {**CITED, "evidence": [{"pmid": "201", "sentence": "A review."}, {"title": "no pmid"}]}
     assert cited_evidence(result) == [
-        {
-            "pmid": "201",
-            "title": "Rivoparin and heparin-induced thrombocytopenia: a review",
-            "sentence": "A review.",
-            "relevance": "",
-        }
+        Cited(
+            pmid="201",
+            title="Rivoparin and heparin-induced thrombocytopenia: a review",
+            sentence="A review.",
+            relevance="",
+        )
     ]
 
 
@@ -162,7 +163,7 @@ def test_each_passage_says_whether_it_addresses_the_question():
     assert "  2. [202] Morvan-Kessler syndrome in two siblings (off the question)" in lines
     assert "  1. [201] Rivoparin and heparin-induced thrombocytopenia: a review" in lines
     assert any(line.startswith("Support: carried by the cited passages") for line in lines)
-    assert [d["relevance"][:3] for d in retrieved_documents(result)][:2] == ["", "off"]
+    assert [d.relevance[:3] for d in retrieved_documents(result)][:2] == ["", "off"]
 
 
 def test_support_is_never_claimed_beside_a_passage_off_the_question():
@@ -191,5 +192,5 @@ def test_the_export_and_the_page_show_each_passage_s_relevance():
     html = blocks_html([answer_view(result)])
     assert "on the question (80% of its key terms, cosine 0.60)" in html
     assert "off the question (0% of its key terms, cosine 0.05)" in html  # 202, retrieved
-    rows = cited_evidence(result)  # what the page's server sends
-    assert rows[0]["relevance"].startswith("on the question")
+    rows = cited_evidence(result)  # what the page's server sends, each row as JSON
+    assert rows[0].relevance.startswith("on the question")

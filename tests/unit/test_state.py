@@ -16,6 +16,7 @@ from nodes.state import (
     Member,
     QAState,
     Result,
+    SupportSummary,
     Votes,
     merge_by_pmid,
 )
@@ -80,6 +81,15 @@ def test_records_inside_the_state_are_typed():
     assert hints["result"] is Result
     untyped = {name for name, hint in hints.items() if "dict[str, typing.Any]" in str(hint)}
     assert untyped == set()
+
+
+def test_the_result_is_typed_to_its_edges():
+    """The support verdict a result carries is a record, and the thread a runner adds is
+    part of the one Result type that the CLI, the page and `bioasq run` read."""
+    hints = get_type_hints(Result)
+    assert hints["support"] == SupportSummary | None
+    assert "thread_id" in Result.__optional_keys__
+    assert not [name for name, hint in hints.items() if "dict[str, typing.Any]" in str(hint)]
 
 
 def test_optional_fields_are_optional():

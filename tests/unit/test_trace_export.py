@@ -11,7 +11,7 @@ from graphs.traces.blocks_html import blocks_html
 from graphs.traces.export import export_html
 from infra.files import write_atomic
 from nodes.answer_view import answer_view
-from nodes.trace_view import CONFIDENCE, SUPPORT, Answer, Facts, Lines, Table
+from nodes.trace_view import CONFIDENCE, SUPPORT, AnswerBlock, Facts, Lines, Table
 
 EVIL = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -226,7 +226,7 @@ def test_the_page_shows_the_blocks_the_text_view_prints():
                 texts = [block.title, *block.header, *(c for row in block.rows for c in row)]
             elif isinstance(block, Lines):
                 texts = list(block.lines)
-            elif isinstance(block, Answer):  # finalize's: the answer as ask prints it
+            elif isinstance(block, AnswerBlock):  # finalize's: the answer as ask prints it
                 texts = [t for t in (block.exact, block.ideal, block.confidence) if t]
                 texts += [cited.pmid for cited in block.evidence or ()]
             else:
