@@ -19,7 +19,8 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from infra.records import Passage
 
 _LEAD = r"(?:^|(?<=[\n.!?:;\"'])\s*|(?<=\)\s))"
 """Where a command or a role marker starts: the text's or a line's start, or a sentence's."""
@@ -104,12 +105,12 @@ def addresses_model(text: str) -> Addressed | None:
     return found[1] if found else None
 
 
-def passage_text(passage: dict[str, Any]) -> str:
+def passage_text(passage: Passage) -> str:
     """Return a passage's title and abstract as one text, as the prompts show them."""
     return f"{passage.get('title') or ''}\n{passage.get('abstract') or ''}"
 
 
-def flagged(passages: Sequence[dict[str, Any]]) -> dict[str, Addressed]:
+def flagged(passages: Sequence[Passage]) -> dict[str, Addressed]:
     """Return the passages (by PMID) that address the model, and how each does."""
     found = {}
     for passage in passages:
@@ -119,8 +120,8 @@ def flagged(passages: Sequence[dict[str, Any]]) -> dict[str, Addressed]:
 
 
 def screened(
-    ideal: str, exact: Sequence[str], cited: Sequence[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], str | None, str | None]:
+    ideal: str, exact: Sequence[str], cited: Sequence[Passage]
+) -> tuple[list[Passage], str | None, str | None]:
     """Return the cited passages that may count as support, what was flagged, and why refused.
 
     The answer is refused (third value) when its own words address a model (it repeats what a

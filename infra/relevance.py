@@ -26,14 +26,14 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from infra.embeddings import Embedder, document_text
+from infra.records import Passage, PassageRelevance
 from infra.rerankers import Reranker
 from infra.terms import content, definitions, initials_match, roots, terms, words
 
@@ -229,7 +229,7 @@ class Relevance:
     subject: bool = True
     """Whether it holds the question's heaviest key term (`KeyTerms.subject`)."""
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> PassageRelevance:
         """Return the verdict as a plain record for the state and the trace."""
         return {
             "relevant": self.relevant,
@@ -273,14 +273,14 @@ def judge_prose(question: str, prose: str, embedder: Embedder | None) -> Relevan
     return Relevance(relevant, share, cosine, None, tuple(missing))
 
 
-def passage_text(passage: Mapping[str, Any]) -> str:
+def passage_text(passage: Passage) -> str:
     """Return a passage's text as it is judged: its title and abstract."""
     return document_text(passage.get("title") or "", passage.get("abstract") or "")
 
 
 def judge_relevance(
     question: str,
-    passages: Sequence[Mapping[str, Any]],
+    passages: Sequence[Passage],
     embedder: Embedder,
     *,
     scorer: Reranker | None = None,

@@ -6,12 +6,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from infra.bioasq.urls import pubmed_url
 from infra.embeddings import Embedder
+from infra.records import Passage, Snippet
 from infra.rerankers import Reranker
 from infra.settings import SettingsError, SnippetSettings
 
@@ -43,7 +43,7 @@ def sentences(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def _candidates(docs: Sequence[dict[str, Any]]) -> list[tuple[str, str, int, int, str]]:
+def _candidates(docs: Sequence[Passage]) -> list[tuple[str, str, int, int, str]]:
     out = []
     for doc in docs:
         for section in ("title", "abstract"):
@@ -53,7 +53,7 @@ def _candidates(docs: Sequence[dict[str, Any]]) -> list[tuple[str, str, int, int
     return out
 
 
-def prefetch_sentences(docs: Sequence[dict[str, Any]], embedder: Embedder) -> int:
+def prefetch_sentences(docs: Sequence[Passage], embedder: Embedder) -> int:
     """Embed the sentences snippets may come from ahead of time; return how many.
 
     Worth it only with an embedder that remembers recent texts (HuggingFaceEmbedder does).
@@ -83,7 +83,7 @@ class ScoredSentence:
 
 def score_sentences(
     question: str,
-    docs: Sequence[dict[str, Any]],
+    docs: Sequence[Passage],
     embedder: Embedder,
     *,
     scorer: Reranker | None = None,
@@ -122,7 +122,7 @@ def choose_snippets(
     documents: int | None = None,
     min_score: float | None = None,
     merge: bool = True,
-) -> list[dict[str, Any]]:
+) -> list[Snippet]:
     """Return the best sentences as BioASQ snippets, best first.
 
     At most `limit` snippets in all and `per_doc` from one document, from the first `documents`
@@ -171,7 +171,7 @@ def _neighbours(pool: Sequence[ScoredSentence]) -> dict[ScoredSentence, tuple[Sc
     return out
 
 
-def _snippet(span: list[ScoredSentence]) -> dict[str, Any]:
+def _snippet(span: list[ScoredSentence]) -> Snippet:
     """Return a BioASQ snippet covering a span's sentences (its best sentence's score)."""
     first = min(span, key=lambda s: s.begin)
     last = max(span, key=lambda s: s.end)
@@ -189,7 +189,7 @@ def _snippet(span: list[ScoredSentence]) -> dict[str, Any]:
 
 def best_snippets(
     question: str,
-    docs: Sequence[dict[str, Any]],
+    docs: Sequence[Passage],
     embedder: Embedder,
     *,
     limit: int = 10,
@@ -197,7 +197,7 @@ def best_snippets(
     scorer: Reranker | None = None,
     min_score: float | None = None,
     merge: bool = True,
-) -> list[dict[str, Any]]:
+) -> list[Snippet]:
     """Pick the sentences that best answer the question, as BioASQ snippets with verified offsets.
 
     With a `scorer` (a cross-encoder over question × sentence) its scores rank the sentences;
@@ -210,7 +210,7 @@ def best_snippets(
 def supporting_sentences(
     question: str,
     answer: str,
-    docs: Sequence[dict[str, Any]],
+    docs: Sequence[Passage],
     embedder: Embedder,
     *,
     holding: bool = False,
@@ -255,7 +255,7 @@ def load_scorer(settings: SnippetSettings) -> Reranker | None:
     return SentenceTransformersReranker(path, settings.batch_size, settings.max_length)
 
 
-def located(snippet: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any] | None:
+def located(snippet: Snippet, doc: Passage) -> Snippet | None:
     """Return a gold snippet with its offsets where its text is in `doc`; None when it is not.
 
     A corpus whose texts are not PubMed's (rebuilt from snippets, or another version of the

@@ -35,6 +35,7 @@ from typing import Any, Literal
 from infra.bioasq.contract import degenerate_item, degenerate_prose
 from infra.embeddings import Embedder
 from infra.injection import screened
+from infra.records import Check, Passage, PassageRelevance, SupportCheck
 from infra.relevance import judge_prose
 from infra.snippets import sentences
 from infra.terms import DEFINITION, STOPWORDS, content, definitions, roots, terms
@@ -117,7 +118,7 @@ class Carrier:
     "content words" (every content word of the entity in this sentence)."""
 
 
-def _sentences(passage: dict[str, Any]) -> list[tuple[str, int, str]]:
+def _sentences(passage: Passage) -> list[tuple[str, int, str]]:
     out = []
     for section in ("title", "abstract"):
         text = passage.get(section) or ""
@@ -126,7 +127,7 @@ def _sentences(passage: dict[str, Any]) -> list[tuple[str, int, str]]:
     return out
 
 
-def _forms(entity: str, passage: dict[str, Any]) -> tuple[list[list[str]], list[list[str]]]:
+def _forms(entity: str, passage: Passage) -> tuple[list[list[str]], list[list[str]]]:
     """Return the entity's own term sequences, and the forms this passage defines for them."""
     forms = variants(entity)
     whole = f"{passage.get('title') or ''}\n{passage.get('abstract') or ''}"
@@ -144,7 +145,7 @@ def _content_forms(forms: Sequence[Sequence[str]]) -> list[list[str]]:
     return [r for r in (roots(content(f)) for f in forms) if len(r) >= 2]
 
 
-def carried_in(entity: str, passage: dict[str, Any], text: str) -> str | None:
+def carried_in(entity: str, passage: Passage, text: str) -> str | None:
     """Return how one sentence of a passage carries the entity, or None.
 
     The same term matching as `carrier`: verbatim, by a form the passage defines, or by every
@@ -162,7 +163,7 @@ def carried_in(entity: str, passage: dict[str, Any], text: str) -> str | None:
     return None
 
 
-def carrier(entity: str, passages: Sequence[dict[str, Any]]) -> Carrier | None:
+def carrier(entity: str, passages: Sequence[Passage]) -> Carrier | None:
     """Return the first sentence of the passages that carries this entity, or None."""
     if not variants(entity):
         return None
@@ -192,7 +193,7 @@ _END = ".!?;:,"
 """Punctuation a copied sentence may lose or gain at its end."""
 
 
-def whole_sentences(quote: str, passage: dict[str, Any]) -> tuple[str, int, str] | None:
+def whole_sentences(quote: str, passage: Passage) -> tuple[str, int, str] | None:
     """Return where a quote stands in a passage as whole sentences: section, offset, text.
 
     A quote counts only as one sentence of the passage, or a run of consecutive ones, by the
@@ -216,7 +217,7 @@ def whole_sentences(quote: str, passage: dict[str, Any]) -> tuple[str, int, str]
     return None
 
 
-def _section_spans(passage: dict[str, Any]) -> list[tuple[str, list[tuple[int, int]]]]:
+def _section_spans(passage: Passage) -> list[tuple[str, list[tuple[int, int]]]]:
     out = []
     for section in ("title", "abstract"):
         text = passage.get(section) or ""
@@ -245,10 +246,10 @@ class Support:
     """The exact answers no cited passage carries."""
     carriers: dict[str, Carrier] = field(default_factory=dict)
     """Where each kept answer is carried."""
-    checks: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
     """Each check: {"check": name, "passed": bool, "detail": words}."""
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> SupportCheck:
         """Return the check as a plain record for the state and the trace."""
         return {
             "verdict": self.verdict,
@@ -270,7 +271,7 @@ words with these snippets 95% of the time (7B-9B) and 90% (10B). Prose is not ma
 word against evidence any closer without a model: the verifier judges what it says."""
 
 
-def grounding(ideal: str, passages: Sequence[dict[str, Any]]) -> float:
+def grounding(ideal: str, passages: Sequence[Passage]) -> float:
     """Return the share of the ideal answer's content words found in the passages."""
     wanted = [w for w in content(terms(ideal)) if not w.isdigit() and w not in ("yes", "no")]
     if not wanted:
@@ -285,10 +286,10 @@ def check_support(
     qtype: str,
     exact: Sequence[str],
     ideal: str,
-    cited: Sequence[dict[str, Any]],
+    cited: Sequence[Passage],
     *,
     question: str,
-    relevance: Mapping[str, Mapping[str, Any]],
+    relevance: Mapping[str, PassageRelevance],
     embedder: Embedder | None = None,
 ) -> Support:
     """Return whether the cited passages carry the answer, checked without a model.
@@ -305,7 +306,7 @@ def check_support(
         embedder: Judges whether a yes/no or summary answer's prose addresses the question
             (None: by its key terms alone).
     """
-    checks: list[dict[str, Any]] = []
+    checks: list[Check] = []
 
     def failed(check: str, detail: str, **found: Any) -> Support:
         checks.append({"check": check, "passed": False, "detail": detail})
@@ -378,7 +379,7 @@ def check_support(
     return Support("supported", None, list(exact), [], {}, checks)
 
 
-def _signals(record: Mapping[str, Any]) -> str:
+def _signals(record: PassageRelevance) -> str:
     """Return a relevance record's signals in words: its key-term share, cosine, cross-encoder."""
     parts = [f"holds {record.get('terms', 0.0):.0%} of the question's key terms"]
     if record.get("cosine") is not None:
@@ -388,6 +389,6 @@ def _signals(record: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _off_question(pmid: str, relevance: Mapping[str, Mapping[str, Any]]) -> str:
+def _off_question(pmid: str, relevance: Mapping[str, PassageRelevance]) -> str:
     record = relevance.get(pmid)
     return f"PMID {pmid} ({_signals(record)})" if record else f"PMID {pmid} (not judged)"

@@ -2,12 +2,47 @@
 
 TypedDicts are plain dicts at runtime: checkpoints store and restore them unchanged, and a
 trace from an older run still loads. Each record says which node writes it. Organize's and the
-ensemble's records are in nodes/relations_and_votes.py.
+ensemble's records are in nodes/relations_and_votes.py; a passage, a snippet, a relevance
+verdict and the support check's record are typed where infra reads and writes them
+(infra/records.py), and importable from here.
 """
 
 # NOTE: no `from __future__ import annotations`: under it, Python 3.11's TypedDict cannot
 # see NotRequired and counts every field as required.
 from typing import Literal, NotRequired, TypedDict
+
+from infra.records import Carried, Check, Passage, PassageRelevance, Snippet, SupportCheck
+
+__all__ = [
+    "ALL_FAILED",
+    "JUDGES",
+    "Answer",
+    "Attempt",
+    "Call",
+    "Carried",
+    "Check",
+    "Document",
+    "Evidence",
+    "Exchange",
+    "Fallback",
+    "FirstStage",
+    "Given",
+    "Message",
+    "Passage",
+    "PassageRelevance",
+    "PassageVerdict",
+    "Query",
+    "Result",
+    "Search",
+    "Snippet",
+    "SupportCheck",
+    "SupportRecord",
+    "SupportSummary",
+    "Verification",
+    "call_tokens",
+    "model_failed",
+    "verified_label",
+]
 
 
 class Exchange(TypedDict):
@@ -17,25 +52,6 @@ class Exchange(TypedDict):
     """The turn's standalone question."""
     answer: str
     """The turn's answer in words."""
-
-
-class Snippet(TypedDict):
-    """A BioASQ snippet: given with a phase B question, or picked by finalize."""
-
-    document: str
-    """The PubMed URL of the snippet's document."""
-    text: str
-    """The snippet's text, exactly as it stands in the section."""
-    offsetInBeginSection: int
-    """Character offset of the text's start in beginSection."""
-    offsetInEndSection: int
-    """Character offset of the text's end in endSection."""
-    beginSection: str
-    """Section the text starts in: title or abstract."""
-    endSection: str
-    """Section the text ends in: title or abstract."""
-    score: NotRequired[float]
-    """finalize: cosine of the sentence to the question."""
 
 
 class Given(TypedDict, total=False):
@@ -108,21 +124,6 @@ class Document(TypedDict, total=False):
     """The journal's name or abbreviation."""
 
 
-class Passage(TypedDict):
-    """A document the answering nodes read: written by rerank or given_evidence."""
-
-    pmid: str
-    """The document's PMID."""
-    title: str
-    """Its title ("" for phase B's given snippets)."""
-    abstract: str
-    """Its abstract (phase B: its given snippets, joined)."""
-    year: NotRequired[int | None]
-    """rerank: the publication year, when known."""
-    score: float
-    """rerank: the fused (or cross-encoder) score; given_evidence: list position, 1 first."""
-
-
 class Fallback(TypedDict):
     """A fallback search of PubMed by fallback_search."""
 
@@ -193,55 +194,9 @@ def verified_label(verification: Verification) -> str:
     return status
 
 
-class PassageRelevance(TypedDict):
-    """Whether one passage addresses the question (infra/relevance.py), by rerank or synthesize."""
+class SupportRecord(SupportCheck):
+    """The support check's verdict on one answer, with what the nodes add to infra's record."""
 
-    relevant: bool
-    """Whether it does: only then can it be evidence for an answer."""
-    terms: float
-    """The share of the question's key terms it holds, each weighted by its rarity."""
-    cosine: float | None
-    """The embedder's cosine between the question and the passage."""
-    cross_encoder: float | None
-    """The cross-encoder's score of the pair (None: no cross-encoder is configured)."""
-    missing: list[str]
-    """The question's key terms (Snowball roots) it lacks."""
-    subject: NotRequired[bool]
-    """Whether it holds the question's heaviest key term (its subject)."""
-
-
-class Carried(TypedDict):
-    """Where a cited passage carries one exact answer (infra/support.py Carrier)."""
-
-    answer: str
-    """The exact answer carried."""
-    pmid: str
-    """The passage's document."""
-    section: str
-    """title or abstract."""
-    offset: int
-    """The sentence's first character in that section."""
-    sentence: str
-    """The sentence that carries it."""
-    how: str
-    """verbatim, abbreviation, or content words."""
-
-
-class SupportRecord(TypedDict):
-    """The support check's verdict on one answer (infra/support.py Support.record)."""
-
-    verdict: Literal["supported", "refused"]
-    """Whether the cited passages carry the answer."""
-    reason: str | None
-    """Which check failed and on what (None when supported)."""
-    kept: list[str]
-    """The exact answers carried."""
-    dropped: list[str]
-    """The exact answers no cited passage carries."""
-    carriers: list[Carried]
-    """Where each kept answer is carried."""
-    checks: list[dict]
-    """Each check: check, passed, detail."""
     verified: NotRequired[Verification]
     """The verifier's reading (nodes/synthesize/verify.py): "not verified" when it is off or its
     call failed, so an unverified answer says so."""

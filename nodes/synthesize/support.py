@@ -26,7 +26,7 @@ from infra.relevance import judge_relevance
 from infra.support import check_support
 from nodes.answered import RULE_STEP, why_unanswered
 from nodes.context import Context
-from nodes.state import Answer, Call, Passage, PassageRelevance
+from nodes.state import Answer, Call, Check, Passage, PassageRelevance, SupportRecord
 from nodes.synthesize.verify import answer_authors, counted, verifier_enabled, verify_answer
 
 VERIFIER_OFF = "verify.enabled is off for this model (the local demo model cannot judge entailment)"
@@ -98,7 +98,7 @@ def cited_passages(answer: Answer, contexts: Sequence[Passage]) -> list[Passage]
     return [by_pmid[p] for p in answer.get("cited") or [] if p in by_pmid]
 
 
-def _contract(judging: Judging, qtype: str, answer: Answer) -> dict[str, Any] | None:
+def _contract(judging: Judging, qtype: str, answer: Answer) -> Check | None:
     """Return the failed contract check of an answer (a contradiction named so), or None.
 
     The rule step's answer met the contract where it was made (rule_answer): it is not held
@@ -112,7 +112,8 @@ def _contract(judging: Judging, qtype: str, answer: Answer) -> dict[str, Any] | 
     if problem is None:
         return None
     said = contradiction(qtype, exact, ideal, judging.question)
-    return {"check": "contradiction" if said == problem else "contract", "detail": problem}
+    named = "contradiction" if said == problem else "contract"
+    return {"check": named, "passed": False, "detail": problem}
 
 
 def check_answer(
@@ -199,14 +200,14 @@ def _judged(judging: Judging, pmids: Sequence[str]) -> dict[str, PassageRelevanc
     return {p: judging.relevance[p] for p in dict.fromkeys(pmids) if p in judging.relevance}
 
 
-def _refused_record(check: dict[str, Any]) -> Any:
+def _refused_record(check: Check) -> SupportRecord:
     return {
         "verdict": "refused",
         "reason": f"{check['check']}: {check['detail']}",
         "kept": [],
         "dropped": [],
         "carriers": [],
-        "checks": [{**check, "passed": False}],
+        "checks": [check],
     }
 
 
