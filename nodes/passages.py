@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
-from nodes.records import Passage
+from nodes.records import Document, Passage
 
 MAX_TITLE_CHARS = 2_000
 MAX_ABSTRACT_CHARS = 40_000
@@ -31,7 +30,7 @@ tests/unit/test_prompts.py holds each to it)."""
 _DELIMITER = re.compile(r"<\s*(/?)\s*evidence\s*>", re.IGNORECASE)
 
 
-def bounded(doc: dict[str, Any]) -> dict[str, Any]:
+def bounded(doc: Document) -> Document:
     """Return the document with its title and abstract cut to what the state keeps."""
     title, abstract = doc.get("title") or "", doc.get("abstract") or ""
     if len(title) <= MAX_TITLE_CHARS and len(abstract) <= MAX_ABSTRACT_CHARS:

@@ -13,7 +13,7 @@ from infra.search.fusion import blend, fuse
 from infra.search.shortlist import fusion_cosines
 from nodes.context import Context
 from nodes.passages import bounded
-from nodes.state import FirstStage, Passage, QAState
+from nodes.state import Document, FirstStage, Passage, QAState
 
 
 async def rerank(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -94,7 +94,7 @@ def _rerank(state: QAState, ctx: Context) -> dict[str, Any]:
 
 
 def cross_encoder_scores(
-    ctx: Context, question: str, pmids: list[str], texts: dict[str, dict[str, Any]]
+    ctx: Context, question: str, pmids: list[str], texts: dict[str, Document]
 ) -> np.ndarray:
     """Return the cross-encoder's score of each head document (title and abstract) for it."""
     assert ctx.reranker is not None
@@ -106,7 +106,7 @@ def cross_encoder_scores(
 def _with_dense(
     ctx: Context,
     candidates: list[tuple[str, float]],
-    pool: dict[str, dict],
+    pool: dict[str, Document],
     question_vec: np.ndarray,
 ) -> tuple[list[tuple[str, float]], FirstStage]:
     """Add the question's nearest documents by vector to BM25's candidates (BM25 score 0).
@@ -132,7 +132,7 @@ def _head(ctx: Context) -> int:
     return ctx.settings.rerank.cross_encoder.top_n if ctx.reranker is not None else 0
 
 
-def _texts(ctx: Context, pool: dict[str, dict], pmids: list[str]) -> dict[str, dict[str, Any]]:
+def _texts(ctx: Context, pool: dict[str, Document], pmids: list[str]) -> dict[str, Document]:
     """Return the documents' text, from the fallback pool or the index."""
     stored = {d["pmid"]: d for d in ctx.search.fetch([p for p in pmids if p not in pool])}
     return {p: pool.get(p) or stored[p] for p in pmids if p in pool or p in stored}

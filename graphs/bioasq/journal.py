@@ -15,6 +15,7 @@ from typing import Any
 from infra.bioasq.contract import SUBMISSION_MIN_WORDS, answer_problem
 from infra.bioasq.types import ANSWERING_PHASES, QUESTION_TYPES
 from infra.errors import UserError
+from nodes.state import QAState
 
 JOURNAL_VERSION = 1
 
@@ -34,7 +35,7 @@ def fingerprint(input_path: Path, phase: str) -> dict[str, Any]:
     return {"journal": JOURNAL_VERSION, "input_sha256": digest, "phase": phase}
 
 
-def answer_support(values: dict[str, Any]) -> dict[str, Any] | None:
+def answer_support(values: QAState) -> dict[str, Any] | None:
     """Return what a record keeps of an answer's support check, from a run's final state.
 
     verdict (supported or refused), verified (supported, self-verified, refused or not
