@@ -9,6 +9,14 @@ from typing import Annotated
 import typer
 
 from graphs.cli.common import CliError, err, out, write_json
+from infra.training.options import TrainOptions
+
+DEFAULT = TrainOptions()
+"""What a run gets unless told: the options' own defaults, stated once there."""
+RERANKER_BATCH = 8
+"""The reranker's rows per step: a (question, passage) pair is longer than a retriever row."""
+DOCUMENT_POSITIVES = 1
+"""The reranker's gold rows per question at the document level (sentences: the default)."""
 
 train_app = typer.Typer(
     no_args_is_help=True, help="Fine-tune quorum's retriever or reranker on golden files."
@@ -33,7 +41,12 @@ DeviceOption = Annotated[
 ]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the split, sampling and init.")]
 BatchOption = Annotated[
-    int | None, typer.Option("--batch-size", min=2, help="Rows per step (default: 32 / 8).")
+    int | None,
+    typer.Option(
+        "--batch-size",
+        min=2,
+        help=f"Rows per step (default: {DEFAULT.batch_size} / {RERANKER_BATCH}).",
+    ),
 ]
 BaseOption = Annotated[
     Path | None,
@@ -49,18 +62,17 @@ def train_retriever(
     questions: QuestionsOption,
     corpus: CorpusOption,
     output: OutputOption,
-    epochs: EpochsOption = 1,
-    device: DeviceOption = "auto",
-    seed: SeedOption = 13,
+    epochs: EpochsOption = DEFAULT.epochs,
+    device: DeviceOption = DEFAULT.device,
+    seed: SeedOption = DEFAULT.seed,
     batch_size: BatchOption = None,
     max_positives: Annotated[
         int, typer.Option("--max-positives", min=1, help="Gold documents used per question.")
-    ] = 4,
+    ] = DEFAULT.max_positives,
     base: BaseOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Fine-tune the bi-encoder (in-batch + BM25 hard negatives); print the settings to use it."""
-    from infra.training.trainers import TrainOptions
     from infra.training.trainers import train_retriever as run
 
     questions, corpus = checked_inputs(ctx, questions, corpus, output)
@@ -68,7 +80,7 @@ def train_retriever(
         epochs=epochs,
         device=device_choice(device),
         seed=seed,
-        batch_size=batch_size or 32,
+        batch_size=batch_size or DEFAULT.batch_size,
         max_positives=max_positives,
         base_model=base_model(base),
     )
@@ -81,23 +93,24 @@ def train_reranker(
     questions: QuestionsOption,
     corpus: CorpusOption,
     output: OutputOption,
-    epochs: EpochsOption = 1,
-    device: DeviceOption = "auto",
+    epochs: EpochsOption = DEFAULT.epochs,
+    device: DeviceOption = DEFAULT.device,
     level: Annotated[
         str,
         typer.Option("--level", help="document: (question, abstract); sentence: snippets."),
-    ] = "document",
-    seed: SeedOption = 13,
+    ] = DEFAULT.level,
+    seed: SeedOption = DEFAULT.seed,
     batch_size: BatchOption = None,
     negatives: Annotated[
         int, typer.Option("--negatives", min=1, help="BM25 negatives per question.")
-    ] = 7,
+    ] = DEFAULT.negatives,
     max_positives: Annotated[
         int | None,
         typer.Option(
             "--max-positives",
             min=1,
-            help="Rows per question: gold documents (default 1) or gold sentences (default 4).",
+            help=f"Rows per question: gold documents (default {DOCUMENT_POSITIVES}) or gold "
+            f"sentences (default {DEFAULT.max_positives}).",
         ),
     ] = None,
     base: BaseOption = None,
@@ -112,7 +125,6 @@ def train_reranker(
     as_json: JsonOption = False,
 ) -> None:
     """Fine-tune a cross-encoder on (question, gold, BM25 negatives); print the settings."""
-    from infra.training.trainers import TrainOptions
     from infra.training.trainers import train_reranker as run
 
     if level not in ("document", "sentence"):
@@ -126,9 +138,10 @@ def train_reranker(
         epochs=epochs,
         device=device_choice(device),
         seed=seed,
-        batch_size=batch_size or 8,
+        batch_size=batch_size or RERANKER_BATCH,
         negatives=negatives,
-        max_positives=max_positives or (4 if level == "sentence" else 1),
+        max_positives=max_positives
+        or (DEFAULT.max_positives if level == "sentence" else DOCUMENT_POSITIVES),
         level=level,  # type: ignore[arg-type]
         base_model=base_model(base),
         retriever=retriever,

@@ -9,9 +9,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import infra.offline
 from infra.embeddings import default_model_dir, resolve_device
@@ -32,28 +32,8 @@ from infra.training.dev import (
     bm25_figures,
     document_groups,
 )
+from infra.training.options import TrainOptions
 from infra.training.stop import stop_callback
-
-
-@dataclass
-class TrainOptions:
-    """What a training run may change; every field is recorded in the card."""
-
-    epochs: int = 1
-    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
-    seed: int = 13
-    batch_size: int = 32
-    learning_rate: float = 2e-5
-    max_length: int = 128
-    max_positives: int = 4
-    negatives: int = 7
-    dev_fraction: float = 0.1
-    dev_max: int = 100
-    dev_depth: int = 50  # the cross-encoder's head on dev: what rerank.cross_encoder.top_n rescores
-    level: Literal["document", "sentence"] = "document"
-    base_model: Path | None = None
-    retriever: Path | None = None
-    """A trained retriever: negatives and the dev head come from BM25 fused with it."""
 
 
 def train_retriever(

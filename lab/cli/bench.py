@@ -21,8 +21,11 @@ from graphs.cli.common import (
     settings_for,
     write_json,
 )
+from infra.training.options import TrainOptions
 
 BACKENDS = backend_names()
+TRAINING = TrainOptions()
+"""A training run's defaults, stated once in infra/training/options.py."""
 
 bench_app = typer.Typer(no_args_is_help=True, help="Speed and memory benchmarks.")
 
@@ -182,9 +185,11 @@ def bench_train_cmd(
     ] = None,
     level: Annotated[
         str, typer.Option("--level", help="reranker: document or sentence.")
-    ] = "document",
-    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Epochs.")] = 1,
-    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or mps.")] = "auto",
+    ] = TRAINING.level,
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Epochs.")] = TRAINING.epochs,
+    device: Annotated[
+        str, typer.Option("--device", help="auto, cpu, cuda or mps.")
+    ] = TRAINING.device,
     output: Annotated[
         Path | None,
         typer.Option("--output", help="Keep the model here (default: trained, timed, removed)."),
@@ -196,8 +201,7 @@ def bench_train_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object.")] = False,
 ) -> None:
     """One `quorum train` run timed here: whole run and steps, against the 45-minute epoch."""
-    from graphs.cli.train import base_model, checked_inputs, device_choice
-    from infra.training.trainers import TrainOptions
+    from graphs.cli.train import RERANKER_BATCH, base_model, checked_inputs, device_choice
     from lab.bench.scale import default_inputs
     from lab.bench.train import bench_train
 
@@ -218,7 +222,7 @@ def bench_train_cmd(
     options = TrainOptions(
         epochs=epochs,
         device=device_choice(device),  # type: ignore[arg-type]
-        batch_size=32 if kind == "retriever" else 8,
+        batch_size=TRAINING.batch_size if kind == "retriever" else RERANKER_BATCH,
         level=level,  # type: ignore[arg-type]
         base_model=base_model(base),
     )
