@@ -23,11 +23,14 @@ from tenacity import (
 )
 
 from infra.pubmed.xml import iter_pubmed_articles
+from infra.settings import FallbackSettings
 from infra.text import clip
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_BASE_URL = "https://eutils.ncbi.nlm.nih.gov/entrez/eutils"
+FALLBACK = FallbackSettings()
+"""The fallback group's defaults (URL, timeout, articles per search): a client made without
+settings gets them, stated there."""
 _EFETCH_BATCH = 200  # NCBI asks for POST above ~200 ids; batching keeps plain GETs.
 _MAX_RETRY_AFTER_S = 30.0
 _REDACTED = "***"
@@ -102,11 +105,11 @@ class PubMedClient:
     def __init__(
         self,
         *,
-        base_url: str = DEFAULT_BASE_URL,
+        base_url: str = FALLBACK.base_url,
         api_key: str | None = None,
         email: str | None = None,
         tool: str = "quorum",
-        timeout_s: float = 10.0,
+        timeout_s: float = FALLBACK.timeout_s,
         max_retries: int = 2,
         requests_per_second: float | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -147,7 +150,7 @@ class PubMedClient:
         if client is not None:
             await client.aclose()
 
-    async def esearch(self, term: str, retmax: int = 20) -> list[str]:
+    async def esearch(self, term: str, retmax: int = FALLBACK.retmax) -> list[str]:
         """Return the PMIDs best matching ``term``, most relevant first."""
         async with self._http() as http:
             return await self._esearch(http, term, retmax)
@@ -157,7 +160,7 @@ class PubMedClient:
         async with self._http() as http:
             return await self._efetch(http, pmids)
 
-    async def search(self, term: str, retmax: int = 20) -> list[dict[str, Any]]:
+    async def search(self, term: str, retmax: int = FALLBACK.retmax) -> list[dict[str, Any]]:
         """Search PubMed for ``term`` and return the parsed articles, most relevant first."""
         async with self._http() as http:
             pmids = await self._esearch(http, term, retmax)

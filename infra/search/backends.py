@@ -289,6 +289,7 @@ def _elastic(
         index=search.index,
         api_key=key.get_secret_value() if key else None,
         timeout_s=search.timeout_s,
+        max_prefix_expansions=search.max_prefix_expansions,
         shards=search.elasticsearch_shards,
         replicas=search.elasticsearch_replicas,
         vector_index=search.elasticsearch_vector_index,

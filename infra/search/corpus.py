@@ -81,7 +81,7 @@ def demo_documents(embedder: Embedder | None) -> tuple[list[dict[str, Any]], np.
 
 
 def ensure_index(
-    index_dir: Path, name: str, embedder: Embedder | None, *, max_prefix: int = 64
+    index_dir: Path, name: str, embedder: Embedder | None, *, max_prefix: int
 ) -> EmbeddedIndex:
     """Open the embedded index, building the shipped demo corpus on first use."""
     try:

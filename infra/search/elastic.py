@@ -31,11 +31,15 @@ from infra.search.elastic_schema import (
 )
 from infra.search.elastic_vectors import HIT_FIELDS, IDS_ONLY, PAGE, VectorSearch, hit_scores
 from infra.search.query import COMBINED, QueryError, parse_query
-from infra.settings import INDEX_NAME, INDEX_NAME_RULE
+from infra.settings import INDEX_NAME, INDEX_NAME_RULE, SearchSettings
 from infra.text import clip
 
 MAX_HITS = 100_000  # search() pages at most MAX_HITS / PAGE times
 MAX_ERRORS_SHOWN = 5
+
+
+SEARCH = SearchSettings()
+"""The search group's defaults: what an index opened without settings gets, stated there."""
 
 
 class ElasticIndex(VectorSearch, BulkLoading):
@@ -45,21 +49,21 @@ class ElasticIndex(VectorSearch, BulkLoading):
 
     def __init__(
         self,
-        url: str = "http://127.0.0.1:9200",
-        index: str = "quorum",
+        url: str,
+        index: str,
         *,
         api_key: str | None = None,
-        timeout_s: float = 30.0,
+        timeout_s: float = SEARCH.timeout_s,
         dims: int | None = None,
         create: bool = False,
-        max_prefix_expansions: int = 64,
-        shards: int = 1,
-        replicas: int = 0,
-        vector_index: str = "flat",
-        knn_candidates: float = 1.5,
+        max_prefix_expansions: int = SEARCH.max_prefix_expansions,
+        shards: int = SEARCH.elasticsearch_shards,
+        replicas: int = SEARCH.elasticsearch_replicas,
+        vector_index: str = SEARCH.elasticsearch_vector_index,
+        knn_candidates: float = SEARCH.elasticsearch_knn_candidates,
         embedding_model: str | None = None,
-        bulk_threads: int = 2,
-        bulk_docs: int = 500,
+        bulk_threads: int = SEARCH.elasticsearch_bulk_threads,
+        bulk_docs: int = SEARCH.elasticsearch_bulk_docs,
     ):
         if not INDEX_NAME.fullmatch(index or ""):
             raise ValueError(f"index name {index!r} is not allowed. {INDEX_NAME_RULE}")

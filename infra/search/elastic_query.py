@@ -19,7 +19,7 @@ NOTHING: dict[str, Any] = {"match_none": {}}
 
 
 def to_elasticsearch(
-    node: Node, *, max_prefix_expansions: int = 64, combined: bool = True
+    node: Node, *, max_prefix_expansions: int, combined: bool = True
 ) -> dict[str, Any]:
     """Compile a parsed query to query DSL (bool, match, match_phrase, prefix, fuzzy).
 

@@ -34,6 +34,7 @@ from infra.search.query import (
     parse_query,
     searched_fields,
 )
+from infra.settings import SearchSettings
 
 _SPECIAL = set("+-&|!(){}[]^\"~*?:\\/<>=' ")
 _KEYWORDS = frozenset({"IN", "TO", "AND", "OR", "NOT"})
@@ -43,12 +44,16 @@ _OCCUR = tantivy.Occur
 _SCORE, _ADDRESS = itemgetter(0), itemgetter(1)
 
 
+SEARCH = SearchSettings()
+"""The search group's defaults: what an index opened without settings gets, stated there."""
+
+
 class EmbeddedIndex(EmbeddedVectors):
     """Search side of an embedded index; write with `EmbeddedWriter` or `EmbeddedIndex.build`."""
 
     name = "embedded"
 
-    def __init__(self, path: Path, *, max_prefix_expansions: int = 64):
+    def __init__(self, path: Path, *, max_prefix_expansions: int = SEARCH.max_prefix_expansions):
         self.path = Path(path)
         indexes, self.meta, rows = open_layout(self.path)
         self._index = indexes[0]

@@ -22,13 +22,13 @@ def _initials(key: str) -> str:
 
 
 def synonym_clusters(
-    keys: Sequence[str], vectors: np.ndarray | None = None, *, threshold: float = 0.9
+    keys: Sequence[str], vectors: np.ndarray | None, *, threshold: float
 ) -> dict[str, str]:
     """Map each normalized candidate to its cluster's first key (keys in vote order).
 
     Two candidates are one answer when they differ only by spaces and hyphens ("IL-6",
     "il 6", "IL6"), when one is the other's initials ("TNF", "tumor necrosis factor"), or when
-    their unit vectors' cosine reaches `threshold`.
+    their unit vectors' cosine reaches `threshold` (ensemble.synonym_cosine, stated there).
     """
     parent = list(range(len(keys)))
 

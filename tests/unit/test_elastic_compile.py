@@ -11,6 +11,9 @@ import pytest
 
 from infra.search.elastic_query import NOTHING, to_elasticsearch
 from infra.search.query import Bool, Phrase, Term, parse_query
+from infra.settings import SearchSettings
+
+EXPANSIONS = SearchSettings().max_prefix_expansions
 
 TIAB = ("title", "abstract")
 
@@ -124,7 +127,7 @@ CASES = [
 @pytest.mark.parametrize(("node", "expected"), CASES)
 def test_compiles(node, expected):
     # As for an index made before the combined field: title and abstract are two fields.
-    assert to_elasticsearch(node, combined=False) == expected
+    assert to_elasticsearch(node, combined=False, max_prefix_expansions=EXPANSIONS) == expected
 
 
 @pytest.mark.parametrize(
@@ -141,7 +144,7 @@ def test_compiles(node, expected):
     ],
 )
 def test_unqualified_words_score_the_combined_field(query, expected):
-    assert to_elasticsearch(parse_query(query)) == expected
+    assert to_elasticsearch(parse_query(query), max_prefix_expansions=EXPANSIONS) == expected
 
 
 def test_prefix_cap_follows_setting():
@@ -150,7 +153,10 @@ def test_prefix_cap_follows_setting():
 
 
 def test_parsed_query_keeps_and_or_not_semantics():
-    dsl = to_elasticsearch(parse_query("(aspirin OR statin*) AND title:cancer NOT mesh:mice"))
+    dsl = to_elasticsearch(
+        parse_query("(aspirin OR statin*) AND title:cancer NOT mesh:mice"),
+        max_prefix_expansions=EXPANSIONS,
+    )
     # Adjacent clauses are OR'ed, so the NOT excludes from the whole AND group.
     assert dsl["bool"]["minimum_should_match"] == 1
     assert dsl["bool"]["must_not"] == [{"match": {"mesh": {"query": "mice"}}}]
@@ -182,4 +188,4 @@ def test_only_safe_dsl(query):
         "prefix", "query", "slop", "boost", "fuzzy", "fuzziness", "transpositions", "value",
         "rewrite", "match_none", "title", "abstract", "text", "mesh",
     }  # fmt: skip
-    assert _keys(to_elasticsearch(parse_query(query))) <= allowed
+    assert _keys(to_elasticsearch(parse_query(query), max_prefix_expansions=EXPANSIONS)) <= allowed

@@ -223,4 +223,6 @@ def test_synonym_clusters_join_spacing_initials_and_close_vectors():
     clusters = synonym_clusters(keys, vectors, threshold=0.9)
     assert clusters["il6"] == "il-6" and clusters["tnf"] == "tumor necrosis factor"
     assert clusters["tp53"] == "p53" and clusters["brca1"] == "brca1"
-    assert synonym_clusters(keys, None)["tp53"] == "tp53"  # without vectors, names only
+    assert (
+        synonym_clusters(keys, None, threshold=0.9)["tp53"] == "tp53"
+    )  # without vectors, names only
