@@ -153,22 +153,32 @@ def test_the_lab_is_under_its_own_roof():
     assert stray == []
 
 
-def _room(name: str) -> str | None:
-    """Return the folder-level room of an infra or nodes module: `infra.search`, `nodes.organize`,
-    or a single module such as `infra.preflight`; None elsewhere."""
-    parts = name.split(".")
-    return ".".join(parts[:2]) if parts[0] in ("infra", "nodes") and len(parts) > 1 else None
+def _rooms(name: str, target: str) -> tuple[str, str] | None:
+    """Return the two rooms an import between two infra or nodes modules crosses, or None.
+
+    A room is a folder or a module inside the nearest folder both stand in: `infra.search` and
+    `infra.ingest` for two modules of those folders, `nodes.ensemble.strategies` and
+    `nodes.ensemble.decide` for a strategy importing its sibling, at every depth. None when
+    they are not both under infra/ or both under nodes/, or one holds the other (a package's
+    `__init__` and its own modules).
+    """
+    a, b = name.split("."), target.split(".")
+    if a[0] != b[0] or a[0] not in ("infra", "nodes"):
+        return None
+    shared = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+    if shared is None:
+        return None
+    return ".".join(a[: shared + 1]), ".".join(b[: shared + 1])
 
 
 def two_way_ties(graph: dict[str, set[str]]) -> list[str]:
     """Return every pair of rooms under infra/ or nodes/ that import each other, with an import
-    each way."""
+    each way, at every depth of folders."""
     ties: dict[tuple[str, str], str] = {}
     for name, targets in graph.items():
         for target in sorted(targets):
-            a, b = _room(name), _room(target)
-            if a and b and a != b:
-                ties.setdefault((a, b), f"{name} imports {target}")
+            if rooms := _rooms(name, target):
+                ties.setdefault(rooms, f"{name} imports {target}")
     return sorted(
         f"{a} ⇄ {b}: {ties[a, b]}; {ties[b, a]}" for a, b in ties if a < b and (b, a) in ties
     )
@@ -190,6 +200,22 @@ def test_a_two_way_tie_is_caught():
     assert two_way_ties(tied) == [
         "infra.ingest ⇄ infra.pubmed: infra.ingest.sources imports infra.pubmed.xml; "
         "infra.pubmed.sync_job imports infra.ingest.session"
+    ]
+
+
+def test_a_two_way_tie_inside_a_folder_is_caught():
+    """The negative control one floor down: a folder inside nodes/ensemble and a module beside
+    it, tied through two different modules of the folder (no import circle of modules)."""
+    tied = {
+        "nodes.ensemble.strategies.registry": {"nodes.ensemble.decide"},
+        "nodes.ensemble.decide": {"nodes.ensemble.strategies.views"},
+        "nodes.ensemble": {"nodes.ensemble.node"},  # a package's own module: no tie
+        "nodes.ensemble.node": {"nodes.ensemble.strategies"},
+    }
+    assert two_way_ties(tied) == [
+        "nodes.ensemble.decide ⇄ nodes.ensemble.strategies: nodes.ensemble.decide imports "
+        "nodes.ensemble.strategies.views; nodes.ensemble.strategies.registry imports "
+        "nodes.ensemble.decide"
     ]
 
 
