@@ -1,7 +1,8 @@
 """Records infra's checks read and write, typed once here, at the lowest floor that uses them.
 
-A passage (what the relevance judge, the support check, the snippet picker and the injection
-guard read), a BioASQ snippet (what the picker writes), a passage's relevance verdict and the
+A document (what a search backend stores and fetches, and PubMed gives), a passage (what the
+relevance judge, the support check, the snippet picker and the injection guard read), a BioASQ
+snippet (what the picker writes), a passage's relevance verdict and the
 support check's record. The nodes put them into the state: nodes/records.py imports them from
 here, and the support record the nodes keep adds what only they know (the verifier's reading).
 TypedDicts are plain dicts at runtime: checkpoints store and restore them unchanged.
@@ -10,6 +11,23 @@ TypedDicts are plain dicts at runtime: checkpoints store and restore them unchan
 # NOTE: no `from __future__ import annotations`: under it, Python 3.11's TypedDict cannot
 # see NotRequired and counts every field as required.
 from typing import Literal, NotRequired, TypedDict
+
+
+class Document(TypedDict, total=False):
+    """An article as an index stores it and PubMed gives it (the fallback's pool keeps them)."""
+
+    pmid: str
+    """The article's PMID."""
+    title: str
+    """The article's title."""
+    abstract: str
+    """The article's abstract."""
+    year: int | None
+    """Publication year, when one could be read."""
+    mesh: list[str]
+    """MeSH descriptor names."""
+    journal: str
+    """The journal's name or abbreviation."""
 
 
 class Passage(TypedDict):

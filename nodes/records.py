@@ -11,7 +11,15 @@ verdict and the support check's record are typed where infra reads and writes th
 # see NotRequired and counts every field as required.
 from typing import Literal, NotRequired, TypedDict
 
-from infra.records import Carried, Check, Passage, PassageRelevance, Snippet, SupportCheck
+from infra.records import (
+    Carried,
+    Check,
+    Document,
+    Passage,
+    PassageRelevance,
+    Snippet,
+    SupportCheck,
+)
 
 __all__ = [
     "ALL_FAILED",
@@ -105,23 +113,6 @@ class Search(TypedDict):
     """The search backend's name."""
     error: NotRequired[str]
     """Why the backend refused the query."""
-
-
-class Document(TypedDict, total=False):
-    """An article fallback_search found in PubMed, kept in the pool by PMID."""
-
-    pmid: str
-    """The article's PMID."""
-    title: str
-    """The article's title."""
-    abstract: str
-    """The article's abstract."""
-    year: int | None
-    """Publication year, when one could be read."""
-    mesh: list[str]
-    """MeSH descriptor names."""
-    journal: str
-    """The journal's name or abbreviation."""
 
 
 class Fallback(TypedDict):

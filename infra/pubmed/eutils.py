@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
 
 import httpx
 from langchain_core.rate_limiters import InMemoryRateLimiter
@@ -23,6 +22,7 @@ from tenacity import (
 )
 
 from infra.pubmed.xml import iter_pubmed_articles
+from infra.records import Document
 from infra.settings import FallbackSettings
 from infra.text import clip
 
@@ -155,12 +155,12 @@ class PubMedClient:
         async with self._http() as http:
             return await self._esearch(http, term, retmax)
 
-    async def efetch(self, pmids: list[str]) -> list[dict[str, Any]]:
+    async def efetch(self, pmids: list[str]) -> list[Document]:
         """Fetch and parse ``pmids`` in the given order, skipping any PubMed did not return."""
         async with self._http() as http:
             return await self._efetch(http, pmids)
 
-    async def search(self, term: str, retmax: int = FALLBACK.retmax) -> list[dict[str, Any]]:
+    async def search(self, term: str, retmax: int = FALLBACK.retmax) -> list[Document]:
         """Search PubMed for ``term`` and return the parsed articles, most relevant first."""
         async with self._http() as http:
             pmids = await self._esearch(http, term, retmax)
@@ -197,9 +197,9 @@ class PubMedClient:
             raise ValueError(f"PubMed esearch failed: {self._snippet(str(result['ERROR']))}")
         return [str(pmid) for pmid in result.get("idlist", [])]
 
-    async def _efetch(self, http: httpx.AsyncClient, pmids: list[str]) -> list[dict[str, Any]]:
+    async def _efetch(self, http: httpx.AsyncClient, pmids: list[str]) -> list[Document]:
         wanted = list(dict.fromkeys(str(pmid) for pmid in pmids))
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, Document] = {}
         for start in range(0, len(wanted), _EFETCH_BATCH):
             batch = wanted[start : start + _EFETCH_BATCH]
             params = {"db": "pubmed", "id": ",".join(batch), "retmode": "xml"}

@@ -9,7 +9,9 @@ import zlib
 from collections.abc import Iterator
 from contextlib import ExitStack
 from os import PathLike, fspath
-from typing import IO, Any
+from typing import IO
+
+from infra.records import Document
 
 _WHITESPACE = re.compile(r"\s+")
 _FOUR_DIGITS = re.compile(r"\d{4}")
@@ -64,7 +66,7 @@ def _journal(citation: ET.Element, article: ET.Element | None) -> str:
     return _text(citation.find("MedlineJournalInfo/MedlineTA"))
 
 
-def parse_pubmed_article(elem: ET.Element) -> dict[str, Any] | None:
+def parse_pubmed_article(elem: ET.Element) -> Document | None:
     """Convert one ``<PubmedArticle>`` element into a plain dict, or None without a PMID.
 
     Returns:
@@ -104,7 +106,7 @@ def _open(source: str | PathLike[str] | IO[bytes], stack: ExitStack) -> tuple[IO
 
 def iter_pubmed_articles(
     source: str | PathLike[str] | IO[bytes],
-) -> Iterator[tuple[str, dict[str, Any] | str]]:
+) -> Iterator[tuple[str, Document | str]]:
     """Stream a PubmedArticleSet: ``("article", doc)``, ``("delete", pmid)``, ``("skip", why)``.
 
     Memory stays constant: every finished top-level record is cleared from the tree.

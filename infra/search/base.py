@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from infra.records import Document
+
 if TYPE_CHECKING:
     from infra.embeddings import Embedder
     from infra.settings import Settings
@@ -67,7 +69,7 @@ class SearchBackend(Protocol):
         """Return the top `limit` BM25 hits (at most 10,000 per request page) and the total."""
         ...
 
-    def fetch(self, pmids: Sequence[str]) -> list[dict[str, Any]]:
+    def fetch(self, pmids: Sequence[str]) -> list[Document]:
         """Return the stored documents for these PMIDs, in order, skipping unknown ones."""
         ...
 

@@ -18,6 +18,7 @@ from elastic_transport import ConnectionTimeout
 from elasticsearch import ApiError, BadRequestError, Elasticsearch, helpers
 
 from infra.errors import Unavailable
+from infra.records import Document
 from infra.search import elastic_bulk
 from infra.search.base import SearchResult
 from infra.search.elastic_bulk import BulkLoading
@@ -234,7 +235,7 @@ class ElasticIndex(VectorSearch, BulkLoading):
             self._client.close_point_in_time(id=pit)
         return SearchResult(total, hits)
 
-    def fetch(self, pmids: Sequence[str]) -> list[dict[str, Any]]:
+    def fetch(self, pmids: Sequence[str]) -> list[Document]:
         """Return stored documents for these PMIDs, in order, skipping unknown ones."""
         wanted = [str(p) for p in pmids]
         if not wanted:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import tantivy
 
+from infra.records import Document
 from infra.search.analysis import analyzer
 from infra.search.base import SearchResult
 from infra.search.embedded_layout import (
@@ -170,7 +171,7 @@ class EmbeddedIndex(EmbeddedVectors):
         self._recent = RecentRows(pmids, rows)
         return SearchResult(total=total, pmids=pmids, scores=scores)
 
-    def fetch(self, pmids: Sequence[str]) -> list[dict[str, Any]]:
+    def fetch(self, pmids: Sequence[str]) -> list[Document]:
         """Return stored documents for these PMIDs, in order, skipping unknown ones."""
         wanted = [str(p) for p in pmids]
         if not wanted:
