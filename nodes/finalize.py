@@ -166,12 +166,19 @@ def model_failure(calls: list[Call]) -> str | None:
     for call in answering:
         where = call.get("endpoint") or f"model {call.get('model')!r}"
         first.setdefault((ANSWERING_ROLES[call["node"]], where), call)
-    said = "; ".join(
-        f"{role}: {where} returned {(call.get('raw') or '')[:SHOWN_REPLY]!r} "
-        f"({str(call.get('error'))[:300]})"
-        for (role, where), call in first.items()
-    )
+    said = "; ".join(f"{role}: {where} {_what_came(call)}" for (role, where), call in first.items())
     return f"{ALL_FAILED}: {said}"
+
+
+def _what_came(call: Call) -> str:
+    """Return what a failed call got: the reply it could not use, or the failure with none."""
+    error = str(call.get("error"))[:300]
+    raw = call.get("raw") or ""
+    # A reply that came back empty was returned; a call that got no reply (refused, timed out,
+    # an HTTP error) returned nothing at all, and saying it "returned ''" would blame the model.
+    if raw or error.startswith("unparseable output"):
+        return f"returned {raw[:SHOWN_REPLY]!r} ({error})"
+    return f"failed with no reply ({error})"
 
 
 def _why_unanswered(

@@ -361,7 +361,8 @@ async def test_when_every_model_fails_the_question_is_failed_kept_honest_and_ret
     report = await run_batch(make_context(broken), t, out, phase="A+", progress=False)
     assert report.answered == 0 and not report.insufficient  # a model failure, not evidence
     assert list(report.failed) == ["q1-0"] and report.guessed == ["q1-0"]
-    assert "ensemble: local model returned ''" in report.failed["q1-0"]
+    assert "ensemble: local model failed with no reply (" in report.failed["q1-0"]
+    assert "returned ''" not in report.failed["q1-0"]  # no reply is not an empty reply
     (record,) = journal_records(out)
     assert record["status"] == "failed" and record["guessed"] is True
     assert record["entry"]["ideal_answer"].startswith("Insufficient evidence: no model could")
