@@ -35,7 +35,7 @@ import numpy as np
 from infra.embeddings import Embedder, document_text
 from infra.records import Passage, PassageRelevance
 from infra.rerankers import Reranker
-from infra.terms import content, definitions, initials_match, roots, terms, words
+from infra.terms import content, definitions, in_order, initials_match, roots, terms, words
 
 REFERENCE = Path(__file__).resolve().parent / "data" / "pubmedqa_demo.jsonl.gz"
 """The abstracts whose document frequencies say how rare a term is (PubMedQA, MIT licence)."""
@@ -164,7 +164,7 @@ class KeyTerms:
                 for j in range(i + 2, min(i + len(letters), len(self.words)) + 1):
                     span = [w for w, _ in self.words[i:j]]
                     initials = "".join(w[0] for w in span)
-                    if initials_match(letters, span) and _in_order(initials, letters):
+                    if initials_match(letters, span) and in_order(initials, letters):
                         found.update(r for _, r in self.words[i:j])
         return found
 
@@ -200,17 +200,6 @@ def key_terms(question: str) -> KeyTerms:
         {t: tuple(a) for t, a in alternatives.items()},
         spelled,
     )
-
-
-def _in_order(initials: str, letters: str) -> bool:
-    """Tell whether every word's initial is one of the short form's letters, in order."""
-    at = 0
-    for c in initials:
-        at = letters.find(c, at)
-        if at < 0:
-            return False
-        at += 1
-    return True
 
 
 @dataclass(frozen=True)

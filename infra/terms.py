@@ -129,11 +129,14 @@ def initials_match(short: str, long_words: Sequence[str]) -> bool:
     # "CFTR" ~ "cystic fibrosis transmembrane conductance regulator" (Schwartz & Hearst's rule,
     # that the first letter starts the first word and the rest appear in order).
     joined = " ".join(long_words)
-    if joined[:1] != letters[0]:
-        return False
+    return joined[:1] == letters[0] and in_order(letters, joined)
+
+
+def in_order(letters: Sequence[str], text: str) -> bool:
+    """Tell whether these letters all occur in `text`, in this order (not necessarily adjacent)."""
     at = 0
     for c in letters:
-        at = joined.find(c, at)
+        at = text.find(c, at)
         if at < 0:
             return False
         at += 1
