@@ -6,6 +6,7 @@ value has its declared type, after a round trip through the SQLite checkpoints.
 
 from __future__ import annotations
 
+import enum
 import types
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
 
@@ -15,6 +16,7 @@ from langgraph.runtime import Runtime
 from graphs.qa import build_graph
 from graphs.runtime import run_question
 from graphs.traces.read import ThreadSummary, list_threads, node_updates
+from infra.bioasq.types import QuestionType
 from infra.checkpoints import async_saver, saver
 from infra.models import ModelPool
 from infra.pubmed import PubMedClient
@@ -69,6 +71,10 @@ def problems(value: Any, hint: Any, where: str, *, partial: bool = False) -> lis
         ]
     if hint is type(None):
         return [] if value is None else [f"{where}: {value!r:.80} is not None"]
+    if isinstance(hint, type) and issubclass(hint, enum.StrEnum):
+        # A checkpoint stores an enum member as its string: the value must be a member's.
+        ok = isinstance(value, str) and value in {member.value for member in hint}
+        return [] if ok else [f"{where}: {value!r:.80} is none of {hint.__name__}'s values"]
     if hint is float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         return [] if ok else [f"{where}: {value!r:.80} is not a float"]
@@ -101,6 +107,9 @@ def test_the_checker_finds_stray_missing_and_mistyped_fields():
     assert problems({"table": [{"answer": "yes", "votes": 1}]}, Votes, "v") == [
         "v.table[0]: VoteRow lacks normalized"
     ]
+    # A question type, stored as its string: a member's value passes, any other string fails.
+    assert problems("yesno", QuestionType, "q") == []
+    assert problems("yes/no", QuestionType, "q") == ["q: 'yes/no' is none of QuestionType's values"]
 
 
 def duplicate_of_101(messages, kwargs):
