@@ -1,4 +1,8 @@
-"""The template name that rendered prompts carry stays on this side of the HTTP request."""
+"""The template name that rendered prompts carry stays on this side of the HTTP request.
+
+The bodies are recorded on the client that sends them: the running loop's (infra/models/http.py),
+which every call to an endpoint goes through, whatever client the ChatOpenAI was built with.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
 from infra.models import ChatModel
+from infra.models.http import loop_client
 from infra.settings import ModelSpec
 from lab.simulate.server import SimulatedEndpoint
 from prompts import HERE, TEMPLATE_KEY, render, template_of, variables
@@ -29,22 +34,21 @@ async def test_the_template_marker_never_reaches_the_request_body(method):
     async def record(request: httpx.Request) -> None:
         bodies.append(request.content)
 
+    client = await loop_client()
+    client.event_hooks = {**client.event_hooks, "request": [record]}
     with SimulatedEndpoint(0.0) as endpoint:
-        async with httpx.AsyncClient(event_hooks={"request": [record]}) as client:
-            spec = ModelSpec(
-                provider="openai", model="sim", base_url=endpoint.base_url, structured_method=method
-            )
-            llm = ChatOpenAI(
-                model="sim", base_url=endpoint.base_url, api_key="x", http_async_client=client
-            )
-            model = ChatModel(spec=spec, llm=llm)
-            for name in TEMPLATES:
-                marked = render(name, **{var: f"<{var}>" for var in variables(name)})
-                unmarked = [m.model_copy(update={"response_metadata": {}}) for m in marked]
-                assert template_of(marked) == name and template_of(unmarked) is None
-                for messages in (marked, unmarked):
-                    reply = await model.structured(Verdict, messages)
-                    assert reply.error is None, reply.error
+        spec = ModelSpec(
+            provider="openai", model="sim", base_url=endpoint.base_url, structured_method=method
+        )
+        llm = ChatOpenAI(model="sim", base_url=endpoint.base_url, api_key="x")
+        model = ChatModel(spec=spec, llm=llm)
+        for name in TEMPLATES:
+            marked = render(name, **{var: f"<{var}>" for var in variables(name)})
+            unmarked = [m.model_copy(update={"response_metadata": {}}) for m in marked]
+            assert template_of(marked) == name and template_of(unmarked) is None
+            for messages in (marked, unmarked):
+                reply = await model.structured(Verdict, messages)
+                assert reply.error is None, reply.error
 
     assert len(bodies) == 2 * len(TEMPLATES)
     for with_marker, without in zip(bodies[::2], bodies[1::2], strict=True):
