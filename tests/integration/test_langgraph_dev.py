@@ -16,7 +16,7 @@ import pytest
 from langgraph_sdk import get_client
 
 from lab.simulate.server import SimulatedEndpoint
-from tests.support.cli import simulated_env
+from tests.support.cli import ON_THE_QUESTION, simulated_env
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGGRAPH = str(Path(sys.executable).parent / "langgraph")
@@ -34,7 +34,8 @@ def dev_server(tmp_path):
     port = free_port()
     log = (tmp_path / "server.log").open("w")
     with SimulatedEndpoint(0.0) as endpoint:
-        env = simulated_env(endpoint.base_url, tmp_path / "home", QUORUM_MODELS__CACHE="off")
+        home = tmp_path / "home"
+        env = simulated_env(endpoint.base_url, home, QUORUM_MODELS__CACHE="off", **ON_THE_QUESTION)
         proc = subprocess.Popen(
             [LANGGRAPH, "dev", "--no-browser", "--no-reload", "--port", str(port)],
             cwd=ROOT,

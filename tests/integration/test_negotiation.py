@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from infra.models import ModelPool
 from infra.settings import ModelSpec, load_settings
 from lab.simulate.server import SimulatedEndpoint
-from tests.support.cli import run_quorum, simulated_env
+from tests.support.cli import ON_THE_QUESTION, run_quorum, simulated_env
 
 QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
 
@@ -48,7 +48,9 @@ async def test_an_endpoint_that_accepts_json_schema_keeps_it(settings):
 
 def test_ask_answers_through_an_endpoint_that_refuses_json_schema(quorum_home):
     with SimulatedEndpoint(0.0, refuse_json_schema=True) as endpoint:
-        env = simulated_env(endpoint.base_url, quorum_home, QUORUM_MODELS__CACHE="off")
+        env = simulated_env(
+            endpoint.base_url, quorum_home, QUORUM_MODELS__CACHE="off", **ON_THE_QUESTION
+        )
         proc = run_quorum(env, "ask", QUESTION, "--json", timeout=300)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from lab.simulate.server import SimulatedEndpoint
-from tests.support.cli import run_quorum, simulated_env
+from tests.support.cli import ON_THE_QUESTION, run_quorum, simulated_env
 
 QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during cell death?"
 
@@ -15,7 +15,8 @@ QUESTION = "Do mitochondria play a role in remodelling lace plant leaves during 
 def simulated(tmp_path_factory):
     home = tmp_path_factory.mktemp("presets-home")
     with SimulatedEndpoint(0.0) as endpoint:
-        yield endpoint, simulated_env(endpoint.base_url, home, QUORUM_MODELS__CACHE="off")
+        env = simulated_env(endpoint.base_url, home, QUORUM_MODELS__CACHE="off", **ON_THE_QUESTION)
+        yield endpoint, env
 
 
 def ask(simulated, *flags: str) -> tuple[dict, list[str], dict[str, int]]:

@@ -24,6 +24,16 @@ def quorum_env(home: Path) -> dict[str, str]:
     return env | {"QUORUM_HOME": str(home)}
 
 
+ON_THE_QUESTION = {"QUORUM_SEARCH__DENSE_CANDIDATES": "10"}
+"""Settings that let a run against the simulated endpoint find passages on its question.
+
+The simulator writes "simulated" for a query, and BM25 finds abstracts about simulation with it,
+which the support check rightly refuses as off the question (infra/relevance.py). The dense first
+stage adds the documents nearest the question itself (the demo corpus holds its abstract), so
+the answer has on-topic evidence without changing a single model call.
+"""
+
+
 def simulated_env(base_url: str, home: Path, **settings: str) -> dict[str, str]:
     """Return a `quorum` process environment whose every model is the simulated endpoint."""
     spec = {"provider": "openai", "model": "sim", "base_url": base_url}
