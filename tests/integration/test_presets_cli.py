@@ -60,6 +60,10 @@ def test_preset_papers_runs_corg_and_the_verifier_by_name(simulated):
 def test_preset_fast_is_one_member_no_corg_no_verifier(simulated):
     result, organize, calls = ask(simulated, "--preset", "fast")
     assert "    strategy dedupe (organize.strategy 'dedupe')" in organize
-    # The query, one organize call, one member, one synthesis: nothing else.
-    assert calls == {"generate_query": 1, "organize": 1, "ensemble": 1, "synthesize": 1}
+    # The query, one organize call, one member, two syntheses: nothing else. The simulator's
+    # prose ("A simulated answer drawn from the shown abstracts.") does not address the question,
+    # so the support check refuses it and synthesis's gate asks once more at T 0; the member's
+    # vote then stands in.
+    assert calls == {"generate_query": 1, "organize": 1, "ensemble": 1, "synthesize": 2}
+    assert not result["insufficient"] and result["support"]["verdict"] == "supported"
     assert result["support"]["verified"] == "not verified"
