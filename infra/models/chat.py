@@ -138,7 +138,10 @@ class ChatModel:
             else:
                 async with self.semaphore:
                     started, wall = time.perf_counter(), time.time()
-                    value, raw, usage = await self._parsed_call(schema, list(messages), params)
+                    # usage is filled as the call goes, so a reply that does not parse still
+                    # shows the retries and tokens it took (the trace and the fault drill read
+                    # them).
+                    value, raw = await self._parsed_call(schema, list(messages), params, usage)
                 if key is not None and self.cache is not None:  # only what parsed is kept
                     spent = {k: v for k, v in usage.items() if k != "retries"}  # this call's
                     kept = {"value": value.model_dump(mode="json"), "raw": raw, "usage": spent}
@@ -151,7 +154,6 @@ class ChatModel:
         except RetriesSpent as exc:
             said = self._provider.failure(exc.last, self.spec, self.endpoint)
             value, error = None, f"{said}; {exc}"
-            usage["retries"] = exc.tries - 1
         except Exception as exc:
             value, error = None, self._provider.failure(exc, self.spec, self.endpoint)
         return Reply(
@@ -201,19 +203,18 @@ class ChatModel:
         return await self._provider.loglikelihood(self, context, continuation)
 
     async def _parsed_call(
-        self, schema: type[Schema], messages: list[BaseMessage], params: dict
-    ) -> tuple[Schema, str, dict[str, int]]:
-        """Call and parse; a reply cut off at the token limit is asked again once, tighter."""
+        self, schema: type[Schema], messages: list[BaseMessage], params: dict, usage: dict
+    ) -> tuple[Schema, str]:
+        """Call and parse into `usage`; a reply cut off at the limit is asked again, tighter."""
         limit = params.get("max_tokens") or self.spec.max_tokens
         bound: dict[str, Any] = schema.model_json_schema()
-        usage: dict[str, int] = {}
         for attempt in (1, 2):
             message: AIMessage | None = None
             try:
                 message = await self._call(bound, messages, params, usage)
                 raw = reply_text(message)
                 add_usage(usage, message)
-                return parse_json_reply(schema, raw, message), raw, usage
+                return parse_json_reply(schema, raw, message), raw
             except (UnparsedReply, ValidationError, ValueError) as exc:
                 counted = message is not None  # the call returned: its usage is in
                 message = getattr(exc, "message", None) or message
@@ -240,11 +241,20 @@ class ChatModel:
         self, schema: dict[str, Any], messages: list[BaseMessage], params: dict, usage: dict
     ) -> AIMessage:
         """Ask once, and again while the endpoint is busy rather than down (retries.py)."""
-        message, retries = await with_retries(
-            lambda: self._provider.reply(self, schema, messages, params),
-            health=self.health,
-            max_retries=self.spec.max_retries,
-        )
-        if retries:
-            usage["retries"] = usage.get("retries", 0) + retries
+        tries = 0
+
+        async def once() -> AIMessage:
+            nonlocal tries
+            tries += 1
+            return await self._provider.reply(self, schema, messages, params)
+
+        try:
+            message, _ = await with_retries(
+                once, health=self.health, max_retries=self.spec.max_retries
+            )
+        finally:
+            # Counted however the call ends: a retried call whose last reply does not parse,
+            # or whose budget is spent, still shows its retries in the trace.
+            if tries > 1:
+                usage["retries"] = usage.get("retries", 0) + tries - 1
         return message

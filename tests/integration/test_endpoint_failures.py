@@ -17,7 +17,7 @@ from infra.settings import ModelSpec
 from infra.structured import REPLY_SLACK
 from nodes.context import Context
 from nodes.ensemble import ensemble
-from tests.support.lying_endpoint import Lie, always, every, serve_stub
+from tests.support.lying_endpoint import LIES, Lie, always, every, serve_stub
 
 HI = [HumanMessage(content="Is it so?")]
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
@@ -140,6 +140,20 @@ def test_a_200000_character_reply_is_a_failed_call_named_over_long(settings):
 
 def always_this(lie: Lie):
     return lambda n: lie
+
+
+def test_a_call_tried_again_whose_reply_does_not_parse_still_counts_its_retries(settings):
+    # The trace and `quorum bench faults` read a call's retries: a 500 tried again and then
+    # answered with prose was recorded as asked once, so the drill could not explain the 500.
+    message = {"role": "assistant", "content": "Yes, it is so."}
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    prose = Lie(
+        body=json.dumps({"id": "x", "object": "chat.completion", "choices": [choice]}).encode()
+    )
+    with serve_stub(lie=lambda n: LIES["server_error"] if n == 1 else prose) as stub:
+        reply = ask_once(settings, stub.base_url, max_retries=2)
+    assert reply.value is None and reply.error.startswith("unparseable output"), reply.error
+    assert stub.answered() == 2 and reply.retries == 1
 
 
 def streaming_model(settings, url):
