@@ -1,9 +1,11 @@
 """Evidence for `quorum bench faults`: what a drill's files say about each injected fault.
 
 Every fault the endpoint injected is traced to how it was absorbed, from what the run left
-behind: the endpoint's request log (the client retried the same request), the checkpoints (the
-failed call and the node that carried on), the journal (failed, then answered by a later run;
-interrupted by the kill, then resumed). Nothing is assumed absorbed without such a trace.
+behind: the endpoint's request log and the call's record (the client retried the same request:
+OpenAI's client counts its retries in a header, quorum's own records them on the call), the
+checkpoints (the failed call and the node that carried on), the journal (failed, then answered
+by a later run; interrupted by the kill, then resumed). Nothing is assumed absorbed without
+such a trace.
 """
 
 from __future__ import annotations
@@ -19,14 +21,23 @@ from infra.bioasq.validate import validate_file
 from infra.checkpoints import read_config, saver
 from lab.bench.drill import Journal, Outage
 from lab.simulate.faults import FAULT_KINDS, request_key
+from prompts import template
 
 CARRIED_ON = {
     "ensemble": "member_dropped",
     "synthesize": "synthesis_fell_back_to_vote",
     "generate_query": "query_repaired_or_keywords",
     "refine_query": "refine_relaxed_by_rules",
-    "organize": "organize_kept_every_context",
+    "organize": "organize_carried_on",
 }
+ORGANIZE_CARRIED_ON = {
+    "organize": "organize_kept_every_context",  # dedupe: no duplicate named, nothing dropped
+    # CORG, the default for a served model: a failed relation call leaves its pair unrelated
+    # (relations.build_relation_graph), a failed plural form leaves the question as asked.
+    "organize_relation": "corg_pair_read_as_unrelated",
+    "organize_pluralize": "corg_group_kept_the_question",
+}
+"""Organize's calls carry on by their prompt: every one is recorded under the node's name."""
 HTTP_FAULTS = ("server_error", "rate_limit", "timeout")
 FINISHED = ("ok", "insufficient")
 """Journal statuses of a question that is done: answered, or honestly insufficient (its
@@ -93,11 +104,21 @@ def absorbed_llm(
     for r in requests:
         last_asked[(r["key"], r["retry"])] = r["request"]
     failed_calls: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    retried: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for thread in threads:
         for call in thread["calls"]:
-            if call.get("error") and call.get("prompt") is not None:
-                key = request_key([m["content"] for m in call["prompt"]])
+            if call.get("prompt") is None:
+                continue
+            key = request_key([m["content"] for m in call["prompt"]])
+            if call.get("error"):
                 failed_calls.setdefault((key, call["model"]), []).append(call)
+            if call.get("retries"):
+                # quorum's model client retries itself (infra/models/retries.py), so the
+                # endpoint sees retry 0 each time; the call's record counts its retries.
+                retried.setdefault((key, call["model"]), []).append(dict(call))
+    asked_after: dict[tuple[str, str], int] = {}
+    for r in requests:
+        asked_after[(r["key"], r.get("model"))] = r["request"]
     killed = [r["requests"] for r in runs if r["exit"] == "killed"]
     out: dict[str, Any] = {}
     for kind in FAULT_KINDS:
@@ -106,10 +127,16 @@ def absorbed_llm(
         for fault in (f for f in faults if f["kind"] == kind):
             again = last_asked.get((fault["key"], fault["retry"] + 1), 0)
             calls = failed_calls.get((fault["key"], fault["model"]), [])
-            if kind in HTTP_FAULTS and again > fault["request"]:
+            if kind in HTTP_FAULTS and (
+                again > fault["request"]
+                or (
+                    asked_after.get((fault["key"], fault["model"]), 0) > fault["request"]
+                    and _take_retry(retried.get((fault["key"], fault["model"]), []), fault["at"])
+                )
+            ):
                 how["client_retry"] += 1
             elif call := _take_call(calls, fault["at"]):
-                how[CARRIED_ON.get(call["node"], f"{call['node']}_carried_on")] += 1
+                how[_carried_on(call)] += 1
             elif any(lo <= fault["request"] <= hi for lo, hi in killed):
                 how["interrupted_by_kill_then_rerun"] += 1
             else:
@@ -144,6 +171,28 @@ def _stray_calls(
         "by_node": dict(Counter(call["node"] for _, call in leftover)),
         "errors": sorted({call["error"][:100] for _, call in leftover}),
     }
+
+
+def _carried_on(call: dict[str, Any]) -> str:
+    """Name how the node that made a failed call carried on."""
+    if call["node"] == "organize" and call.get("prompt"):
+        said = call["prompt"][0].get("content", "")
+        for name, how in ORGANIZE_CARRIED_ON.items():
+            if said.startswith(template(name)[0].splitlines()[0]):
+                return how
+    return CARRIED_ON.get(call["node"], f"{call['node']}_carried_on")
+
+
+def _take_retry(calls: list[dict[str, Any]], at: float) -> bool:
+    """Spend one retry of a call that was in flight at `at`; say whether there was one."""
+    for call in calls:
+        started = call.get("started", 0.0)
+        # 0.5 s of clock slack either side, as _take_call allows.
+        inside = started - 0.5 <= at <= started + call.get("latency_s", 0.0) + 0.5
+        if call["retries"] > 0 and inside:
+            call["retries"] -= 1
+            return True
+    return False
 
 
 def _take_call(calls: list[dict[str, Any]], at: float) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from lab.bench.fault_evidence import absorbed_llm
 from lab.bench.faults import bench_faults, build_testset
 from lab.simulate.server import FAULT_KINDS, FaultPlan, SimulatedEndpoint, request_key
 from nodes.organize.strategies.dedupe import duplicates_schema
+from prompts import template
 from tests.support.data import GOLDEN
 
 NO_FAULTS = dict.fromkeys(FAULT_KINDS, 0.0)
@@ -152,6 +153,43 @@ def test_each_fault_is_traced_to_what_absorbed_it():
     assert stray["count"] == stray["replayed_from_cache"] == 1 and stray["by_node"] == {
         "ensemble": 1
     }
+
+
+def test_quorums_own_retries_and_corg_calls_are_traced_to_what_absorbed_them():
+    # quorum's model client retries itself: the endpoint sees "retry 0" every time, and only
+    # the call's record (its retries, its span) says that a request asked again was a retry.
+    relation = template("organize_relation")[0]
+    key = {text: request_key([text]) for text in ("a", relation, "b")}
+    requests = [
+        {"request": 1, "model": "m", "key": key["a"], "retry": 0},  # 500
+        {"request": 2, "model": "m", "key": key["a"], "retry": 0},  # quorum's retry: ok
+        {"request": 3, "model": "m", "key": key[relation], "retry": 0},  # empty
+        {"request": 4, "model": "m", "key": key["b"], "retry": 0},  # 500, the call gave up
+        {"request": 5, "model": "m", "key": key["b"], "retry": 0},  # a later run's, not a retry
+    ]
+    faults = [
+        {"request": 1, "kind": "server_error", "model": "m", "key": key["a"], "retry": 0, "at": 10},
+        {"request": 3, "kind": "empty", "model": "m", "key": key[relation], "retry": 0, "at": 12},
+        {"request": 4, "kind": "server_error", "model": "m", "key": key["b"], "retry": 0, "at": 13},
+    ]
+
+    def call(node, text, started, *, error=None, retries=None):
+        record = {"node": node, "model": "m", "prompt": [{"content": text}], "started": started}
+        return record | {"latency_s": 1.0, "error": error, "retries": retries}
+
+    threads = [
+        {
+            "calls": [
+                call("generate_query", "a", 9.9, retries=1),
+                call("organize", relation, 11.9, error="unparseable output: empty"),
+                call("ensemble", "b", 30.0),  # the later run's call: it ran once
+            ]
+        }
+    ]
+    absorbed = absorbed_llm(faults, requests, threads, [{"exit": 0, "requests": (1, 5)}])
+    assert absorbed["server_error"]["how"] == {"client_retry": 1, "unexplained": 1}
+    assert absorbed["server_error"]["unexplained_requests"] == [4]
+    assert absorbed["empty"]["how"] == {"corg_pair_read_as_unrelated": 1}
 
 
 def test_a_killed_and_faulty_batch_answers_every_question_once(tmp_path):
