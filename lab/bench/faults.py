@@ -140,6 +140,10 @@ def bench_faults(
         journal = Journal(journal_path(output))
         command = [sys.executable, "-m", "graphs.cli", "bioasq", "run", "--input", str(testset)]
         command += ["--output", str(output), "--phase", "A+", "--concurrency", str(concurrency)]
+        # The simulator's query ("simulated") finds passages off every question, so the
+        # relevance check refuses each answer: kept, a finished question is resumed from the
+        # journal after the kill, as an answered one is, instead of asked again.
+        command += ["--keep-insufficient"]
         runs: list[dict[str, Any]] = []
         with SimulatedEndpoint(LATENCY_S, faults=plan) as endpoint:
             env = batch_env(home, endpoint.base_url, search)
