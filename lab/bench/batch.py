@@ -11,11 +11,13 @@ calls (search, embedding, snippets) cost the batch.
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from graphs.bioasq.journal import journal_path
 from graphs.bioasq.run import run_batch
 from graphs.runtime import build_context
 from infra.models import endpoint_limit
@@ -67,6 +69,8 @@ def bench_batch(
 
             alone, wall, report = asyncio.run(measure())
             peak = endpoint.stats.max_in_flight
+        records = journal_path(work / "submission.json").read_text(encoding="utf-8").splitlines()
+        made = [r["llm_calls"] for r in map(json.loads, records) if "llm_calls" in r]
     spec = settings.models.ensemble[0]
     ideal = count / concurrency * alone["critical_path_calls"] * latency_s
     return {
@@ -78,6 +82,8 @@ def bench_batch(
         "llm_latency_s": latency_s,
         "question": QUESTION,
         "chain_calls": alone["critical_path_calls"],
+        # A question refused before synthesis makes fewer calls than the chain it is measured by.
+        "fewest_calls": min(made, default=0),
         "alone_s": alone["wall_s"],
         "wall_s": round(wall, 2),
         "ideal_s": round(ideal, 2),

@@ -205,11 +205,15 @@ def test_bench_batch_answers_every_question_with_their_calls_overlapped(quorum_h
         latency_s=0.2,
         input_path=FIXTURES / "bioasq_eval" / "phase_a_gold.json",
     )
-    # Every question ends answered or honestly insufficient (the support check), none failed.
+    # Every question ends answered or honestly insufficient (the one door), none failed. The
+    # simulator's query ("simulated") finds passages off every question, so the relevance
+    # check may refuse every answer: what is measured is that each question went the whole
+    # way, not whether the simulator's answer was kept.
     assert figures["answered"] + figures["insufficient"] == figures["questions"] == 4
-    assert figures["answered"] >= 1
     # generate_query, organize, ensemble, then synthesis and the verifier (at least one each).
     assert figures["chain_calls"] >= 5
+    # Each question made at least the chain's calls: none stopped short of synthesis.
+    assert figures["fewest_calls"] >= figures["chain_calls"]
     assert figures["endpoint_limit"] == 4 * base.ensemble.max_concurrency
     # Four questions' ensemble waves overlapped: more in flight than one question makes.
     assert figures["max_in_flight"] > base.ensemble.members
