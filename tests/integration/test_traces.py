@@ -58,8 +58,12 @@ async def test_trace_shows_members_votes_and_the_greedy_resynthesis(make_context
     assert decided in ensemble
     assert any(line.startswith("settings: models=['scripted'], seed=13") for line in ensemble)
     first, second = shown["synthesize"]  # low confidence, so a second, greedy attempt
+    # The first attempt judged each passage's relevance: its table leads, before the attempt.
+    assert first[0] == "relevance: 5 of 5 passages address the question (only they are evidence):"
     # The model's own confidence drives the gate; the trace shows it beside the evidence's.
-    assert "temperature 0.1" in first[0] and said(first[0], 0.30)
-    assert "(again, at temperature 0)" in second[0] and said(second[0], 0.80)
+    (tried,) = [line for line in first if line.startswith("attempt in round")]
+    (again,) = [line for line in second if line.startswith("attempt in round")]
+    assert "temperature 0.1" in tried and said(tried, 0.30)
+    assert "(again, at temperature 0)" in again and said(again, 0.80)
     assert "  rationale: Two of three readers and the first abstract agree." in second
     assert result["exact_answer"] == "yes"
