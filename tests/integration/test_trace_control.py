@@ -8,6 +8,9 @@ from graphs.traces.read import node_updates
 from tests.support.fakes import pmids_in, script
 
 QUESTION = "Do mitochondria play a role in lace plant programmed cell death?"
+EDITED = "Do mitochondria play no role in lace plant programmed cell death?"
+"""An edit the scripted synthesizer answers "no" to; on the passages' subject, as the support
+check gives no answer from passages that do not address the question asked."""
 
 
 def said(call):
@@ -20,7 +23,7 @@ def model(confidence=0.9):
         organize={"duplicates": []},
         ensemble=lambda m, kw: {"answer": "yes", "pmids": pmids_in(m)[:1]},
         synthesize=lambda m, kw: {
-            "exact_answer": "no" if "Reply in French" in said({"messages": m}) else "yes",
+            "exact_answer": "no" if EDITED in said({"messages": m}) else "yes",
             "ideal_answer": "Mitochondria act early.",
             "confidence": confidence,
             "cited_pmids": pmids_in(m)[:1],
@@ -52,9 +55,9 @@ async def test_replay_from_synthesize_reuses_everything_before_it(make_context, 
 async def test_replay_with_an_edited_field_changes_the_outcome(make_context, settings):
     ctx = make_context(model())
     thread, _ = await run_question(settings, QUESTION, context=ctx)
-    edits = parse_edits(['question="Reply in French: do mitochondria matter?"'])
+    edits = parse_edits([f'question="{EDITED}"'])
     _, result = await replay(settings, ctx, thread, "synthesize", edits)
-    assert result["exact_answer"] == "no" and result["question"].startswith("Reply in French")
+    assert result["exact_answer"] == "no" and result["question"] == EDITED
 
 
 async def test_replay_from_the_query_is_a_fresh_run_with_an_edited_query(make_context, settings):
