@@ -9,7 +9,6 @@ import time
 
 from graphs.bioasq.journal import journal_path
 from lab.simulate.server import SimulatedEndpoint
-from tests.integration.test_bioasq_run import write_testset
 from tests.support.cli import QUORUM, run_quorum, simulated_env
 
 # Worded for this file alone: the integration session's quorum_home holds other files' runs.
@@ -53,14 +52,37 @@ def _records(journal):
     return [json.loads(x) for x in journal.read_text().splitlines()[1:] if x.strip()]
 
 
+BATCH = [
+    "Do mitochondria play a role in lace plant programmed cell death?",
+    "Does programmed cell death form the perforations of lace plant leaves?",
+    "Do mitochondrial dynamics change as programmed cell death progresses in lace plant leaves?",
+    "Does cyclosporine A lower the number of perforations in lace plant leaves?",
+    "Do chloroplasts move on transvacuolar strands during lace plant programmed cell death?",
+]
+"""Yes/no questions the demo corpus's lace plant abstract (PMID 21645374) answers, each worded
+apart so that no question is answered from another's cached calls. The simulated reader writes
+"simulated" for a list or factoid answer, which no passage carries: only its yes/no answers can
+be supported, so a question that finishes is one that is answered (status ok)."""
+ON_THE_QUESTION = {"QUORUM_SEARCH__DENSE_CANDIDATES": "10"}
+"""The simulated reader's query is "simulated", and BM25 finds abstracts about simulation with
+it, which the support check rightly refuses as off the question (infra/relevance.py): the dense
+first stage adds the abstracts nearest the question itself, the lace plant's among them."""
+
+
+def write_batch(path):
+    questions = [{"id": f"y{i}", "body": body, "type": "yesno"} for i, body in enumerate(BATCH)]
+    path.write_text(json.dumps({"questions": questions}))
+    return path
+
+
 def test_the_first_ctrl_c_finishes_the_question_in_flight_and_starts_no_other(
     quorum_home, tmp_path
 ):
-    testset, out = write_testset(tmp_path / "t.json", count=5), tmp_path / "sub.json"
+    testset, out = write_batch(tmp_path / "t.json"), tmp_path / "sub.json"
     journal = journal_path(out)
     args = ["bioasq", "run", "--input", str(testset), "--output", str(out), "--phase", "A+"]
     with SimulatedEndpoint(0.5) as endpoint:
-        env = simulated_env(endpoint.base_url, quorum_home)
+        env = simulated_env(endpoint.base_url, quorum_home, **ON_THE_QUESTION)
         run = Running(args, env)
         run.wait_for(lambda: journal.exists() and len(_records(journal)) >= 1)
         run.proc.send_signal(signal.SIGINT)
