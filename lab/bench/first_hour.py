@@ -15,6 +15,7 @@ as ratios.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import resource
@@ -146,6 +147,13 @@ def bench_first_hour(
     command = list(quorum or [sys.executable, "-m", "graphs.cli"])
     allowed = TARGETS_S | (targets or {})
     load_before = os.getloadavg()
+    compiled = bytecode()
+    if not compiled["installed_compiled"] and compiled["dont_write_bytecode"]:
+        say(
+            "first-hour: the installed packages carry no bytecode and PYTHONDONTWRITEBYTECODE is "
+            "set, so every command compiles torch and transformers from source again; "
+            "`uv sync --locked --compile-bytecode` (README) compiles them once"
+        )
     rows = []
     with tempfile.TemporaryDirectory(prefix="quorum-first-hour-") as scratch:
         work = Path(scratch)
@@ -179,7 +187,22 @@ def bench_first_hour(
         "loadavg": [round(x, 2) for x in load_before],
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "cpus": os.cpu_count(),
+        "bytecode": compiled,
         "home": "fresh (a new temporary QUORUM_HOME, removed after)",
+    }
+
+
+def bytecode() -> dict[str, bool]:
+    """Say whether imports read compiled bytecode: the largest cost a machine's set-up adds.
+
+    Without it each process compiles torch, transformers and sentence-transformers from source:
+    a warm demo ask took 44 s instead of 16 s on this project's 2-core machine (docs/measured.md).
+    """
+    spec = importlib.util.find_spec("torch")  # found, not imported
+    cached = spec.cached if spec is not None else None
+    return {
+        "installed_compiled": bool(cached) and Path(cached).exists(),
+        "dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
     }
 
 

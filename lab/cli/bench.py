@@ -94,6 +94,8 @@ def bench_first_hour_cmd(
             markup=False,
         )
     load = ", ".join(f"{x:.2f}" for x in report["loadavg"])
+    compiled = report["bytecode"]["installed_compiled"]
+    out.print(f"installed packages {'compiled to bytecode' if compiled else 'WITHOUT bytecode'}")
     out.print(
         f"quorum --help took {report['help_s']:.2f} s; "
         f"load average at the start {load} on {report['cpus']} CPUs; "

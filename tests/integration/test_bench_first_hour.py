@@ -28,6 +28,9 @@ def test_the_cheap_cases_print_one_json_object_with_load_and_each_verdict(tmp_pa
         assert case["passed"] == (case["why"] is None)
     assert report["passed"] == all(c["passed"] for c in report["cases"])
     assert len(report["loadavg"]) == 3 and report["cpus"] >= 1
+    # Whether imports read compiled bytecode, the set-up's largest cost, is part of the figures.
+    assert set(report["bytecode"]) == {"installed_compiled", "dont_write_bytecode"}
+    assert all(isinstance(v, bool) for v in report["bytecode"].values())
     assert "first-hour: trace_list" in done.stderr  # progress goes to stderr
     # `quorum --help`'s time is the yardstick: each figure also as a multiple of it.
     assert report["help_s"] > 0 and "first-hour: quorum --help: " in done.stderr
@@ -59,3 +62,12 @@ def test_an_unknown_case_is_one_line_and_exit_2(tmp_path):
     assert done.stderr.strip().splitlines() == [
         f"quorum: error: --only 'trace_lst': no such case; choose from {', '.join(CASES)}"
     ]
+
+
+def test_bytecode_says_whether_the_shell_forbids_writing_it(monkeypatch):
+    from lab.bench.first_hour import bytecode
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    assert bytecode()["dont_write_bytecode"] is True
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE")
+    assert bytecode()["dont_write_bytecode"] is False
