@@ -97,12 +97,17 @@ summary questions (0.1: the same; 0.2: 99.2%, 98.3%) and refuses 98.2% and 97.3%
 sentences of the next same-type question's snippets."""
 
 
-@functools.cache
-def reference_frequencies() -> tuple[dict[str, int], int]:
-    """Return the reference's document frequency of each term (Snowball root), and its size."""
+FREQUENCIES = REFERENCE.with_name("pubmedqa_demo.df.json.gz")
+"""The reference's document frequency of each term, counted once by `count_frequencies`
+(`python tests/tools/make_demo_corpus.py --frequencies` writes it; a unit test holds it equal to
+a fresh count): counting stems ~150,000 words, ~2 s at every run's first relevance judgment."""
+
+
+def count_frequencies(reference: Path = REFERENCE) -> tuple[dict[str, int], int]:
+    """Count each term's (Snowball root's) document frequency in `reference`, and its size."""
     counts: dict[str, int] = {}
     n = 0
-    with gzip.open(REFERENCE, "rt", encoding="utf-8") as lines:
+    with gzip.open(reference, "rt", encoding="utf-8") as lines:
         for line in lines:
             doc = json.loads(line)
             n += 1
@@ -110,6 +115,14 @@ def reference_frequencies() -> tuple[dict[str, int], int]:
             for root in set(roots(content(terms(text)))):
                 counts[root] = counts.get(root, 0) + 1
     return counts, n
+
+
+@functools.cache
+def reference_frequencies() -> tuple[dict[str, int], int]:
+    """Return the reference's document frequency of each term (Snowball root), and its size."""
+    with gzip.open(FREQUENCIES, "rt", encoding="utf-8") as fh:
+        table = json.load(fh)
+    return table["df"], table["documents"]
 
 
 def rarity(root: str) -> float:

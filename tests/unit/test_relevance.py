@@ -13,7 +13,13 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from graphs.describe import trace_text
-from infra.relevance import decide, judge_relevance, key_terms
+from infra.relevance import (
+    count_frequencies,
+    decide,
+    judge_relevance,
+    key_terms,
+    reference_frequencies,
+)
 from infra.search.corpus import DEMO_DOCS
 from nodes.answer_view import support_text
 from nodes.synthesize import synthesize
@@ -204,3 +210,11 @@ async def test_the_ensemble_s_stand_in_is_held_to_relevance_after_a_huge_reply(m
     update = await synthesize(state("CFTR", ["6"]), Runtime(context=ctx))
     assert update["answer"]["source"] == "vote" and update["answer"]["exact"] == ["CFTR"]
     assert update["answer"]["cited"] == ["6"]
+
+
+def test_the_shipped_document_frequencies_are_a_fresh_count_of_the_reference():
+    # Counted once, not at every run (~2 s); a change to the terms or the stemmer must rewrite it.
+    assert reference_frequencies() == count_frequencies(), (
+        "infra/data/pubmedqa_demo.df.json.gz is stale: "
+        "run `uv run python tests/tools/make_demo_corpus.py --frequencies`"
+    )
