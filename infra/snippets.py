@@ -15,6 +15,10 @@ from infra.records import Passage, Snippet
 from infra.rerankers import Reranker
 from infra.settings import SettingsError, SnippetSettings
 
+SHIPPED = SnippetSettings()
+"""The snippet settings' shipped defaults, the functions' own: a caller that passes none chooses
+as finalize does with nothing configured."""
+
 _BOUNDARY = re.compile(r"[.!?](?=\s+[\"'(\[]?[A-Z0-9])")
 _ABBREVIATIONS = frozenset(
     {"al", "vs", "e.g", "i.e", "fig", "dr", "st", "approx", "ca", "no", "ref", "cf"}
@@ -117,11 +121,11 @@ def score_sentences(
 def choose_snippets(
     scored: Sequence[ScoredSentence],
     *,
-    limit: int = 10,
-    per_doc: int = 2,
+    limit: int = SHIPPED.limit,
+    per_doc: int = SHIPPED.per_document,
     documents: int | None = None,
-    min_score: float | None = None,
-    merge: bool = True,
+    min_score: float | None = SHIPPED.min_score,
+    merge: bool = SHIPPED.merge,
 ) -> list[Snippet]:
     """Return the best sentences as BioASQ snippets, best first.
 
@@ -192,11 +196,11 @@ def best_snippets(
     docs: Sequence[Passage],
     embedder: Embedder,
     *,
-    limit: int = 10,
-    per_doc: int = 2,
+    limit: int = SHIPPED.limit,
+    per_doc: int = SHIPPED.per_document,
     scorer: Reranker | None = None,
-    min_score: float | None = None,
-    merge: bool = True,
+    min_score: float | None = SHIPPED.min_score,
+    merge: bool = SHIPPED.merge,
 ) -> list[Snippet]:
     """Pick the sentences that best answer the question, as BioASQ snippets with verified offsets.
 

@@ -133,9 +133,18 @@ async def evaluate_retrieval(
                     recalls[key][k].append(recall_at(view, list(present), k))
             aps[key].append(average_precision(view[:10], question.documents))
         if snippets and question.snippets:
-            docs = ctx.search.fetch(views[main_key][:10])
+            # Chosen as finalize chooses them, from the settings' snippets.
+            chosen = ctx.settings.snippets
+            docs = ctx.search.fetch(views[main_key][: chosen.documents])
             found = best_snippets(
-                question.body, docs, ctx.embedder, limit=10, scorer=ctx.snippet_scorer
+                question.body,
+                docs,
+                ctx.embedder,
+                limit=chosen.limit,
+                per_doc=chosen.per_document,
+                scorer=ctx.snippet_scorer,
+                min_score=chosen.min_score,
+                merge=chosen.merge,
             )
             snippet_scores.append(snippet_recall(found, question.snippets))
     report = {

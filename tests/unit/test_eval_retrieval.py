@@ -1,5 +1,7 @@
 """`quorum eval retrieval --cross-encoder-weights`: every weight ranked as rerank ranks it."""
 
+import dataclasses
+
 import pytest
 
 from graphs.eval.retrieval import evaluate_retrieval, retrieve_scored
@@ -49,3 +51,33 @@ async def test_a_sweep_without_a_cross_encoder_is_refused(make_context, settings
     question, _ = planted
     with pytest.raises(ValueError, match="cross_encoder"):
         await evaluate_retrieval(make_context(settings_=settings), [question], weights=[0.5])
+
+
+async def test_snippet_recall_scores_the_snippets_finalize_would_choose(
+    make_context, settings, planted, monkeypatch
+):
+    # `--snippets` once chose 2 a document from 10 documents while finalize chose by the
+    # settings (5 a document from 5): the figure measured another choice than quorum's.
+    import graphs.eval.retrieval as retrieval
+    from infra.snippets import best_snippets
+
+    question, _ = planted
+    gold = question.documents[0]
+    snippet = {"document": gold, "text": "mitochondria", "beginSection": "abstract"}
+    question = dataclasses.replace(question, snippets=[snippet])
+    chosen = settings.snippets.model_copy(
+        update={"documents": 2, "limit": 3, "per_document": 1, "merge": False}
+    )
+    seen = []
+
+    def spy(question_body, docs, embedder, **kwargs):
+        seen.append((len(docs), kwargs))
+        return best_snippets(question_body, docs, embedder, **kwargs)
+
+    monkeypatch.setattr(retrieval, "best_snippets", spy)
+    ctx = make_context(settings_=settings.model_copy(update={"snippets": chosen}))
+    await evaluate_retrieval(ctx, [question], snippets=True)
+    [(documents, kwargs)] = seen
+    assert documents == 2
+    assert (kwargs["limit"], kwargs["per_doc"], kwargs["merge"]) == (3, 1, False)
+    assert kwargs["min_score"] == chosen.min_score
