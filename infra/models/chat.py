@@ -249,7 +249,7 @@ class ChatModel:
             return await self._provider.reply(self, schema, messages, params)
 
         try:
-            message, _ = await with_retries(
+            message = await with_retries(
                 once, health=self.health, max_retries=self.spec.max_retries
             )
         finally:

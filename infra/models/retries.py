@@ -64,8 +64,11 @@ async def with_retries(
     max_retries: int,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> tuple[T, int]:
-    """Return `call()`'s result and the retries it took, trying again while it may succeed.
+) -> T:
+    """Return `call()`'s result, trying again while it may succeed.
+
+    The caller counts its own tries (`ChatModel._call`): a count returned here would be lost
+    whenever the call ends in an error, which is when the trace needs it most.
 
     Raises:
         RetriesSpent: every try failed and the budget, or max_retries, is spent.
@@ -104,7 +107,7 @@ async def with_retries(
             await sleep(wait)
             continue
         health.answered += 1
-        return result, tries - 1
+        return result
 
 
 def _backoff(tries: int) -> float:
