@@ -10,6 +10,7 @@ from nodes.trace_view import Block, Lines, Table
 
 COVERS = frozenset({"attempts", "answer", "relevance"})
 """The update's keys these blocks show (the rest is shown as it is)."""
+STAND_IN_LINE = "  the ensemble's decision stands in; the answer and support below are its"
 
 
 def support_lines(support: SupportRecord | None) -> list[str]:
@@ -72,7 +73,12 @@ def synthesize_trace(update: dict[str, Any]) -> list[Block]:
             f"attempt in round {attempt['round']} {head}: confidence "
             f"{confidence_text(answer)}, answer from {answer.get('source')}"
         ]
-        if attempt.get("error"):
+        if attempt.get("error") and answer.get("source") == "vote":
+            # The attempt's own reply was refused; what follows is the stand-in's, and so is
+            # the support verdict under it: said so, or "supported" reads as the refused reply's.
+            lines.append(f"  synthesis failed: {attempt['error']}")
+            lines.append(STAND_IN_LINE)
+        elif attempt.get("error"):
             lines.append(f"  error: {attempt['error']}")
         if answer.get("overrode_decision"):
             lines.append("  overrode the ensemble's decision")

@@ -4,6 +4,7 @@ import pytest
 from langgraph.runtime import Runtime
 
 from graphs.describe import trace_text
+from nodes.descriptions.synthesize import STAND_IN_LINE
 from nodes.synthesize import synthesize
 from tests.support.fakes import pmids_in, script
 
@@ -200,6 +201,13 @@ async def test_a_failed_synthesis_is_tried_again_then_the_decision_stands_in(mak
     assert answer["cited"] == ["103"]
     assert update["attempts"][0]["temperature"] == 0.0
     assert "synthesize: the vote answer stands in" in update["notes"]
+    # The trace says whose the support verdict is: the refused reply's error is not "error:"
+    # beside the stand-in's "support: supported".
+    shown = trace_text("synthesize", update)[0]
+    assert f"  synthesis failed: {update['attempts'][0]['error']}" in shown
+    said = shown.index(STAND_IN_LINE)
+    assert said < next(i for i, line in enumerate(shown) if line.startswith("  support: "))
+    assert not any(line.startswith("  error: ") for line in shown)
 
 
 @pytest.mark.parametrize(
