@@ -36,10 +36,10 @@ from lab.bench.fault_evidence import (
     outcome,
     read_threads,
 )
+from lab.shared_data import BIOASQ_GOLDEN, CHECKOUT
 from lab.simulate.server import FaultPlan, SimulatedEndpoint
 
-ROOT = Path(__file__).resolve().parents[3]
-GOLDEN = ROOT.parent / "shared" / "data" / "bioasq"
+GOLDEN = BIOASQ_GOLDEN
 LATENCY_S = 0.02
 CLIENT_TIMEOUT_S = 1.0
 CLIENT_RETRIES = 3
@@ -198,7 +198,7 @@ class Drill:
         stderr_path = self.work / f"run-{number}.stderr"
         with open(stderr_path, "wb") as stderr:
             proc = subprocess.Popen(
-                self.command, env=self.env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=ROOT
+                self.command, env=self.env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=CHECKOUT
             )
             try:
                 exit_code = self._watch(proc, number, kill_after)

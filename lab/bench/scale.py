@@ -33,9 +33,10 @@ from lab.bench.query import machine
 from lab.bench.scale_child import PROGRESS
 from lab.bench.scale_report import extrapolate, project, targets
 from lab.bench.synthetic import doc_freqs, postings_share
+from lab.shared_data import BIOASQ_GOLDEN, CORPUS
 
-SHARED_CORPUS = Path(__file__).resolve().parents[4] / "shared/data/corpus/pubmed_docs.jsonl.gz"
-SHARED_QUESTIONS = SHARED_CORPUS.parents[1] / "bioasq"
+SHARED_CORPUS = CORPUS
+SHARED_QUESTIONS = BIOASQ_GOLDEN
 _ENGINE_FIGURES = (
     "vectors_mib",
     "segments",

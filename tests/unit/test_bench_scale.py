@@ -741,3 +741,18 @@ def test_pubmeds_length_percentiles_come_from_whole_abstracts_context_and_conclu
     # 2k + 10 words each, k = 1..100: from 12 to 210, the conclusion counted
     assert len(got) == len(PUBMED_ABSTRACT_WORDS) == 21 and got[0] == 12 and got[-1] == 210
     assert got == sorted(got) and list(PUBMED_ABSTRACT_WORDS) == sorted(PUBMED_ABSTRACT_WORDS)
+
+
+def test_the_benches_default_data_is_beside_the_checkout():
+    # Both once counted their own parents, and after the lab's move both pointed at /shared:
+    # `bench batch` said "no BioASQ golden files at /shared/data/bioasq/…" beside ../shared.
+    from pathlib import Path
+
+    from lab.bench import faults, scale
+    from lab.shared_data import SHARED_DATA
+
+    checkout = Path(__file__).resolve().parents[2]
+    assert (checkout / "pyproject.toml").exists()
+    assert SHARED_DATA == checkout.parent / "shared" / "data"
+    assert faults.GOLDEN == SHARED_DATA / "bioasq" == scale.SHARED_QUESTIONS
+    assert scale.SHARED_CORPUS == SHARED_DATA / "corpus" / "pubmed_docs.jsonl.gz"
