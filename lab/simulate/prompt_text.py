@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 HEADER = re.compile(r"^\[(\d+)\] PMID (\S+)[ \t]*\n", re.MULTILINE)
+DELIMITERS = frozenset({"<evidence>", "</evidence>"})
+"""The lines nodes/passages.py frames the passages with (the lab stands on infra alone): never
+part of a passage. Left in, the last passage's text ended in "</evidence>", which the reader
+then quoted and wrote into its answers ("no. </evidence>")."""
 # Where the last passage's text stops: the sections prompts put after the passages.
 AFTER_PASSAGES = re.compile(
     r"\n\n(?=(?:Question|Answer|Readers' answers|Ensemble decision|Decided answer|Decision|"
@@ -52,7 +56,7 @@ def numbered_passages(text: str) -> list[Block]:
         else:
             stop = AFTER_PASSAGES.search(text, header.end())
             end = stop.start() if stop else len(text)
-        body = text[header.end() : end].rstrip("\n")
+        body = _unframed(text[header.end() : end]).rstrip("\n")
         blocks.append(Block(int(header[1]), header[2], body, header.start(), end))
     return blocks
 
@@ -68,10 +72,15 @@ def pair_passages(text: str) -> tuple[str, str] | None:
     sections = {m[1]: m for m in PAIR_SECTION.finditer(text)}
     if set(sections) != {"1", "2"} or sections["1"].start() > sections["2"].start():
         return None
-    first = text[sections["1"].end() : sections["2"].start()].strip()
+    first = _unframed(text[sections["1"].end() : sections["2"].start()]).strip()
     stop = AFTER_PASSAGES.search(text, sections["2"].end())
-    second = text[sections["2"].end() : stop.start() if stop else len(text)].strip()
+    second = _unframed(text[sections["2"].end() : stop.start() if stop else len(text)]).strip()
     return first, second
+
+
+def _unframed(text: str) -> str:
+    """Return a passage's text without the evidence delimiters' lines around it."""
+    return "\n".join(line for line in text.split("\n") if line.strip() not in DELIMITERS)
 
 
 def decision_of(text: str) -> list[str] | None:

@@ -33,7 +33,7 @@ from typing import Any
 
 from infra.bioasq.answers import normalize_answer
 from infra.snippets import sentences
-from lab.simulate.prompt_text import numbered_passages, question_of, quote
+from lab.simulate.prompt_text import DELIMITERS, numbered_passages, question_of, quote
 from lab.simulate.reader import PlantedReader, Reading, Seen
 from lab.simulate.sampling import misquoted
 from lab.simulate.schema_instance import PLACEHOLDER, PROSE, resolved
@@ -49,8 +49,6 @@ NEGATION = re.compile(
     r"\b(?:not|no|never|neither|nor|without|cannot|unable|fail(?:s|ed)? to|lack(?:s|ed)?)\b|n't\b",
     re.IGNORECASE,
 )
-DELIMITERS = frozenset({"<evidence>", "</evidence>"})
-"""The lines nodes/passages.py frames the passages with (the lab stands on infra alone)."""
 CLIPPED = " …"
 """How nodes/passages.py marks an abstract cut to the model's budget: never part of a quote."""
 

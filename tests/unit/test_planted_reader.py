@@ -657,3 +657,25 @@ def test_the_command_line_serves_a_planted_reader(tmp_path, capsys):
     assert main(["--planted", str(tmp_path / "missing.json")]) == 2
     assert main(["--planted", str(path), "--reader-set", "colour=1"]) == 2
     assert "keys: curve, strength" in capsys.readouterr().err
+
+
+def test_the_evidence_frame_is_never_part_of_a_passage_the_simulator_reads():
+    # The last passage once read "… leather.\n</evidence>": the simulated verifier quoted
+    # "</evidence>" and its synthesis answered "yes. </evidence>" (CORG's ConflictQA arm without
+    # the counterfactual, where one passage is left and so is last).
+    from lab.simulate.prompt_text import numbered_passages, pair_passages
+    from nodes.passages import passages, quoted
+
+    docs = [
+        {"pmid": "1", "title": "Cattle", "abstract": "Cattle are slaughtered for leather."},
+        {"pmid": "2", "title": "Drums", "abstract": "Drums are often made with leather."},
+    ]
+    prompt = f"Question: Is leather from cattle?\n\n{passages(docs, 400)}\n\nAnswer in JSON."
+    bodies = [b.body for b in numbered_passages(prompt)]
+    assert bodies == [
+        "Cattle\nCattle are slaughtered for leather.",
+        "Drums\nDrums are often made with leather.",
+    ]
+    pair = quoted("Passage 1:\nfirst text\n\nPassage 2:\nsecond text")
+    relation = f"Question: q\n\n{pair}"
+    assert pair_passages(relation) == ("first text", "second text")
