@@ -211,6 +211,31 @@ def best_snippets(
     return choose_snippets(scored, limit=limit, per_doc=per_doc, min_score=min_score, merge=merge)
 
 
+def chosen_snippets(
+    question: str,
+    docs: Sequence[Passage],
+    embedder: Embedder,
+    chosen: SnippetSettings,
+    scorer: Reranker | None = None,
+) -> list[Snippet]:
+    """Return the snippets `chosen` (the snippet settings) picks, as finalize gives them.
+
+    From the first `chosen.documents` documents, at most `chosen.limit` in all and
+    `chosen.per_document` from one, above its floor, merged or not: `eval retrieval --snippets`
+    scores the same choice.
+    """
+    return best_snippets(
+        question,
+        docs[: chosen.documents],
+        embedder,
+        limit=chosen.limit,
+        per_doc=chosen.per_document,
+        scorer=scorer,
+        min_score=chosen.min_score,
+        merge=chosen.merge,
+    )
+
+
 def supporting_sentences(
     question: str,
     answer: str,

@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 from infra.bioasq import exact_answer_shape
 from infra.bioasq.contract import insufficient_answer
 from infra.embeddings import Embedder
-from infra.snippets import best_snippets, supporting_sentences
+from infra.snippets import chosen_snippets, supporting_sentences
 from nodes.answered import why_unanswered
 from nodes.context import Context
 from nodes.records import ALL_FAILED, Answer, Call, SupportSummary, verified_label
@@ -51,15 +51,12 @@ async def finalize(state: QAState, runtime: Runtime[Context]) -> dict[str, Any]:
     cited = [p for p in answer.get("cited", []) if p in by_pmid] if reason is None else []
     snippets, evidence = await asyncio.gather(
         asyncio.to_thread(
-            best_snippets,
+            chosen_snippets,
             state["question"],
             snippet_docs,
             ctx.embedder,
-            limit=chosen.limit,
-            per_doc=chosen.per_document,
-            scorer=ctx.snippet_scorer,
-            min_score=chosen.min_score,
-            merge=chosen.merge,
+            chosen,
+            ctx.snippet_scorer,
         ),
         asyncio.to_thread(
             cited_evidence, state["question"], answer, [by_pmid[p] for p in cited], ctx.embedder

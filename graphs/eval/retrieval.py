@@ -18,7 +18,7 @@ from infra.bioasq.metrics import average_precision, recall_at, snippet_recall
 from infra.search.fusion import blend
 from infra.search.keywords import keyword_query
 from infra.search.query import QueryError
-from infra.snippets import best_snippets
+from infra.snippets import chosen_snippets
 from nodes.context import Context
 from nodes.generate_query import generate_query, limits
 from nodes.refine_query import refine_query
@@ -133,19 +133,9 @@ async def evaluate_retrieval(
                     recalls[key][k].append(recall_at(view, list(present), k))
             aps[key].append(average_precision(view[:10], question.documents))
         if snippets and question.snippets:
-            # Chosen as finalize chooses them, from the settings' snippets.
-            chosen = ctx.settings.snippets
+            chosen = ctx.settings.snippets  # chosen as finalize chooses them
             docs = ctx.search.fetch(views[main_key][: chosen.documents])
-            found = best_snippets(
-                question.body,
-                docs,
-                ctx.embedder,
-                limit=chosen.limit,
-                per_doc=chosen.per_document,
-                scorer=ctx.snippet_scorer,
-                min_score=chosen.min_score,
-                merge=chosen.merge,
-            )
+            found = chosen_snippets(question.body, docs, ctx.embedder, chosen, ctx.snippet_scorer)
             snippet_scores.append(snippet_recall(found, question.snippets))
     report = {
         "questions": len(scored),

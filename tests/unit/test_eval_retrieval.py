@@ -58,7 +58,7 @@ async def test_snippet_recall_scores_the_snippets_finalize_would_choose(
 ):
     # `--snippets` once chose 2 a document from 10 documents while finalize chose by the
     # settings (5 a document from 5): the figure measured another choice than quorum's.
-    import graphs.eval.retrieval as retrieval
+    import infra.snippets
     from infra.snippets import best_snippets
 
     question, _ = planted
@@ -74,7 +74,7 @@ async def test_snippet_recall_scores_the_snippets_finalize_would_choose(
         seen.append((len(docs), kwargs))
         return best_snippets(question_body, docs, embedder, **kwargs)
 
-    monkeypatch.setattr(retrieval, "best_snippets", spy)
+    monkeypatch.setattr(infra.snippets, "best_snippets", spy)
     ctx = make_context(settings_=settings.model_copy(update={"snippets": chosen}))
     await evaluate_retrieval(ctx, [question], snippets=True)
     [(documents, kwargs)] = seen
