@@ -33,7 +33,7 @@ from typing import Any
 
 from infra.bioasq.answers import normalize_answer
 from infra.snippets import sentences
-from lab.simulate.prompt_text import DELIMITERS, numbered_passages, question_of, quote
+from lab.simulate.prompt_text import numbered_passages, question_of, quote
 from lab.simulate.reader import PlantedReader, Reading, Seen
 from lab.simulate.sampling import misquoted
 from lab.simulate.schema_instance import PLACEHOLDER, PROSE, resolved
@@ -193,8 +193,7 @@ def sentences_of(body: str) -> list[str]:
     (infra/snippets.py), so the harness quotes those; a line break inside the abstract is a
     space, as quorum compares quotes with whitespace collapsed.
     """
-    # The evidence delimiters (nodes/passages.py) frame the passages: never part of a sentence.
-    lines = [line for line in body.split("\n") if line.strip() not in DELIMITERS]
+    lines = body.split("\n")  # without the evidence frame: prompt_text.numbered_passages drops it
     title, abstract = (lines[0], " ".join(lines[1:])) if len(lines) > 1 else ("", " ".join(lines))
     out = [title.strip()] if title.strip() else []
     spans = sentences(abstract) or ([(0, len(abstract))] if abstract.strip() else [])
